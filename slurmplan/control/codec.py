@@ -1,0 +1,168 @@
+"""JSON forms of the domain values the journal stores (actions, assignments, per-job scheduler state).
+
+Kept apart from the journal so that the round trip ``value -> dict -> value`` is tested on its own: a
+re-applied intent must be the very action that was decided, and a restored ``SchedulerState`` must make the
+next tick decide exactly as if the daemon had never stopped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from slurmplan.domain import (
+    Action,
+    ActionKind,
+    Assignment,
+    Candidate,
+    Cell,
+    Hints,
+    Measurement,
+    Plan,
+    Reason,
+)
+from slurmplan.tick import JobState
+
+
+def cell_to_dict(cell: Cell) -> dict[str, Any]:
+    return {"gpu_type": cell.gpu_type, "gpus": cell.gpus, "stages": cell.stages}
+
+
+def cell_from_dict(d: dict[str, Any]) -> Cell:
+    return Cell(gpu_type=d["gpu_type"], gpus=int(d["gpus"]), stages=int(d.get("stages", 1)))
+
+
+def cell_key(cell: Cell) -> str:
+    """A stable text key for a Cell (JSON object keys must be strings)."""
+    return f"{cell.gpu_type}:{cell.gpus}:{cell.stages}"
+
+
+def cell_from_key(key: str) -> Cell:
+    gpu_type, gpus, stages = key.rsplit(":", 2)
+    return Cell(gpu_type=gpu_type, gpus=int(gpus), stages=int(stages))
+
+
+def plan_to_dict(plan: Plan | None) -> dict[str, Any] | None:
+    return None if plan is None else dataclasses.asdict(plan)
+
+
+def plan_from_dict(d: dict[str, Any] | None) -> Plan | None:
+    if d is None:
+        return None
+    names = {f.name for f in dataclasses.fields(Plan)}
+    return Plan(**{k: v for k, v in d.items() if k in names})
+
+
+def action_to_dict(a: Action) -> dict[str, Any]:
+    return {
+        "kind": a.kind.value,
+        "job_id": a.job_id,
+        "gpu_type": a.gpu_type,
+        "gpus_per_node": a.gpus_per_node,
+        "node_count": a.node_count,
+        "nodelist": list(a.nodelist) if a.nodelist is not None else None,
+        "admin_comment": a.admin_comment,
+        "signal": a.signal,
+        "reason": a.reason,
+    }
+
+
+def action_from_dict(d: dict[str, Any]) -> Action:
+    nodelist = d.get("nodelist")
+    return Action(
+        kind=ActionKind(d["kind"]),
+        job_id=int(d["job_id"]),
+        gpu_type=d.get("gpu_type"),
+        gpus_per_node=d.get("gpus_per_node"),
+        node_count=d.get("node_count"),
+        nodelist=tuple(nodelist) if nodelist is not None else None,
+        admin_comment=d.get("admin_comment"),
+        signal=d.get("signal"),
+        reason=d.get("reason", ""),
+    )
+
+
+def assignment_to_dict(a: Assignment) -> dict[str, Any]:
+    return {
+        "job_id": a.job_id,
+        "reason": a.reason.value,
+        "cell": cell_to_dict(a.cell) if a.cell else None,
+        "plan": plan_to_dict(a.plan),
+        "nodes": list(a.nodes),
+        "gpus_per_node": a.gpus_per_node,
+        "throughput": a.throughput,
+        "priority": a.priority,
+        "share": a.share,
+        "detail": a.detail,
+    }
+
+
+def assignment_from_dict(d: dict[str, Any]) -> Assignment:
+    return Assignment(
+        job_id=int(d["job_id"]),
+        reason=Reason(d["reason"]),
+        cell=cell_from_dict(d["cell"]) if d.get("cell") else None,
+        plan=plan_from_dict(d.get("plan")),
+        nodes=tuple(d.get("nodes", ())),
+        gpus_per_node=int(d.get("gpus_per_node", 0)),
+        throughput=float(d.get("throughput", 0.0)),
+        priority=float(d.get("priority", 0.0)),
+        share=float(d.get("share", 0.0)),
+        detail=d.get("detail", ""),
+    )
+
+
+def job_state_to_dict(s: JobState) -> dict[str, Any]:
+    return {
+        "attained_s": s.attained_s,
+        "attained_by_cell": {cell_key(c): v for c, v in s.attained_by_cell.items()},
+        "rounds_scheduled": s.rounds_scheduled,
+        "current": assignment_to_dict(s.current) if s.current else None,
+        "signalled_at": s.signalled_at,
+        "first_seen": s.first_seen,
+        "reconfigurations": s.reconfigurations,
+    }
+
+
+def job_state_from_dict(d: dict[str, Any]) -> JobState:
+    return JobState(
+        attained_s=float(d.get("attained_s", 0.0)),
+        attained_by_cell={cell_from_key(k): float(v) for k, v in d.get("attained_by_cell", {}).items()},
+        rounds_scheduled=int(d.get("rounds_scheduled", 0)),
+        current=assignment_from_dict(d["current"]) if d.get("current") else None,
+        signalled_at=d.get("signalled_at"),
+        first_seen=d.get("first_seen"),
+        reconfigurations=int(d.get("reconfigurations", 0)),
+    )
+
+
+def hints_to_dict(h: Hints) -> dict[str, Any]:
+    d = dataclasses.asdict(h)
+    d["job_class"] = h.job_class.value
+    d["gpu_types"] = list(h.gpu_types)
+    return d
+
+
+def candidate_to_dict(c: Candidate) -> dict[str, Any]:
+    return {
+        "cell": cell_to_dict(c.cell),
+        "throughput": c.throughput,
+        "plan": plan_to_dict(c.plan),
+        "source": c.source.value,
+        "nodes": c.nodes,
+    }
+
+
+def measurement_from_dict(d: dict[str, Any]) -> Measurement:
+    """A launcher report line (CONTRIBUTING.md's format) as a ``Measurement``; raises on missing fields."""
+    return Measurement(
+        model=str(d["model"]),
+        gpu_type=str(d["gpu_type"]).lower(),
+        gpus=int(d["gpus"]),
+        plan=plan_from_dict(d.get("plan") or {}) or Plan(),
+        samples_per_s=float(d["samples_per_s"]),
+        nodes=int(d.get("nodes", 1)),
+        memory_gb=float(d["memory_gb"]) if d.get("memory_gb") is not None else None,
+        job_id=int(d["job_id"]) if d.get("job_id") is not None else None,
+        time=float(d["time"]) if d.get("time") is not None else None,
+    )

@@ -1,0 +1,164 @@
+"""The daemon's configuration: one YAML file, validated once at start-up.
+
+Every field has a default so an empty file (or none, for tests and ``--dry-run`` trials) is a working setup;
+an unknown or ill-typed field is refused with an error naming the file, the field and what is allowed, because
+a typo in a scheduler's config silently ignored is worse than a daemon that will not start.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from slurmplan.domain import ValidationError
+from slurmplan.tick import TickConfig
+
+DEFAULT_CONFIG_PATH = Path("/etc/slurmplan/slurmplan.yaml")
+DEFAULT_REPORT_DIR = Path("/var/lib/slurmplan/reports")
+DEFAULT_DATABASE = Path("/var/lib/slurmplan/journal.db")
+
+_SIGNALS = ("USR1", "USR2", "TERM", "INT", "HUP", "CONT", "URG")
+
+
+@dataclass(frozen=True)
+class DaemonConfig:
+    """What ``slurmplan tick`` / ``slurmplan daemon`` need; mirrors the YAML keys one to one."""
+
+    managed_partitions: tuple[str, ...] = ()
+    """Every job in these partitions is managed, hints or not."""
+    policy: str = "max_min_fairness"
+    """A policy name from ``policies/`` or the path of a policy YAML file."""
+    round_s: float = 360.0
+    checkpoint_signal: str = "USR2"
+    grace_s: float = 120.0
+    reconfig_threshold: float = 0.97
+    reconfig_cost_s: float = 78.0
+    database: Path = DEFAULT_DATABASE
+    report_dir: Path = DEFAULT_REPORT_DIR
+    lock_file: Path | None = None
+    """Defaults to ``<database>.lock``."""
+    dry_run: bool = False
+    """Print the actions, change nothing (not even the journal)."""
+    shadow: bool = False
+    """Decide and journal, but never act on Slurm: what slurmplan would have done."""
+    interval_s: float = 30.0
+    """Seconds between ticks of ``slurmplan daemon`` (a tick may start a round or only confirm/renew)."""
+    source: str = "<defaults>"
+
+    @property
+    def lock_path(self) -> Path:
+        return self.lock_file if self.lock_file is not None else Path(str(self.database) + ".lock")
+
+    def tick_config(self) -> TickConfig:
+        return TickConfig(
+            round_s=self.round_s,
+            checkpoint_signal=self.checkpoint_signal,
+            grace_s=self.grace_s,
+            reconfig_threshold=self.reconfig_threshold,
+            reconfig_cost_s=self.reconfig_cost_s,
+        )
+
+    def with_overrides(self, **changes: Any) -> DaemonConfig:
+        """A copy with command-line overrides applied (``None`` means: keep the file's value)."""
+        return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+
+def _positive(name: str, value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise ValidationError(name, value, "a positive number of seconds", where)
+    return float(value)
+
+
+def _bool(name: str, value: Any, where: str) -> bool:
+    if not isinstance(value, bool):
+        raise ValidationError(name, value, "true or false", where)
+    return value
+
+
+def _path(name: str, value: Any, where: str) -> Path:
+    if not isinstance(value, str | os.PathLike) or not str(value):
+        raise ValidationError(name, value, "a file system path", where)
+    return Path(value).expanduser()
+
+
+def _partitions(value: Any, where: str) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [p for p in value.split(",") if p]
+    if not isinstance(value, list | tuple) or not all(isinstance(p, str) and p for p in value):
+        raise ValidationError("managed_partitions", value, "a list of partition names", where)
+    return tuple(value)
+
+
+def _signal(value: Any, where: str) -> str:
+    name = str(value).upper().removeprefix("SIG") if isinstance(value, str) else value
+    if name not in _SIGNALS:
+        raise ValidationError("checkpoint_signal", value, f"one of {', '.join(_SIGNALS)}", where)
+    return name
+
+
+def _threshold(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1:
+        raise ValidationError("reconfig_threshold", value, "a number in (0, 1]", where)
+    return float(value)
+
+
+def _policy(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise ValidationError("policy", value, "a policy name or the path of a policy YAML file", where)
+    return value
+
+
+_FIELDS: dict[str, Any] = {
+    "managed_partitions": _partitions,
+    "policy": _policy,
+    "round_s": lambda v, w: _positive("round_s", v, w),
+    "checkpoint_signal": _signal,
+    "grace_s": lambda v, w: _positive("grace_s", v, w),
+    "reconfig_threshold": _threshold,
+    "reconfig_cost_s": lambda v, w: _positive("reconfig_cost_s", v, w),
+    "database": lambda v, w: _path("database", v, w),
+    "report_dir": lambda v, w: _path("report_dir", v, w),
+    "lock_file": lambda v, w: _path("lock_file", v, w),
+    "dry_run": lambda v, w: _bool("dry_run", v, w),
+    "shadow": lambda v, w: _bool("shadow", v, w),
+    "interval_s": lambda v, w: _positive("interval_s", v, w),
+}
+
+
+def config_from_mapping(data: Any, where: str = "<mapping>") -> DaemonConfig:
+    """Validate a parsed YAML mapping into a ``DaemonConfig``; ``where`` names the file in errors."""
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ValidationError("<top level>", type(data).__name__, "a mapping of settings", where)
+    values: dict[str, Any] = {}
+    for key, raw in data.items():
+        check = _FIELDS.get(key)
+        if check is None:
+            raise ValidationError(key, raw, f"a known setting: {', '.join(sorted(_FIELDS))}", where)
+        values[key] = check(raw, where)
+    return DaemonConfig(source=where, **values)
+
+
+def load_config(path: str | os.PathLike[str] | None = None) -> DaemonConfig:
+    """Read the YAML config. ``None`` means the default path, and its absence means all defaults.
+
+    An explicitly named file that does not exist is an error; the default file may be missing so that
+    ``slurmplan tick --dry-run`` works on a fresh machine.
+    """
+    explicit = path is not None
+    p = Path(path) if explicit else DEFAULT_CONFIG_PATH
+    if not p.exists():
+        if explicit:
+            raise ValidationError("config", str(p), "an existing YAML file", "--config")
+        return DaemonConfig()
+    try:
+        data = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as exc:
+        raise ValidationError("<syntax>", str(exc).splitlines()[0], "valid YAML", str(p)) from exc
+    return config_from_mapping(data, str(p))

@@ -1,0 +1,88 @@
+"""The SQLite journal: events from the hook, intents and their life, concurrent writers."""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from slurmplan.control.journal import ActionStatus, Journal
+from slurmplan.domain import Action, ActionKind, ValidationError
+
+
+def test_record_event_and_read_back(tmp_path: Path) -> None:
+    with Journal(tmp_path / "j.db") as j:
+        j.record_event(42, "prolog", 100.0, "node a1")
+        j.record_event(42, "epilog", 160.0)
+        j.record_event(7, "prolog", 120.0)
+        assert [e["event"] for e in j.events(42)] == ["prolog", "epilog"]
+        assert j.events(42)[0]["detail"] == "node a1"
+        assert len(j.events()) == 3
+        assert j.db.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_record_event_refuses_bad_job_id(tmp_path: Path) -> None:
+    with Journal(tmp_path / "j.db") as j, pytest.raises(ValidationError, match="job_id"):
+        j.record_event(0, "prolog", 1.0)
+
+
+def test_events_from_another_process_while_a_transaction_is_open(tmp_path: Path) -> None:
+    """The hook writes while the daemon holds a write transaction: it waits, it does not fail."""
+    path = tmp_path / "j.db"
+    j = Journal(path)
+    code = f"from slurmplan.control.journal import Journal\nJournal({str(path)!r}).record_event(5, 'epilog', 9.0)"
+    with j.transaction():
+        j.set_value("x", 1)
+        child = subprocess.Popen([sys.executable, "-c", code])
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            child.wait(timeout=1.0)
+    assert child.wait(timeout=30) == 0
+    assert [e["job_id"] for e in j.events()] == [5]
+    j.close()
+
+
+def test_action_life_intent_applied_confirmed(tmp_path: Path) -> None:
+    with Journal(tmp_path / "j.db") as j:
+        tick = j.begin_tick("normal", 10.0)
+        with j.transaction():
+            ids = j.add_intents(
+                tick,
+                3,
+                [
+                    Action(ActionKind.UPDATE, 11, gpu_type="a100", gpus_per_node=2, node_count=1, nodelist=("n1",)),
+                    Action(ActionKind.RELEASE, 11),
+                ],
+                10.0,
+            )
+        pending = j.actions(status=ActionStatus.INTENT)
+        assert [r.id for r in pending] == ids
+        assert pending[0].action.nodelist == ("n1",)
+        assert pending[0].action.kind is ActionKind.UPDATE
+        j.mark_action(ids[0], ActionStatus.APPLIED, 11.0)
+        j.mark_action(ids[1], ActionStatus.FAILED, 11.0, "slurm_update error")
+        j.mark_action(ids[0], ActionStatus.CONFIRMED, 12.0)
+        rows = {r.id: r for r in j.actions(job_id=11)}
+        assert rows[ids[0]].status == ActionStatus.CONFIRMED and rows[ids[0]].attempts == 1
+        assert rows[ids[1]].status == ActionStatus.FAILED and "slurm_update" in rows[ids[1]].message
+        assert j.actions(status=ActionStatus.INTENT) == []
+
+
+def test_rollback_leaves_no_intent(tmp_path: Path) -> None:
+    with Journal(tmp_path / "j.db") as j:
+        with pytest.raises(RuntimeError), j.transaction():
+            j.add_intents(1, 1, [Action(ActionKind.HOLD, 3)], 1.0)
+            raise RuntimeError("killed before commit")
+        assert j.actions() == []
+
+
+def test_jobs_keep_first_seen(tmp_path: Path) -> None:
+    with Journal(tmp_path / "j.db") as j:
+        j.upsert_jobs([{"job_id": 1, "state": "pending", "first_seen": 5.0, "last_seen": 5.0}])
+        j.upsert_jobs([{"job_id": 1, "state": "running", "first_seen": 9.0, "last_seen": 9.0}])
+        row = j.job(1)
+        assert row is not None and row["first_seen"] == 5.0 and row["state"] == "running"
+        j.mark_finished([1], "completed", 20.0)
+        assert j.jobs(unfinished_only=True) == []
