@@ -1,0 +1,169 @@
+"""The hint grammar: canonical round trips, refusals that name key/value/allowed, admin comment layout."""
+
+from __future__ import annotations
+
+import calendar
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from slurmplan.domain import Cell, Hints, JobClass, Plan, ValidationError
+from slurmplan.slurm.hints import (
+    AdminComment,
+    compose_admin_comment,
+    find_hints,
+    format_decision,
+    format_hints,
+    parse_decision,
+    parse_hints,
+    plan_environment,
+    split_admin_comment,
+)
+
+FULL = (
+    "slurmplan:model=llama2-7b;gpus=4;min=2;max=8;types=a100,h100;class=guaranteed;workers=8;"
+    "batch=512;seq=2048;steps=10000;deadline=2026-11-23T12:00"
+)
+DECISION = "slurmplan: a100x8 dp2 tp4 pp1 mb2 ga8 | round 17 | lease until 12:06"
+
+positive = st.integers(min_value=1, max_value=999_999_999)
+gpu_type = st.from_regex(r"[a-z0-9][a-z0-9_-]{0,31}", fullmatch=True)
+model = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,63}", fullmatch=True)
+deadline = st.integers(min_value=0, max_value=253402300799).map(float)
+
+
+@st.composite
+def hints_strategy(draw: st.DrawFn) -> Hints:
+    """Any Hints the grammar can carry: counts are drawn so the cross-field rules hold."""
+    counts = sorted(draw(st.lists(positive, min_size=4, max_size=4)))
+    lo, mid, hi, top = counts
+    use = draw(st.lists(st.booleans(), min_size=4, max_size=4))
+    max_gpus = hi if use[2] else None
+    return Hints(
+        managed=draw(st.booleans()),
+        model=draw(st.none() | model),
+        gpu_types=tuple(draw(st.lists(gpu_type, max_size=4, unique=True))),
+        gpus=mid if use[1] else None,
+        min_gpus=lo if use[0] else None,
+        max_gpus=max_gpus,
+        job_class=draw(st.sampled_from(list(JobClass))),
+        workers=top if use[3] else None,
+        global_batch=draw(st.none() | positive),
+        seq_len=draw(st.none() | positive),
+        steps=draw(st.none() | positive),
+        deadline=draw(st.none() | deadline),
+    )
+
+
+def test_full_example_parses_to_every_field() -> None:
+    h = parse_hints(FULL)
+    assert h == Hints(
+        model="llama2-7b",
+        gpu_types=("a100", "h100"),
+        gpus=4,
+        min_gpus=2,
+        max_gpus=8,
+        job_class=JobClass.GUARANTEED,
+        workers=8,
+        global_batch=512,
+        seq_len=2048,
+        steps=10000,
+        deadline=float(calendar.timegm((2026, 11, 23, 12, 0, 0, 0, 0, 0))),
+    )
+    assert format_hints(h) == FULL
+
+
+def test_lenient_input_becomes_canonical() -> None:
+    text = "  slurmplan: steps = 010 ;; types=A100, v100 ;gpus=2;deadline=2030-01-02T03:04:05Z; "
+    assert format_hints(parse_hints(text)) == "slurmplan:gpus=2;types=a100,v100;steps=10;deadline=2030-01-02T03:04:05"
+
+
+def test_empty_hints_are_defaults() -> None:
+    assert parse_hints("slurmplan:") == Hints()
+    assert format_hints(Hints()) == "slurmplan:"
+    assert parse_hints("slurmplan:managed=no").managed is False
+
+
+@pytest.mark.parametrize(
+    ("text", "field", "allowed"),
+    [
+        ("gpus=4", "prefix", "slurmplan:"),
+        ("slurmplan:gpu=4", "key", "one of model, gpus"),
+        ("slurmplan:gpus", "gpus", "gpus=VALUE"),
+        ("slurmplan:gpus=0", "gpus", "from 1 to 999999999"),
+        ("slurmplan:gpus=-1", "gpus", "digits only"),
+        ("slurmplan:gpus=1000000000", "gpus", "from 1 to 999999999"),
+        ("slurmplan:gpus=2;gpus=3", "gpus", "once"),
+        ("slurmplan:class=gold", "class", "guaranteed or best-effort"),
+        ("slurmplan:types=a100,,h100", "types", "comma-separated"),
+        ("slurmplan:types=a100,A100", "types", "no repeats"),
+        ("slurmplan:model=bad model", "model", "1-64 characters"),
+        ("slurmplan:model=", "model", "1-64 characters"),
+        ("slurmplan:deadline=2026-02-29T00:00", "deadline", "YYYY-MM-DD"),
+        ("slurmplan:deadline=2026-11-23 12:00", "deadline", "YYYY-MM-DD"),
+        ("slurmplan:deadline=2026-11-23T24:00", "deadline", "YYYY-MM-DD"),
+        ("slurmplan:managed=false", "managed", "yes or no"),
+        ("slurmplan:min=4;max=2", "min", "at most max=2"),
+        ("slurmplan:gpus=1;min=2", "gpus", "at least min=2"),
+        ("slurmplan:gpus=9;max=8", "gpus", "at most max=8"),
+        ("slurmplan:max=8;workers=4", "workers", "at least max=8"),
+    ],
+)
+def test_refusals_name_field_value_and_allowed(text: str, field: str, allowed: str) -> None:
+    with pytest.raises(ValidationError) as info:
+        parse_hints(text)
+    assert info.value.field == field
+    assert allowed in info.value.allowed
+    assert field in str(info.value)
+
+
+def test_leap_day_accepted_in_leap_year() -> None:
+    assert parse_hints("slurmplan:deadline=2028-02-29T00:00").deadline == calendar.timegm((2028, 2, 29, 0, 0, 0))
+
+
+def test_format_refuses_inconsistent_hints() -> None:
+    with pytest.raises(ValidationError):
+        format_hints(Hints(min_gpus=4, max_gpus=2))
+    with pytest.raises(ValidationError):
+        format_hints(Hints(model="no spaces allowed"))
+    with pytest.raises(ValidationError):
+        format_hints(Hints(gpus=0))
+
+
+@given(hints_strategy())
+def test_round_trip(h: Hints) -> None:
+    text = format_hints(h)
+    assert parse_hints(text) == h
+    assert format_hints(parse_hints(text)) == text
+
+
+@given(hints_strategy())
+def test_admin_comment_keeps_hints_and_decision_apart(h: Hints) -> None:
+    comment = compose_admin_comment(h, DECISION)
+    assert split_admin_comment(comment) == AdminComment(format_hints(h), DECISION)
+    assert find_hints(comment) == h
+
+
+def test_admin_comment_layout_without_separator() -> None:
+    assert split_admin_comment(DECISION) == AdminComment(decision=DECISION)
+    assert split_admin_comment("slurmplan:gpus=2") == AdminComment(hints="slurmplan:gpus=2")
+    assert split_admin_comment("slurmplan:") == AdminComment(hints="slurmplan:")
+    assert split_admin_comment("site note") == AdminComment()
+    assert find_hints("") is None
+    assert compose_admin_comment(None, DECISION) == "|| " + DECISION
+    assert split_admin_comment(compose_admin_comment(None, DECISION)) == AdminComment(decision=DECISION)
+    assert compose_admin_comment("slurmplan:gpus=2") == "slurmplan:gpus=2"
+
+
+def test_decision_round_trip_and_environment() -> None:
+    plan = Plan(dp=2, tp=4, pp=2, micro_batch=2, grad_accum=8, checkpointing=True, zero_stage=1, virtual_stages=2)
+    cell = Cell("a100", 16, 2)
+    text = format_decision(cell, plan, "round 17", "lease until 12:06")
+    assert text == "slurmplan: a100x16 dp2 tp4 pp2 mb2 ga8 v2 gc z1 | round 17 | lease until 12:06"
+    assert parse_decision(compose_admin_comment("slurmplan:gpus=16", text)) == (cell, plan)
+    assert parse_decision("slurmplan:gpus=16") is None
+    env = plan_environment(cell, plan)
+    assert env["SLURMPLAN_PP"] == "2" and env["SLURMPLAN_CHECKPOINTING"] == "1" and env["SLURMPLAN_GPU_TYPE"] == "a100"
+    with pytest.raises(ValidationError):
+        parse_decision("slurmplan: a100x8 dp2 bogus")
