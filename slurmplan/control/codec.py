@@ -10,9 +10,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import numpy as np
+
 from slurmplan.domain import (
     Action,
     ActionKind,
+    Allocation,
     Assignment,
     Candidate,
     Cell,
@@ -113,26 +116,69 @@ def assignment_from_dict(d: dict[str, Any]) -> Assignment:
 
 
 def job_state_to_dict(s: JobState) -> dict[str, Any]:
-    return {
-        "attained_s": s.attained_s,
-        "attained_by_cell": {cell_key(c): v for c, v in s.attained_by_cell.items()},
-        "rounds_scheduled": s.rounds_scheduled,
-        "current": assignment_to_dict(s.current) if s.current else None,
-        "signalled_at": s.signalled_at,
-        "first_seen": s.first_seen,
-        "reconfigurations": s.reconfigurations,
-    }
+    """Every field of a ``JobState`` (fields the tick module adds later are stored too, see ``_plain``)."""
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(s):
+        value = getattr(s, f.name)
+        if f.name == "attained_by_cell":
+            value = {cell_key(c): v for c, v in value.items()}
+        elif isinstance(value, Assignment):
+            value = assignment_to_dict(value)
+        out[f.name] = _plain(value)
+    return out
 
 
 def job_state_from_dict(d: dict[str, Any]) -> JobState:
-    return JobState(
-        attained_s=float(d.get("attained_s", 0.0)),
-        attained_by_cell={cell_from_key(k): float(v) for k, v in d.get("attained_by_cell", {}).items()},
-        rounds_scheduled=int(d.get("rounds_scheduled", 0)),
-        current=assignment_from_dict(d["current"]) if d.get("current") else None,
-        signalled_at=d.get("signalled_at"),
-        first_seen=d.get("first_seen"),
-        reconfigurations=int(d.get("reconfigurations", 0)),
+    names = {f.name: f for f in dataclasses.fields(JobState)}
+    values: dict[str, Any] = {}
+    for key, value in d.items():
+        if key not in names:
+            continue  # written by a newer/older version: ignore rather than refuse to start
+        if key == "attained_by_cell":
+            value = {cell_from_key(k): float(v) for k, v in (value or {}).items()}
+        elif isinstance(value, dict) and "reason" in value and "job_id" in value:
+            value = assignment_from_dict(value)
+        values[key] = value
+    return JobState(**values)
+
+
+def _plain(value: Any) -> Any:
+    """A JSON-ready form of simple values; refuses what it cannot store so a new field is noticed in tests."""
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    raise TypeError(f"cannot journal {type(value).__name__} value {value!r}")
+
+
+def allocation_to_dict(a: Allocation | None) -> dict[str, Any] | None:
+    if a is None:
+        return None
+    return {
+        "job_ids": list(a.job_ids),
+        "cells": [cell_to_dict(c) for c in a.cells],
+        "x": np.asarray(a.x, dtype=float).tolist(),
+        "policy": a.policy,
+        "objective": None if not np.isfinite(a.objective) else float(a.objective),
+        "status": a.status,
+    }
+
+
+def allocation_from_dict(d: dict[str, Any] | None) -> Allocation | None:
+    if d is None:
+        return None
+    cells = tuple(cell_from_dict(c) for c in d["cells"])
+    x = np.asarray(d["x"], dtype=float).reshape(len(d["job_ids"]), len(cells))
+    objective = d.get("objective")
+    return Allocation(
+        job_ids=tuple(int(j) for j in d["job_ids"]),
+        cells=cells,
+        x=x,
+        policy=d.get("policy", ""),
+        objective=float("nan") if objective is None else float(objective),
+        status=d.get("status", "optimal"),
     )
 
 
