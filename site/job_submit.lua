@@ -1,0 +1,280 @@
+--[[
+slurmplan job_submit.lua (Slurm 22.05, JobSubmitPlugins=lua)
+
+What it does, at submit time only:
+  1. collects plan hints from the SPANK plugin's options (job_desc.spank_job_env holds
+     _SLURM_SPANK_OPTION_slurmplan_plan_<option>=<value>) and from a `--comment "slurmplan:..."`;
+  2. validates them with the SAME grammar as slurmplan/slurm/hints.py (documented there; the keys, limits,
+     canonical order and error texts below mirror it, and tests/integration/test_hint_parity.py fuzzes both);
+  3. refuses a malformed hint (slurm.ERROR) with a user message naming the key, the value and what is allowed;
+  4. writes the canonical hints into job_desc.admin_comment (users cannot set that field themselves), and
+  5. holds managed jobs (priority 0) so that the slurmplan daemon decides before Slurm starts them.
+Jobs without hints are left alone.
+
+The grammar functions live in the global table `slurmplan_hints` so that a plain lua5.3 driver can load this
+file (with a stub `slurm` table) and call them outside slurmctld.
+--]]
+
+local H = {}
+slurmplan_hints = H
+
+H.PREFIX = "slurmplan:"
+H.KEYS = { "model", "gpus", "min", "max", "types", "class", "workers", "batch", "seq", "steps", "deadline", "managed" }
+local INT_KEYS = { gpus = true, min = true, max = true, workers = true, batch = true, seq = true, steps = true }
+local KNOWN = {}
+for _, k in ipairs(H.KEYS) do KNOWN[k] = true end
+
+local ALLOWED = {
+  int = "an integer from 1 to 999999999 (digits only)",
+  model = "a name of 1-64 characters from A-Z a-z 0-9 . _ / - starting with a letter or digit",
+  types = "a comma-separated list of GPU types like a100,h100 (each 1-32 of a-z 0-9 _ -, no repeats)",
+  deadline = "a UTC time YYYY-MM-DDTHH:MM[:SS][Z] between 1970 and 9999",
+  class = "guaranteed or best-effort",
+  bool = "yes or no",
+}
+
+-- An error is a table {field=, value=, allowed=}; H.message renders it like Python's ValidationError.
+local function err(field, value, allowed)
+  return { field = field, value = tostring(value), allowed = allowed }
+end
+
+function H.message(e)
+  return string.format("hints: invalid %s %q: %s", e.field, e.value, e.allowed)
+end
+
+-- Only spaces and tabs are blanks (Python strips the same two characters).
+local function strip(s)
+  return (s:gsub("^[ \t]+", ""):gsub("[ \t]+$", ""))
+end
+
+local function split(s, sep)
+  local out, start = {}, 1
+  while true do
+    local i = s:find(sep, start, true)
+    if not i then
+      out[#out + 1] = s:sub(start)
+      return out
+    end
+    out[#out + 1] = s:sub(start, i - 1)
+    start = i + #sep
+  end
+end
+
+local function parse_int(key, v)
+  if not v:match("^[0-9]+$") or #v > 9 or tonumber(v) < 1 then return nil, err(key, v, ALLOWED.int) end
+  return math.tointeger(tonumber(v))
+end
+
+local function parse_model(key, v)
+  if #v < 1 or #v > 64 or not v:match("^[A-Za-z0-9][A-Za-z0-9._/%-]*$") then
+    return nil, err(key, v, ALLOWED.model)
+  end
+  return v
+end
+
+local function parse_types(key, v)
+  if v:find("[\128-\255]") then return nil, err(key, v, ALLOWED.types) end
+  local names, seen = {}, {}
+  for _, part in ipairs(split(v, ",")) do
+    local name = strip(part):lower()
+    if #name < 1 or #name > 32 or not name:match("^[a-z0-9][a-z0-9_%-]*$") or seen[name] then
+      return nil, err(key, v, ALLOWED.types)
+    end
+    seen[name] = true
+    names[#names + 1] = name
+  end
+  return names
+end
+
+local function days_in_month(y, m)
+  local days = { 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 }
+  if m == 2 and ((y % 4 == 0 and y % 100 ~= 0) or y % 400 == 0) then return 29 end
+  return days[m]
+end
+
+local function parse_deadline(key, v)
+  local y, mo, d, h, mi, rest = v:match("^(%d%d%d%d)%-(%d%d)%-(%d%d)T(%d%d):(%d%d)(.*)$")
+  local s = "00"
+  if rest and rest ~= "" and rest ~= "Z" then s = rest:match("^:(%d%d)Z?$") end
+  if not y or not s then return nil, err(key, v, ALLOWED.deadline) end
+  y, mo, d, h, mi, s = tonumber(y), tonumber(mo), tonumber(d), tonumber(h), tonumber(mi), tonumber(s)
+  if y < 1970 or mo < 1 or mo > 12 or d < 1 or d > days_in_month(y, mo) or h > 23 or mi > 59 or s > 59 then
+    return nil, err(key, v, ALLOWED.deadline)
+  end
+  local text = string.format("%04d-%02d-%02dT%02d:%02d", y, mo, d, h, mi)
+  if s ~= 0 then text = text .. string.format(":%02d", s) end
+  return text
+end
+
+local function parse_value(key, v)
+  if INT_KEYS[key] then return parse_int(key, v) end
+  if key == "model" then return parse_model(key, v) end
+  if key == "types" then return parse_types(key, v) end
+  if key == "deadline" then return parse_deadline(key, v) end
+  if key == "class" then
+    if v == "guaranteed" or v == "best-effort" then return v end
+    return nil, err(key, v, ALLOWED.class)
+  end
+  if v == "yes" or v == "no" then return v end -- managed
+  return nil, err(key, v, ALLOWED.bool)
+end
+
+-- The cross-field rules, in the same order as Python's _check_consistent.
+local function check_consistent(h)
+  if h.min and h.max and h.min > h.max then return err("min", h.min, "at most max=" .. h.max) end
+  if h.gpus and h.min and h.gpus < h.min then return err("gpus", h.gpus, "at least min=" .. h.min) end
+  if h.gpus and h.max and h.gpus > h.max then return err("gpus", h.gpus, "at most max=" .. h.max) end
+  if h.workers then
+    if h.gpus and h.workers < h.gpus then return err("workers", h.workers, "at least gpus=" .. h.gpus) end
+    if h.max and h.workers < h.max then return err("workers", h.workers, "at least max=" .. h.max) end
+  end
+  return nil
+end
+
+-- Parse hint text into a table keyed by grammar key; returns hints or nil, error.
+function H.parse(text)
+  local stripped = strip(text)
+  if stripped:sub(1, #H.PREFIX) ~= H.PREFIX then
+    return nil, err("prefix", text, "text starting with '" .. H.PREFIX .. "'")
+  end
+  local h = {}
+  for _, segment in ipairs(split(stripped:sub(#H.PREFIX + 1), ";")) do
+    if strip(segment) ~= "" then
+      local eq = segment:find("=", 1, true)
+      local key = strip(eq and segment:sub(1, eq - 1) or segment)
+      local value = eq and strip(segment:sub(eq + 1)) or ""
+      if not KNOWN[key] then return nil, err("key", key, "one of " .. table.concat(H.KEYS, ", ")) end
+      if not eq then return nil, err(key, strip(segment), key .. "=VALUE") end
+      if h[key] ~= nil then return nil, err(key, value, "given once only") end
+      local parsed, e = parse_value(key, value)
+      if e then return nil, e end
+      h[key] = parsed
+    end
+  end
+  local e = check_consistent(h)
+  if e then return nil, e end
+  return h
+end
+
+-- The canonical text: keys in H.KEYS order, defaults (class=best-effort, managed=yes) left out.
+function H.format(h)
+  local parts = {}
+  for _, key in ipairs(H.KEYS) do
+    local v = h[key]
+    if key == "types" and v then v = table.concat(v, ",") end
+    if (key == "class" and v == "best-effort") or (key == "managed" and v == "yes") then v = nil end
+    if v ~= nil then parts[#parts + 1] = key .. "=" .. tostring(v) end
+  end
+  return H.PREFIX .. table.concat(parts, ";")
+end
+
+-- Canonical text of hint text, or nil, error.
+function H.canonical(text)
+  local h, e = H.parse(text)
+  if not h then return nil, e end
+  return H.format(h)
+end
+
+-- The hints part of an admin comment or --comment (before " || "), or nil when it holds none.
+function H.hints_part(text)
+  local s = strip(text or "")
+  local bar = s:find("||", 1, true)
+  if bar then
+    local left = strip(s:sub(1, bar - 1))
+    return left ~= "" and left or nil
+  end
+  if s:sub(1, #H.PREFIX) ~= H.PREFIX then return nil end
+  local rest = strip(s:sub(#H.PREFIX + 1))
+  if rest == "" or rest:find("=", 1, true) then return s end
+  return nil
+end
+
+-- ------------------------------------------------------------------------------------------ SPANK options
+
+-- sbatch --plan-<option>=VALUE reaches slurmctld as _SLURM_SPANK_OPTION_slurmplan_plan_<option>=VALUE.
+local OPTION_PREFIX = "_SLURM_SPANK_OPTION_slurmplan_plan_"
+local OPTION_KEYS = {
+  model = "model", gpu_types = "types", class = "class", workers = "workers", batch = "batch",
+  steps = "steps", deadline = "deadline", seq = "seq", managed = "managed",
+}
+
+local function env_entries(env)
+  if type(env) == "table" then return env end
+  if type(env) == "string" then return split(env, "\n") end
+  return {}
+end
+
+-- Hint pairs from the SPANK environment, or nil, error for a malformed --plan-gpus.
+function H.pairs_from_spank_env(env)
+  local pairs_ = {}
+  for _, entry in ipairs(env_entries(env)) do
+    local name, value = entry:match("^([^=]+)=(.*)$")
+    if name and name:sub(1, #OPTION_PREFIX) == OPTION_PREFIX then
+      local option = name:sub(#OPTION_PREFIX + 1)
+      if option == "gpus" then
+        local lo, hi = value:match("^[ \t]*([^:]*):([^:]*)[ \t]*$")
+        if lo then
+          pairs_[#pairs_ + 1] = { "min", lo }
+          pairs_[#pairs_ + 1] = { "max", hi }
+        elseif value:find(":", 1, true) then
+          return nil, err("--plan-gpus", value, "N or MIN:MAX with integers from 1 to 999999999")
+        else
+          pairs_[#pairs_ + 1] = { "gpus", value }
+        end
+      elseif OPTION_KEYS[option] then
+        pairs_[#pairs_ + 1] = { OPTION_KEYS[option], value }
+      end
+    end
+  end
+  return pairs_
+end
+
+-- The canonical hints of a submission (SPANK options win over --comment keys), nil when it has none,
+-- or nil, error when they are malformed.
+function H.from_submission(spank_env, comment)
+  local spank_pairs, e = H.pairs_from_spank_env(spank_env)
+  if e then return nil, e end
+  local comment_hints = H.hints_part(comment)
+  if #spank_pairs == 0 and not comment_hints then return nil end
+  local given, segments = {}, {}
+  for _, p in ipairs(spank_pairs) do
+    given[p[1]] = true
+    segments[#segments + 1] = p[1] .. "=" .. p[2]
+  end
+  if comment_hints then
+    local body = comment_hints:sub(1, #H.PREFIX) == H.PREFIX and comment_hints:sub(#H.PREFIX + 1) or nil
+    if not body then return H.canonical(comment_hints) end -- reports the missing prefix
+    for _, segment in ipairs(split(body, ";")) do
+      local key = strip(segment:match("^[^=]*") or "")
+      if not given[key] then segments[#segments + 1] = segment end
+    end
+  end
+  local h, perr = H.parse(H.PREFIX .. table.concat(segments, ";"))
+  if not h then return nil, perr end
+  return H.format(h), nil, h
+end
+
+-- ------------------------------------------------------------------------------------------ Slurm entry points
+
+function slurm_job_submit(job_desc, part_list, submit_uid)
+  local text, e, h = H.from_submission(job_desc.spank_job_env, job_desc.comment)
+  if e then
+    local msg = "slurmplan: " .. H.message(e)
+    slurm.log_info("slurmplan: refused job from uid %d: %s", submit_uid, msg)
+    slurm.log_user("%s", msg)
+    return slurm.ERROR
+  end
+  if not text then return slurm.SUCCESS end
+  job_desc.admin_comment = text
+  if h.managed ~= "no" then
+    job_desc.priority = 0 -- held until the slurmplan daemon releases it
+  end
+  slurm.log_debug("slurmplan: job from uid %d hints %s", submit_uid, text)
+  return slurm.SUCCESS
+end
+
+function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
+  return slurm.SUCCESS
+end
+
+return slurm.SUCCESS
