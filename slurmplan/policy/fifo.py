@@ -1,0 +1,85 @@
+"""FIFO: Gavel's LP form (fastest available type in arrival order) and plain Slurm's fixed-request baseline."""
+
+from __future__ import annotations
+
+import logging
+from typing import ClassVar
+
+import numpy as np
+
+from slurmplan.domain import Allocation, AllocationProblem
+from slurmplan.policy import lp
+from slurmplan.policy.base import Param, Policy, one_of
+
+log = logging.getLogger(__name__)
+
+
+def arrival_order(problem: AllocationProblem) -> np.ndarray:
+    """Job positions sorted by submit time, ties broken by position (stable)."""
+    return np.argsort(problem.column("submit_time"), kind="stable")
+
+
+class Fifo(Policy):
+    """First come, first served, in three forms.
+
+    ``mode="greedy"`` (default, what Gavel's ``fifo_perf`` does): in arrival order each job gets, whole, its
+    fastest column that still has room (the agnostic form: its first usable column). ``mode="lp"``: the thesis'
+    LP, maximise ``sum_m throughput(m,X)/throughput(m,X^fastest) * (M - rank_m)``; its linear weights let a
+    later job outbid an earlier one when the earlier one loses little, so it is not strict FIFO.
+    ``fixed_request=True`` is what plain Slurm does: each job's own requested column or nothing. With
+    ``backfill`` a later job may start when an earlier one does not fit; without it the queue stops there.
+    """
+
+    objective: ClassVar[str] = "fifo"
+    PARAMS: ClassVar = {
+        "aware": Param(bool, True, "true (heterogeneity-aware) or false (agnostic)"),
+        "fixed_request": Param(bool, False, "true (the user's request only) or false"),
+        "backfill": Param(bool, True, "true or false"),
+        "mode": Param(str, "greedy", "'greedy' or 'lp'", one_of("greedy", "lp")),
+    }
+
+    def allocate(self, problem: AllocationProblem) -> Allocation:
+        if problem.num_jobs == 0:
+            return self.empty(problem)
+        if self.params["fixed_request"] or self.params["mode"] == "greedy":
+            return self._greedy(problem)
+        thr = None if self.params["aware"] else lp.agnostic_throughput(problem)
+        idx = lp.index(problem, thr)
+        rank = np.empty(problem.num_jobs)
+        rank[arrival_order(problem)] = np.arange(problem.num_jobs)
+        best = lp.fastest_throughput(idx)
+        coef = idx.thr / np.maximum(best[idx.rows], 1e-300) * (problem.num_jobs - rank[idx.rows])
+        a, b = lp.base_constraints(idx)
+        res = lp.solve(-coef, a, b, (np.zeros(idx.size), np.ones(idx.size)), self.solver)
+        if not res.ok:
+            return self.empty(problem, res.status)
+        return self.result(problem, idx.dense(res.x), -res.objective)
+
+    def _choices(self, problem: AllocationProblem, j: int) -> list[int]:
+        """Columns job j may take, best first: its request only, or all usable ones by throughput."""
+        if self.params["fixed_request"]:
+            c = -1 if problem.requested is None else int(problem.requested[j])
+            return [c] if c >= 0 and problem.throughput[j, c] > 0 else []
+        row = problem.throughput[j]
+        usable = np.nonzero(row > 0)[0]
+        if not self.params["aware"]:
+            return usable.tolist()
+        return usable[np.argsort(-row[usable], kind="stable")].tolist()
+
+    def _greedy(self, problem: AllocationProblem) -> Allocation:
+        x = np.zeros((problem.num_jobs, len(problem.cells)))
+        free = {t: float(n) for t, n in problem.capacity.items()}
+        placed = 0
+        for j in arrival_order(problem):
+            choices = self._choices(problem, j)
+            fit = [c for c in choices if free.get(problem.cells[c].gpu_type, 0.0) >= problem.cells[c].gpus]
+            if fit:
+                cell = problem.cells[fit[0]]
+                free[cell.gpu_type] -= cell.gpus
+                x[j, fit[0]] = 1.0
+                placed += 1
+            elif not choices:
+                log.debug("job %s has no usable column", problem.job_ids[j])
+            elif not self.params["backfill"]:
+                break
+        return self.result(problem, x, float(placed))

@@ -1,0 +1,197 @@
+"""Shared LP pieces for Gavel's policy family: the variable index, the base constraints, one solve helper.
+
+Only the (job, column) pairs a job can actually use become variables (``throughput > 0`` and the column's GPU
+type exists with enough GPUs), so a 2,048-job problem with a dozen Cells per job stays a sparse LP of some
+ten thousand variables. Matrices are scipy.sparse and go straight to HiGHS (``solver="highs"``): cvxpy's
+compile step costs more than the solve at that size. Any cvxpy solver name (``"CLARABEL"``, ``"HIGHS"``...)
+solves the same matrices through cvxpy instead, which the tests use to cross-check the fast path.
+
+Infeasible or failed solves come back as an ``LpResult`` with ``ok == False`` and a message, never as None.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.optimize import linprog
+
+from slurmplan.domain import AllocationProblem, GpuType, ValidationError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, eq=False)
+class LpIndex:
+    """Which (job, column) pairs are variables, and the per-variable facts the constraints need."""
+
+    num_jobs: int
+    num_cells: int
+    rows: np.ndarray
+    """Job index of each variable."""
+    cols: np.ndarray
+    """Column index of each variable."""
+    thr: np.ndarray
+    """Throughput of each variable's (job, column) pair."""
+    gpus: np.ndarray
+    """GPUs each variable's column uses."""
+    types: tuple[GpuType, ...]
+    type_of: np.ndarray
+    """Index into ``types`` of each variable's GPU type."""
+    capacity: np.ndarray
+    """GPUs per type, aligned with ``types``."""
+
+    @property
+    def size(self) -> int:
+        return len(self.rows)
+
+    def per_job(self, values: np.ndarray | None = None) -> sp.csr_matrix:
+        """(jobs x variables) matrix with ``values`` (default 1) at each variable's job: row sums, throughputs."""
+        data = np.ones(self.size) if values is None else np.asarray(values, dtype=float)
+        return sp.csr_matrix((data, (self.rows, np.arange(self.size))), shape=(self.num_jobs, self.size))
+
+    def per_type(self) -> sp.csr_matrix:
+        """(types x variables) matrix of GPUs used: the capacity constraint's left side."""
+        return sp.csr_matrix((self.gpus, (self.type_of, np.arange(self.size))), shape=(len(self.types), self.size))
+
+    def dense(self, values: np.ndarray) -> np.ndarray:
+        """Variables back to the (jobs x columns) matrix X."""
+        x = np.zeros((self.num_jobs, self.num_cells))
+        x[self.rows, self.cols] = values[: self.size]
+        return x
+
+    def effective(self, x: np.ndarray) -> np.ndarray:
+        """Effective throughput per job of a variable vector."""
+        return np.bincount(self.rows, weights=self.thr * x[: self.size], minlength=self.num_jobs)
+
+
+def index(problem: AllocationProblem, throughput: np.ndarray | None = None) -> LpIndex:
+    """The variables of ``problem``: pairs with positive throughput whose Cell fits its GPU type's capacity.
+
+    ``throughput`` overrides the problem's matrix (the heterogeneity-agnostic forms pass an indicator).
+    """
+    thr = problem.throughput if throughput is None else throughput
+    types = tuple(sorted(problem.capacity))
+    cap = np.array([float(problem.capacity[t]) for t in types])
+    type_pos = {t: i for i, t in enumerate(types)}
+    cell_type = np.array([type_pos.get(c.gpu_type, -1) for c in problem.cells], dtype=int)
+    cell_gpus = problem.gpus_per_cell
+    cell_cap = np.where(cell_type >= 0, cap[np.maximum(cell_type, 0)], 0.0) if len(cap) else np.zeros(len(cell_type))
+    cell_ok = (cell_type >= 0) & (cell_gpus <= cell_cap) & (cell_gpus > 0)
+    usable = (np.asarray(thr) > 0) & cell_ok[None, :]
+    rows, cols = np.nonzero(usable)
+    return LpIndex(
+        num_jobs=problem.num_jobs,
+        num_cells=len(problem.cells),
+        rows=rows,
+        cols=cols,
+        thr=np.asarray(thr, dtype=float)[rows, cols],
+        gpus=cell_gpus[cols],
+        types=types,
+        type_of=cell_type[cols],
+        capacity=cap,
+    )
+
+
+def agnostic_throughput(problem: AllocationProblem) -> np.ndarray:
+    """Gavel's heterogeneity-agnostic view: every usable column counts as throughput 1 (time share only)."""
+    return (np.asarray(problem.throughput) > 0).astype(float)
+
+
+def equal_share_throughput(problem: AllocationProblem, idx: LpIndex) -> np.ndarray:
+    """Throughput each job would get under X^equal, per GPU it uses (Gavel's normaliser for max-min fairness).
+
+    X^equal gives every job the same share of each GPU type, proportional to that type's size (1 V100 + 1 K80
+    -> [0.5, 0.5]). With Cells, a type contributes the job's best throughput per GPU among its Cells there;
+    for a job with one Cell of ``s`` GPUs per type this is Gavel's ``throughput(m, X^equal) / scale_factor``,
+    so dividing by it reproduces Gavel's ``* scale_factor_m`` term.
+    """
+    share = idx.capacity / max(idx.capacity.sum(), 1.0)
+    best = np.zeros((idx.num_jobs, len(idx.types)))
+    np.maximum.at(best, (idx.rows, idx.type_of), idx.thr / idx.gpus)
+    return best @ share
+
+
+def fastest_throughput(idx: LpIndex) -> np.ndarray:
+    """Best throughput of each job over its columns (FIFO's X^fastest normaliser)."""
+    best = np.zeros(idx.num_jobs)
+    np.maximum.at(best, idx.rows, idx.thr)
+    return best
+
+
+def base_constraints(idx: LpIndex, extra_vars: int = 0) -> tuple[sp.csr_matrix, np.ndarray]:
+    """Gavel's (5.2) and (5.3): each job's shares sum to at most 1; GPUs used per type within capacity."""
+    a = sp.vstack([idx.per_job(), idx.per_type()], format="csr")
+    if extra_vars:
+        a = sp.hstack([a, sp.csr_matrix((a.shape[0], extra_vars))], format="csr")
+    b = np.concatenate([np.ones(idx.num_jobs), idx.capacity])
+    return a, b
+
+
+@dataclass(frozen=True, eq=False)
+class LpResult:
+    """Outcome of one LP: ``ok`` with the variable vector, or not, with the solver's message."""
+
+    ok: bool
+    status: str
+    x: np.ndarray
+    objective: float
+    duals_ub: np.ndarray | None = None
+    """Marginals of the ``<=`` rows (<= 0 for a minimisation), when the solver gives them."""
+    message: str = ""
+
+
+def solve(
+    c: np.ndarray,
+    a_ub: sp.spmatrix,
+    b_ub: np.ndarray,
+    bounds: tuple[np.ndarray, np.ndarray],
+    solver: str = "highs",
+    a_eq: sp.spmatrix | None = None,
+    b_eq: np.ndarray | None = None,
+) -> LpResult:
+    """Minimise ``c @ v`` s.t. ``a_ub @ v <= b_ub``, ``a_eq @ v == b_eq``, ``lo <= v <= hi`` (inf allowed)."""
+    lo, hi = bounds
+    if solver == "highs":
+        return _solve_highs(c, a_ub, b_ub, lo, hi, a_eq, b_eq)
+    return _solve_cvxpy(c, a_ub, b_ub, lo, hi, a_eq, b_eq, solver)
+
+
+def _solve_highs(c, a_ub, b_ub, lo, hi, a_eq, b_eq) -> LpResult:
+    bnds = np.column_stack([np.where(np.isfinite(lo), lo, -np.inf), np.where(np.isfinite(hi), hi, np.inf)])
+    res = linprog(c, A_ub=a_ub, b_ub=b_ub, A_eq=a_eq, b_eq=b_eq, bounds=bnds, method="highs")
+    if res.status != 0 or res.x is None:
+        status = {2: "infeasible", 3: "unbounded"}.get(res.status, "error")
+        log.warning("LP %s: %s", status, res.message)
+        return LpResult(False, status, np.zeros(len(c)), float("nan"), None, str(res.message))
+    duals = np.asarray(res.ineqlin.marginals) if res.ineqlin is not None else None
+    return LpResult(True, "optimal", np.asarray(res.x), float(res.fun), duals, str(res.message))
+
+
+def _solve_cvxpy(c, a_ub, b_ub, lo, hi, a_eq, b_eq, solver: str) -> LpResult:
+    import cvxpy as cp
+
+    if solver not in cp.installed_solvers():
+        raise ValidationError("solver", solver, f"'highs' or an installed cvxpy solver: {cp.installed_solvers()}")
+    v = cp.Variable(len(c))
+    cons = [a_ub @ v <= b_ub]
+    if a_eq is not None:
+        cons.append(a_eq @ v == b_eq)
+    fin_lo, fin_hi = np.isfinite(lo), np.isfinite(hi)
+    if fin_lo.any():
+        cons.append(v[np.nonzero(fin_lo)[0]] >= lo[fin_lo])
+    if fin_hi.any():
+        cons.append(v[np.nonzero(fin_hi)[0]] <= hi[fin_hi])
+    prob = cp.Problem(cp.Minimize(c @ v), cons)
+    try:
+        prob.solve(solver=solver)
+    except cp.error.SolverError as exc:
+        log.warning("LP solver %s failed: %s", solver, exc)
+        return LpResult(False, "error", np.zeros(len(c)), float("nan"), None, str(exc))
+    if prob.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) or v.value is None:
+        log.warning("LP %s with %s", prob.status, solver)
+        return LpResult(False, str(prob.status), np.zeros(len(c)), float("nan"), None, str(prob.status))
+    duals = -np.asarray(cons[0].dual_value) if cons[0].dual_value is not None else None
+    return LpResult(True, "optimal", np.asarray(v.value), float(prob.value), duals, str(prob.status))

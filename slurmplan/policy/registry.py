@@ -1,0 +1,140 @@
+"""Policies by name: the YAML files shipped in ``policies/`` (or any path), validated before anything runs.
+
+A YAML file names a policy and the class that implements it (``objective``), plus the mechanism's knobs and
+the class's own ``params``. Every field is checked here (unknown names, wrong types, impossible values) and
+the error names the file, the field and what is allowed, k8s ``NewFramework`` style: a bad file fails at
+start-up rather than in the middle of a simulation.
+
+The shipped files live in ``slurmplan/policy/presets/`` (package data, so an installed package has them); the
+repository's ``policies/`` is a link to that folder. ``$SLURMPLAN_POLICY_DIR`` (os.pathsep-separated) is
+searched first, so a site can add or override policies without touching the package.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import yaml
+
+from slurmplan.domain import ValidationError
+from slurmplan.policy.base import SOLVERS, Policy, PolicyConfig
+from slurmplan.policy.classes import POLICY_CLASSES
+
+PRESET_DIR = Path(__file__).resolve().parent / "presets"
+
+_FIELDS: dict[str, tuple[type | tuple[type, ...], str]] = {
+    "name": (str, "a non-empty string"),
+    "objective": (str, "one of " + ", ".join(sorted(POLICY_CLASSES))),
+    "description": (str, "a string"),
+    "round_s": ((int, float), "a number of seconds > 0"),
+    "reconfig_threshold": ((int, float), "a number in (0, 1]"),
+    "reconfig_cost_s": ((int, float), "a number of seconds >= 0"),
+    "solver": (str, "one of " + ", ".join(SOLVERS)),
+    "params": (dict, "a mapping of parameter names to values"),
+}
+
+
+def policy_dirs() -> tuple[Path, ...]:
+    """Folders searched for ``<name>.yaml``, first match wins."""
+    extra = [Path(p) for p in os.environ.get("SLURMPLAN_POLICY_DIR", "").split(os.pathsep) if p]
+    return (*extra, PRESET_DIR)
+
+
+def list_policies() -> tuple[str, ...]:
+    """Names of every policy a plain ``load_policy(name)`` finds, sorted."""
+    names = {p.stem for d in policy_dirs() if d.is_dir() for p in d.glob("*.yaml")}
+    return tuple(sorted(names))
+
+
+def load_policy(name_or_path: str) -> Policy:
+    """The policy a YAML file describes: a name from ``list_policies()``, an objective name, or a path."""
+    return build_policy(load_config(name_or_path))
+
+
+def load_config(name_or_path: str) -> PolicyConfig:
+    path = _find(name_or_path)
+    if path is None:
+        if name_or_path in POLICY_CLASSES:
+            return PolicyConfig(name=name_or_path, objective=name_or_path)
+        allowed = f"a file path or one of: {', '.join(list_policies())}"
+        raise ValidationError("policy", name_or_path, allowed)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise ValidationError("yaml", str(exc).splitlines()[0], "valid YAML", str(path)) from exc
+    except OSError as exc:
+        raise ValidationError("policy", name_or_path, f"a readable file ({exc.strerror})", str(path)) from exc
+    return parse_config(data, str(path))
+
+
+def parse_config(data: Any, where: str) -> PolicyConfig:
+    """Validate one YAML document (already parsed) into a PolicyConfig; raises ValidationError naming ``where``."""
+    if not isinstance(data, Mapping):
+        raise ValidationError("document", type(data).__name__, "a mapping of policy fields", where)
+    for key, value in data.items():
+        if key not in _FIELDS:
+            raise ValidationError(str(key), value, f"a known field: {', '.join(_FIELDS)}", where)
+        kinds, allowed = _FIELDS[key]
+        if not isinstance(value, kinds) or isinstance(value, bool):
+            raise ValidationError(key, value, allowed, where)
+    for key in ("name", "objective"):
+        if not data.get(key):
+            raise ValidationError(key, data.get(key), f"required: {_FIELDS[key][1]}", where)
+    _check_values(data, where)
+    cfg = PolicyConfig(
+        name=data["name"],
+        objective=data["objective"],
+        round_s=float(data.get("round_s", 360.0)),
+        reconfig_threshold=float(data.get("reconfig_threshold", 0.97)),
+        reconfig_cost_s=float(data.get("reconfig_cost_s", 78.0)),
+        solver=data.get("solver", "highs"),
+        params=MappingProxyType(dict(data.get("params") or {})),
+        description=data.get("description", ""),
+        source=where,
+    )
+    build_policy(cfg)  # checks params against the class now, naming the file
+    return cfg
+
+
+def _check_values(data: Mapping[str, Any], where: str) -> None:
+    checks = {
+        "objective": lambda v: v in POLICY_CLASSES,
+        "round_s": lambda v: math.isfinite(v) and v > 0,
+        "reconfig_threshold": lambda v: 0 < v <= 1,
+        "reconfig_cost_s": lambda v: math.isfinite(v) and v >= 0,
+        "solver": lambda v: v in SOLVERS,
+    }
+    for key, ok in checks.items():
+        if key in data and not ok(data[key]):
+            raise ValidationError(key, data[key], _FIELDS[key][1], where)
+
+
+def build_policy(config: PolicyConfig) -> Policy:
+    """Instantiate the class behind ``config.objective`` (params validated by the class)."""
+    cls = POLICY_CLASSES.get(config.objective)
+    if cls is None:
+        raise ValidationError("objective", config.objective, _FIELDS["objective"][1], config.source or config.name)
+    return cls(config)
+
+
+def _find(name_or_path: str) -> Path | None:
+    p = Path(name_or_path)
+    if p.suffix in (".yaml", ".yml") or os.sep in name_or_path:
+        return p if p.exists() else _missing(name_or_path)
+    for d in policy_dirs():
+        cand = d / f"{name_or_path}.yaml"
+        if cand.is_file():
+            return cand
+    return None
+
+
+def _missing(path: str) -> Path:
+    raise ValidationError("policy", path, "an existing YAML file")
+
+
+__all__ = ["PRESET_DIR", "build_policy", "list_policies", "load_config", "load_policy", "parse_config", "policy_dirs"]
