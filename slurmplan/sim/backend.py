@@ -1,0 +1,378 @@
+"""The simulator's ClusterBackend: an in-memory Slurm with Slurm's semantics for every action.
+
+The daemon observes Slurm and applies actions through ``slurm.backend``; the simulator swaps in this class and
+nothing else, so the decisions are the daemon's own. What each action does here is what ``scontrol`` does on
+Slurm 22.05 (DESIGN.md): HOLD sets a pending job's priority to 0; RELEASE lets it start, at once if its node list
+(or, without one, any nodes of its GPU type) has the GPUs free; UPDATE changes a pending job's request, and only
+the admin comment of a running one; REQUEUE puts a running job back to pending, losing the work since its last
+checkpoint; REQUEUE_HOLD does the same and holds it; CANCEL ends it. A SIGNAL stands for the launcher's
+checkpoint contract: the simulated job checkpoints and requeue-holds itself, so it loses no work but pays the
+reconfiguration cost when it next starts. Managed jobs are submitted held, as job_submit.lua does.
+
+Progress (``advance``) is linear at the throughput of the job's current configuration; the engine owns time.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+
+from slurmplan.domain import (
+    Action,
+    ActionKind,
+    ActionResult,
+    Cluster,
+    GpuType,
+    Job,
+    JobId,
+    JobState,
+    Node,
+    Snapshot,
+)
+
+log = logging.getLogger(__name__)
+
+RateFn = Callable[[JobId, GpuType | None, int, str], float]
+"""(job, GPU type, total GPUs, admin comment) -> work units per second in that configuration (0: cannot run)."""
+
+
+@dataclass
+class SimJob:
+    """Mutable record of one job inside the simulator (never leaves it; ``Job`` values do)."""
+
+    job_id: JobId
+    submit_time: float
+    work_total: float
+    account: str = "default"
+    name: str = ""
+    gpu_type: GpuType | None = None
+    gpus_per_node: int = 1
+    node_count: int = 1
+    req_nodes: tuple[str, ...] = ()
+    admin_comment: str = ""
+    state: JobState = JobState.PENDING
+    held: bool = True
+    nodes: tuple[str, ...] = ()
+    alloc_gpus: tuple[int, ...] = ()
+    start_time: float | None = None
+    first_start: float | None = None
+    finish_time: float | None = None
+    restart_count: int = 0
+    work_done: float = 0.0
+    checkpoint_work: float = 0.0
+    rate: float = 0.0
+    restore_until: float = 0.0
+    pending_cost: float = 0.0
+    last_update: float = 0.0
+    run_seconds: float = 0.0
+    gpu_seconds: float = 0.0
+    preemptions: int = 0
+    reconfigurations: int = 0
+    last_config: tuple[GpuType | None, int] | None = None
+    configs: list[tuple[float, GpuType | None, int]] = field(default_factory=list)
+    cached: Job | None = None
+
+    @property
+    def gpus(self) -> int:
+        return self.gpus_per_node * self.node_count
+
+    def finish_eta(self, now: float) -> float:
+        """When the job would finish at its current rate (inf when it makes no progress)."""
+        if self.state is not JobState.RUNNING or self.rate <= 0:
+            return math.inf
+        remaining = max(0.0, self.work_total - self.work_done)
+        return max(now, self.restore_until) + remaining / self.rate
+
+
+@dataclass
+class SimBackend:
+    """An in-memory cluster plus jobs; ``snapshot()`` and ``apply()`` are the two edges the tick touches."""
+
+    nodes: tuple[Node, ...]
+    rate_fn: RateFn
+    reconfig_cost_s: float = 78.0
+    submit_held: bool = True
+    now: float = 0.0
+    jobs: dict[JobId, SimJob] = field(default_factory=dict)
+    finished: dict[JobId, SimJob] = field(default_factory=dict)
+    on_finish: Callable[[SimJob], None] | None = None
+
+    def __post_init__(self) -> None:
+        self._index = {n.name: i for i, n in enumerate(self.nodes)}
+        self._used = [n.gpus_used for n in self.nodes]
+        self._node_cache: list[Node] = list(self.nodes)
+        self._dirty: set[int] = set()
+        self._by_type: dict[GpuType | None, list[int]] = {}
+        for i, n in enumerate(self.nodes):
+            self._by_type.setdefault(n.gpu_type, []).append(i)
+        self.running: dict[JobId, SimJob] = {}
+
+    # ------------------------------------------------------------------------------------------- observing
+
+    def snapshot(self) -> Snapshot:
+        """The cluster and the active jobs now; unchanged nodes and jobs are reused, not rebuilt."""
+        for i in self._dirty:
+            self._node_cache[i] = replace(self.nodes[i], gpus_used=self._used[i])
+        self._dirty.clear()
+        jobs = tuple(self._job_value(j) for j in self.jobs.values())
+        return Snapshot(time=self.now, cluster=Cluster(tuple(self._node_cache)), jobs=jobs)
+
+    def _job_value(self, job: SimJob) -> Job:
+        if job.cached is None:
+            job.cached = Job(
+                job_id=job.job_id,
+                name=job.name,
+                account=job.account,
+                partition="gpu",
+                state=job.state,
+                state_reason="JobHeldAdmin" if job.held and job.state is JobState.PENDING else "",
+                gpu_type=job.gpu_type,
+                gpus_per_node=job.gpus_per_node,
+                node_count=job.node_count,
+                nodes=job.nodes,
+                submit_time=job.submit_time,
+                start_time=job.start_time,
+                admin_comment=job.admin_comment,
+                restart_count=job.restart_count,
+                held=job.held and job.state is JobState.PENDING,
+            )
+        return job.cached
+
+    @property
+    def busy_gpus(self) -> int:
+        return sum(self._used)
+
+    # ---------------------------------------------------------------------------------------------- submit
+
+    def submit(self, job: SimJob) -> None:
+        job.held = self.submit_held
+        job.last_update = self.now
+        self.jobs[job.job_id] = job
+        if not job.held:
+            self._try_start(job)
+
+    # -------------------------------------------------------------------------------------------- actions
+
+    def apply(self, actions: list[Action]) -> list[ActionResult]:
+        """Apply in order, one result each; then start whatever pending, released job now fits (Slurm's pass)."""
+        results = [self._apply_one(a) for a in actions]
+        self.schedule_pending()
+        return results
+
+    def _apply_one(self, action: Action) -> ActionResult:
+        job = self.jobs.get(action.job_id)
+        if job is None:
+            return ActionResult(action, False, f"Invalid job id specified ({action.job_id})")
+        handler = _HANDLERS[action.kind]
+        message = handler(self, job, action)
+        job.cached = None
+        if message:
+            log.debug("t=%.0f %s %s refused: %s", self.now, action.kind.value, job.job_id, message)
+        return ActionResult(action, not message, message)
+
+    def _hold(self, job: SimJob, action: Action) -> str:
+        if job.state is not JobState.PENDING:
+            return "Job is no longer pending execution"
+        job.held = True
+        return ""
+
+    def _release(self, job: SimJob, action: Action) -> str:
+        if job.state is not JobState.PENDING:
+            return "Job is no longer pending execution"
+        job.held = False
+        self._try_start(job)
+        return ""
+
+    def _update(self, job: SimJob, action: Action) -> str:
+        changes = {
+            "gpu_type": action.gpu_type,
+            "gpus_per_node": action.gpus_per_node,
+            "node_count": action.node_count,
+            "req_nodes": tuple(action.nodelist) if action.nodelist is not None else None,
+        }
+        changes = {k: v for k, v in changes.items() if v is not None and getattr(job, k) != v}
+        if changes and job.state is not JobState.PENDING:
+            return f"Job is not pending: cannot change {', '.join(sorted(changes))} of a running job"
+        for key, value in changes.items():
+            setattr(job, key, value)
+        if action.admin_comment is not None:
+            job.admin_comment = action.admin_comment
+        return ""
+
+    def _annotate(self, job: SimJob, action: Action) -> str:
+        job.admin_comment = action.admin_comment or ""
+        return ""
+
+    def _signal(self, job: SimJob, action: Action) -> str:
+        if job.state is not JobState.RUNNING:
+            return "Job is not running"
+        self._progress(job)
+        job.checkpoint_work = job.work_done
+        self._requeue(job, hold=True)
+        return ""
+
+    def _requeue_action(self, job: SimJob, action: Action) -> str:
+        if job.state is not JobState.RUNNING:
+            if job.state is JobState.PENDING and action.kind is ActionKind.REQUEUE_HOLD:
+                job.held = True  # already back in the queue (it checkpointed on the signal): just hold it
+                return ""
+            return "Job is not running: requeue refused"
+        self._progress(job)
+        job.work_done = job.checkpoint_work
+        self._requeue(job, hold=action.kind is ActionKind.REQUEUE_HOLD)
+        return ""
+
+    def _cancel(self, job: SimJob, action: Action) -> str:
+        if job.state is JobState.RUNNING:
+            self._progress(job)
+            self._free(job)
+        self._end(job, JobState.CANCELLED)
+        return ""
+
+    # ------------------------------------------------------------------------------------------ mechanics
+
+    def _requeue(self, job: SimJob, *, hold: bool) -> None:
+        self._free(job)
+        job.state = JobState.PENDING
+        job.held = hold
+        job.restart_count += 1
+        job.preemptions += 1
+        job.pending_cost = self.reconfig_cost_s
+        job.start_time = None
+        job.nodes = ()
+        job.rate = 0.0
+
+    def _free(self, job: SimJob) -> None:
+        for name, gpus in zip(job.nodes, job.alloc_gpus, strict=True):
+            i = self._index[name]
+            self._used[i] -= gpus
+            self._dirty.add(i)
+        job.alloc_gpus = ()
+        self.running.pop(job.job_id, None)
+
+    def _end(self, job: SimJob, state: JobState) -> None:
+        job.state = state
+        job.finish_time = self.now
+        job.rate = 0.0
+        job.cached = None
+        self.jobs.pop(job.job_id, None)
+        self.running.pop(job.job_id, None)
+        self.finished[job.job_id] = job
+        if self.on_finish is not None:
+            self.on_finish(job)
+
+    def _pick_nodes(self, job: SimJob) -> list[int] | None:
+        """Nodes for the job's request, as Slurm would: its node list first, then any fitting node of its type."""
+        need, per = job.node_count, job.gpus_per_node
+        chosen: list[int] = []
+        for name in job.req_nodes:
+            i = self._index.get(name)
+            if i is None or self.nodes[i].gpus - self._used[i] < per:
+                return None
+            if job.gpu_type and self.nodes[i].gpu_type != job.gpu_type:
+                return None
+            chosen.append(i)
+        if len(chosen) >= need:
+            return chosen[:need]
+        types = [job.gpu_type] if job.gpu_type else list(self._by_type)
+        for gpu in types:
+            for i in self._by_type.get(gpu, ()):
+                if i not in chosen and self.nodes[i].gpus - self._used[i] >= per:
+                    chosen.append(i)
+                    if len(chosen) == need:
+                        return chosen
+            if not job.gpu_type and not job.req_nodes:
+                chosen = []
+        return None
+
+    def _try_start(self, job: SimJob) -> bool:
+        if job.state is not JobState.PENDING or job.held:
+            return False
+        picked = self._pick_nodes(job)
+        if picked is None:
+            return False
+        gpu_type = self.nodes[picked[0]].gpu_type
+        rate = self.rate_fn(job.job_id, gpu_type, job.gpus, job.admin_comment)
+        for i in picked:
+            self._used[i] += job.gpus_per_node
+            self._dirty.add(i)
+        job.nodes = tuple(self.nodes[i].name for i in picked)
+        job.alloc_gpus = tuple(job.gpus_per_node for _ in picked)
+        job.state = JobState.RUNNING
+        job.start_time = self.now
+        job.first_start = self.now if job.first_start is None else job.first_start
+        job.rate = rate
+        job.restore_until = self.now + job.pending_cost
+        job.pending_cost = 0.0
+        job.last_update = self.now
+        config = (gpu_type, job.gpus)
+        if job.last_config is not None and job.last_config != config:
+            job.reconfigurations += 1
+        job.last_config = config
+        job.configs.append((self.now, gpu_type, job.gpus))
+        job.cached = None
+        self.running[job.job_id] = job
+        if rate <= 0:
+            log.warning("job %s started on %s x%d where it cannot make progress", job.job_id, gpu_type, job.gpus)
+        return True
+
+    def schedule_pending(self) -> int:
+        """Slurm's own pass: start released pending jobs in submit order wherever they fit; returns how many."""
+        started = 0
+        for job in sorted(
+            (j for j in self.jobs.values() if j.state is JobState.PENDING and not j.held),
+            key=lambda j: (j.submit_time, j.job_id),
+        ):
+            started += self._try_start(job)
+        return started
+
+    # -------------------------------------------------------------------------------------------- progress
+
+    def _progress(self, job: SimJob) -> None:
+        """Bring one running job's work up to ``now``."""
+        if job.state is not JobState.RUNNING:
+            return
+        busy_from = max(job.last_update, job.restore_until)
+        if self.now > busy_from and job.rate > 0:
+            job.work_done = min(job.work_total, job.work_done + job.rate * (self.now - busy_from))
+        elapsed = self.now - job.last_update
+        job.run_seconds += elapsed
+        job.gpu_seconds += elapsed * job.gpus
+        job.last_update = self.now
+
+    def next_completion(self) -> float:
+        return min((j.finish_eta(self.now) for j in self.running.values()), default=math.inf)
+
+    def advance(self, t: float) -> list[SimJob]:
+        """Move the clock to ``t``, progressing running jobs; jobs done by then complete. Returns them."""
+        if t < self.now:
+            raise ValueError(f"time cannot go back: {t} < {self.now}")
+        self.now = t
+        done = []
+        for job in list(self.running.values()):
+            self._progress(job)
+            if job.work_done >= job.work_total * (1 - 1e-12) or job.finish_eta(t) <= t:
+                job.work_done = job.work_total
+                self._free(job)
+                self._end(job, JobState.COMPLETED)
+                done.append(job)
+        if done:
+            self.schedule_pending()
+        return done
+
+    def work_snapshot(self) -> Mapping[JobId, float]:
+        return {j.job_id: j.work_done for j in self.jobs.values()}
+
+
+_HANDLERS: dict[ActionKind, Callable[[SimBackend, SimJob, Action], str]] = {
+    ActionKind.HOLD: SimBackend._hold,
+    ActionKind.RELEASE: SimBackend._release,
+    ActionKind.UPDATE: SimBackend._update,
+    ActionKind.ANNOTATE: SimBackend._annotate,
+    ActionKind.SIGNAL: SimBackend._signal,
+    ActionKind.REQUEUE: SimBackend._requeue_action,
+    ActionKind.REQUEUE_HOLD: SimBackend._requeue_action,
+    ActionKind.CANCEL: SimBackend._cancel,
+}

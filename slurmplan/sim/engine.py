@@ -1,0 +1,294 @@
+"""The simulation loop: the daemon's tick over the in-memory backend, with a clock that jumps event to event.
+
+Every iteration is exactly what one daemon tick does (snapshot -> ManagedJobs -> ``tick.decide`` -> apply),
+followed by a jump of the virtual clock to the next thing that can change a decision: a round boundary, an
+arrival or a completion. Nothing advances second by second, so a two-week trace costs as many ticks as it has
+events, and the decision code (shared with the daemon) is the only expensive part. Determinism: no wall clock,
+no unordered iteration, the seed lives in the trace.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from slurmplan.domain import Reason
+from slurmplan.sim.backend import SimBackend, SimJob
+from slurmplan.sim.cluster import ClusterSpec
+from slurmplan.sim.result import JobRecord, SimResult
+from slurmplan.sim.workload import Workload
+from slurmplan.tick import ManagedJob, SchedulerState, TickConfig, TickInput, TickOutput
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SimOptions:
+    """Knobs of one run; ``reconfig_cost_s=0`` is the zero-cost mode used to compare with Gavel."""
+
+    reconfig_cost_s: float = 78.0
+    round_s: float | None = None
+    """Round length; None takes the policy's own ``config.round_s``."""
+    event_ticks: bool = True
+    """Tick at arrivals and completions too (a daemon with a short interval), not only at round boundaries."""
+    stop_when_window_done: bool = False
+    """Stop once every ``in_window`` job finished (Gavel measures a window while later jobs keep arriving)."""
+    max_time_s: float = math.inf
+    idle_rounds: int = 3
+    """Stop after this many round ticks in a row with nothing running and nothing left to arrive."""
+    progress: bool = False
+
+
+class Simulation:
+    """One policy over one trace on one cluster. ``run()`` returns a SimResult; ``step()`` runs one tick."""
+
+    def __init__(
+        self,
+        workloads: Mapping[int, Workload],
+        cluster: ClusterSpec,
+        policy: object,
+        options: SimOptions = SimOptions(),
+        decide=None,
+    ) -> None:
+        if decide is None:
+            from slurmplan.tick import decide as tick_decide
+
+            decide = tick_decide
+        self.decide = decide
+        self.workloads = dict(workloads)
+        self.cluster = cluster
+        self.policy = policy
+        self.options = options
+        pconf = getattr(policy, "config", None)
+        round_s = options.round_s or float(getattr(pconf, "round_s", 360.0) or 360.0)
+        threshold = float(getattr(pconf, "reconfig_threshold", 0.97) or 0.97)
+        self.tick_config = TickConfig(
+            round_s=round_s, reconfig_cost_s=options.reconfig_cost_s, reconfig_threshold=threshold
+        )
+        self.backend = SimBackend(nodes=cluster.nodes(), rate_fn=self._rate, reconfig_cost_s=options.reconfig_cost_s)
+        self.backend.on_finish = self._finished
+        self.state = SchedulerState()
+        self.arrivals: Sequence[Workload] = sorted(self.workloads.values(), key=lambda w: (w.trace.arrival_s, w.job_id))
+        self._next_arrival = 0
+        self._managed: dict[int, ManagedJob] = {}
+        self._reasons: dict[int, Reason] = {}
+        self._window_left = sum(1 for w in self.arrivals if w.trace.in_window)
+        self._series_t: list[float] = []
+        self._series_busy: list[int] = []
+        self._series_active: list[int] = []
+        self.ticks = 0
+        self.rounds = 0
+        self.action_counts: Counter[str] = Counter()
+        self.refused = 0
+        self.decide_s = 0.0
+        self.last_input: TickInput | None = None
+        self.last_output: TickOutput | None = None
+        self._bar = None
+
+    # ------------------------------------------------------------------------------------------- plumbing
+
+    def _rate(self, job_id: int, gpu_type: str | None, gpus: int, admin_comment: str) -> float:
+        return self.workloads[job_id].rate(gpu_type, gpus, admin_comment)
+
+    def _finished(self, job: SimJob) -> None:
+        self._managed.pop(job.job_id, None)
+        if self.workloads[job.job_id].trace.in_window:
+            self._window_left -= 1
+        if self._bar is not None:
+            self._bar.update(1)
+
+    def _submit_arrivals(self) -> None:
+        now = self.backend.now
+        while self._next_arrival < len(self.arrivals) and self.arrivals[self._next_arrival].trace.arrival_s <= now:
+            w = self.arrivals[self._next_arrival]
+            self._next_arrival += 1
+            t = w.trace
+            self.backend.submit(
+                SimJob(
+                    job_id=t.job_id,
+                    submit_time=t.arrival_s,
+                    work_total=w.work_total,
+                    account=t.account,
+                    name=t.job_type or t.model or "",
+                    gpu_type=t.gpu_type or (w.requested.cell.gpu_type if w.requested else None),
+                    gpus_per_node=t.gpus,
+                    node_count=1,
+                )
+            )
+
+    def managed_jobs(self) -> tuple[ManagedJob, ...]:
+        """The tick's view of every active job: Slurm's Job plus hints, cached candidates and progress."""
+        snap_jobs = self.backend.snapshot().jobs
+        return self._managed_from(snap_jobs)
+
+    def _managed_from(self, snap_jobs) -> tuple[ManagedJob, ...]:
+        out = []
+        for job in snap_jobs:
+            w = self.workloads[job.job_id]
+            sim = self.backend.jobs[job.job_id]
+            steps = sim.work_done / w.unit_per_step
+            cached = self._managed.get(job.job_id)
+            if cached is None or cached.job is not job or cached.steps_done != steps:
+                cached = ManagedJob(job=job, hints=w.hints, candidates=w.candidates, steps_done=steps)
+                self._managed[job.job_id] = cached
+            out.append(cached)
+        return tuple(out)
+
+    # ------------------------------------------------------------------------------------------------ loop
+
+    def step(self) -> TickOutput:
+        """One daemon tick at the current simulated time."""
+        self._submit_arrivals()
+        snap = self.backend.snapshot()
+        inp = TickInput(
+            now=snap.time, cluster=snap.cluster, jobs=self._managed_from(snap.jobs), config=self.tick_config
+        )
+        started = time.perf_counter()
+        out = self.decide(inp, self.policy, self.state)
+        self.decide_s += time.perf_counter() - started
+        self.last_input, self.last_output = inp, out
+        self.state = out.state
+        self.ticks += 1
+        self.rounds += bool(out.new_round)
+        for a in out.assignments:
+            self._reasons[a.job_id] = a.reason
+        results = self.backend.apply(list(out.actions))
+        for r in results:
+            self.action_counts[r.action.kind.value] += 1
+            self.refused += not r.ok
+        return out
+
+    def _next_event(self) -> float:
+        now = self.backend.now
+        start = self.state.last_round_start if self.state.last_round_start is not None else now
+        next_round = start + self.tick_config.round_s
+        if next_round <= now:
+            next_round = now + self.tick_config.round_s
+        candidates = [next_round]
+        if self.options.event_ticks:
+            if self._next_arrival < len(self.arrivals):
+                candidates.append(self.arrivals[self._next_arrival].trace.arrival_s)
+            candidates.append(self.backend.next_completion())
+        else:
+            candidates.append(self._round_after(self.backend.next_completion(), start))
+            if self._next_arrival < len(self.arrivals):
+                candidates.append(self._round_after(self.arrivals[self._next_arrival].trace.arrival_s, start))
+        return max(min(candidates), now)
+
+    def _round_after(self, t: float, start: float) -> float:
+        if not math.isfinite(t):
+            return t
+        k = math.ceil((t - start) / self.tick_config.round_s)
+        return start + max(k, 1) * self.tick_config.round_s
+
+    def _record(self) -> None:
+        busy, active = self.backend.busy_gpus, len(self.backend.jobs)
+        if self._series_busy and self._series_busy[-1] == busy and self._series_active[-1] == active:
+            return
+        self._series_t.append(self.backend.now)
+        self._series_busy.append(busy)
+        self._series_active.append(active)
+
+    def _done(self, idle: int) -> bool:
+        if self.options.stop_when_window_done and self._window_left <= 0:
+            return True
+        nothing_left = self._next_arrival >= len(self.arrivals)
+        if nothing_left and not self.backend.jobs:
+            return True
+        return nothing_left and not self.backend.running and idle >= self.options.idle_rounds
+
+    def run(self) -> SimResult:
+        """Tick, jump to the next event, repeat, until the trace is done (or cannot progress)."""
+        wall = time.perf_counter()
+        if self.arrivals:
+            self.backend.now = self.arrivals[0].trace.arrival_s
+        self._bar = _progress_bar(len(self.arrivals), self.options.progress)
+        idle = 0
+        try:
+            while True:
+                out = self.step()
+                self._record()
+                idle = (
+                    idle + 1 if (out.new_round and not self.backend.running) else (0 if self.backend.running else idle)
+                )
+                if self._done(idle):
+                    break
+                t_next = self._next_event()
+                if t_next > self.options.max_time_s or not math.isfinite(t_next):
+                    log.warning("stopping at t=%.0f: next event at %s is past the limit", self.backend.now, t_next)
+                    break
+                self.backend.advance(t_next)
+        finally:
+            if self._bar is not None:
+                self._bar.close()
+        self._record()
+        return self._result(time.perf_counter() - wall)
+
+    # --------------------------------------------------------------------------------------------- result
+
+    def _result(self, wall_s: float) -> SimResult:
+        records = []
+        sims = {**self.backend.finished, **self.backend.jobs}
+        for w in self.arrivals:
+            sim = sims.get(w.job_id)
+            records.append(_record_for(w, sim, self._reasons.get(w.job_id)))
+        policy_name = getattr(self.policy, "name", None) or type(self.policy).__name__
+        return SimResult(
+            policy=str(policy_name),
+            cluster=str(self.cluster),
+            total_gpus=self.cluster.total_gpus,
+            reconfig_cost_s=self.options.reconfig_cost_s,
+            round_s=self.tick_config.round_s,
+            jobs=tuple(records),
+            times=tuple(self._series_t),
+            busy_gpus=tuple(self._series_busy),
+            active_jobs=tuple(self._series_active),
+            end_s=self.backend.now,
+            ticks=self.ticks,
+            rounds=self.rounds,
+            actions=dict(sorted(self.action_counts.items())),
+            refused_actions=self.refused,
+            wall_s=wall_s,
+            decide_s=self.decide_s,
+        )
+
+
+def _record_for(w: Workload, sim: SimJob | None, reason: Reason | None) -> JobRecord:
+    t = w.trace
+    base = JobRecord(
+        job_id=t.job_id,
+        arrival_s=t.arrival_s,
+        gpus=t.gpus,
+        account=t.account,
+        job_class=t.job_class.value,
+        in_window=t.in_window,
+        dedicated_s=w.dedicated_s,
+        deadline_s=t.deadline_s,
+        state="not-arrived",
+        last_reason=reason.value if reason else "",
+    )
+    if sim is None:
+        return base
+    return replace(
+        base,
+        first_start_s=sim.first_start,
+        finish_s=sim.finish_time,
+        state=sim.state.value,
+        restarts=sim.restart_count,
+        reconfigurations=sim.reconfigurations,
+        run_s=sim.run_seconds,
+        gpu_s=sim.gpu_seconds,
+        configs=tuple(sim.configs),
+    )
+
+
+def _progress_bar(total: int, enabled: bool):
+    if not enabled:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit="job", desc="simulating", leave=False)

@@ -1,0 +1,136 @@
+"""Metrics of one simulation, computed from its SimResult alone.
+
+Definitions (the papers' where they agree, stated here where they do not):
+- JCT = finish - arrival; average, median and p99 over the measured jobs that finished (the ``in_window`` jobs
+  when the trace marks a window, as Gavel's README does; every job otherwise). Unfinished jobs are counted apart.
+- makespan = last finish among the measured jobs, from t = 0 (Gavel's definition).
+- queueing delay = first start - arrival.
+- utilization = busy GPU-seconds / (GPUs x time), time-weighted, from the first arrival to the end of the run.
+- finish-time fairness (Themis/Gavel rho) = JCT / T_isolated, where T_isolated is the job's dedicated time on its
+  requested configuration stretched to a 1/N share of the cluster, N being the time-averaged number of active
+  jobs over the job's life: ``T_iso = dedicated * max(1, gpus / (total_gpus / N))``. rho <= 1 is fair.
+- reconfigurations per job = restarts (every requeue costs one reconfiguration); type/count changes apart.
+- SLA miss = a guaranteed job whose average progress rate over its JCT, ``work / JCT``, is below 95% of its
+  requested configuration's throughput, i.e. ``JCT > dedicated / 0.95`` (Rubick's SLA), or that never finished.
+- deadline miss = a job with a deadline that finished after it or not at all.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from slurmplan.sim.result import JobRecord, SimResult
+
+SLA_TOLERANCE = 0.95
+HOUR = 3600.0
+
+
+def measured_jobs(result: SimResult) -> list[JobRecord]:
+    """The window jobs when the trace marks a window, else all jobs."""
+    jobs = list(result.jobs)
+    window = [j for j in jobs if j.in_window]
+    return window if 0 < len(window) < len(jobs) else jobs
+
+
+def _step_integral(times: Sequence[float], values: Sequence[float]):
+    """A function t -> integral of the step function (times, values) from times[0] to t."""
+    t = np.asarray(times, dtype=float)
+    v = np.asarray(values, dtype=float)
+    if len(t) == 0:
+        return lambda x: 0.0
+    cum = np.concatenate([[0.0], np.cumsum(v[:-1] * np.diff(t))])
+
+    def integral(x: float) -> float:
+        i = int(np.searchsorted(t, x, side="right")) - 1
+        if i < 0:
+            return 0.0
+        return float(cum[i] + v[i] * (x - t[i]))
+
+    return integral
+
+
+def utilization(result: SimResult, start: float | None = None, end: float | None = None) -> float:
+    if not result.times or result.total_gpus <= 0:
+        return 0.0
+    start = result.times[0] if start is None else start
+    end = result.end_s if end is None else end
+    if end <= start:
+        return 0.0
+    busy = _step_integral(result.times, result.busy_gpus)
+    return (busy(end) - busy(start)) / (result.total_gpus * (end - start))
+
+
+def fairness(result: SimResult, jobs: Sequence[JobRecord]) -> np.ndarray:
+    """Finish-time fairness rho of every finished job (see the module docstring)."""
+    active = _step_integral(result.times, result.active_jobs)
+    out = []
+    for j in jobs:
+        if not j.finished or not math.isfinite(j.dedicated_s) or j.jct_s <= 0:
+            continue
+        n_avg = max(1.0, (active(j.finish_s) - active(j.arrival_s)) / j.jct_s)
+        share = result.total_gpus / n_avg
+        t_iso = j.dedicated_s * max(1.0, j.gpus / share)
+        out.append(j.jct_s / t_iso)
+    return np.asarray(out, dtype=float)
+
+
+def _pct(values: np.ndarray, q: float) -> float:
+    return float(np.percentile(values, q)) if len(values) else math.nan
+
+
+def summarize(result: SimResult) -> dict[str, float | int | str]:
+    """One flat dict of every metric (hours for times), ready for JSON, CSV and tables."""
+    jobs = measured_jobs(result)
+    done = [j for j in jobs if j.finished]
+    jct = np.array([j.jct_s for j in done]) / HOUR
+    queue = np.array([j.queue_s for j in jobs if j.first_start_s is not None]) / HOUR
+    rho = fairness(result, done)
+    guaranteed = [j for j in jobs if j.job_class == "guaranteed"]
+    sla_miss = sum(1 for j in guaranteed if not j.finished or j.jct_s > j.dedicated_s / SLA_TOLERANCE)
+    with_deadline = [j for j in jobs if j.deadline_s is not None]
+    deadline_miss = sum(1 for j in with_deadline if not j.finished or j.finish_s > j.deadline_s)
+    makespan = max((j.finish_s for j in done), default=math.nan) / HOUR
+    return {
+        "policy": result.policy,
+        "cluster": result.cluster,
+        "reconfig_cost_s": result.reconfig_cost_s,
+        "round_s": result.round_s,
+        "jobs": len(jobs),
+        "finished": len(done),
+        "unfinished": len(jobs) - len(done),
+        "avg_jct_h": float(jct.mean()) if len(jct) else math.nan,
+        "median_jct_h": _pct(jct, 50),
+        "p99_jct_h": _pct(jct, 99),
+        "makespan_h": makespan,
+        "avg_queue_h": float(queue.mean()) if len(queue) else math.nan,
+        "utilization": utilization(result),
+        "ftf_mean": float(rho.mean()) if len(rho) else math.nan,
+        "ftf_max": float(rho.max()) if len(rho) else math.nan,
+        "ftf_unfair_share": float((rho > 1).mean()) if len(rho) else math.nan,
+        "restarts_per_job": float(np.mean([j.restarts for j in jobs])) if jobs else 0.0,
+        "type_changes_per_job": float(np.mean([j.reconfigurations for j in jobs])) if jobs else 0.0,
+        "guaranteed_jobs": len(guaranteed),
+        "sla_misses": sla_miss,
+        "deadline_jobs": len(with_deadline),
+        "deadline_misses": deadline_miss,
+        "sim_end_h": result.end_s / HOUR,
+        "ticks": result.ticks,
+        "rounds": result.rounds,
+        "refused_actions": result.refused_actions,
+        "wall_s": result.wall_s,
+        "decide_s": result.decide_s,
+    }
+
+
+def utilization_series(result: SimResult, points: int = 400) -> tuple[np.ndarray, np.ndarray]:
+    """Busy fraction averaged over ``points`` equal bins from the first event to the end (for plots)."""
+    if not result.times or result.end_s <= result.times[0]:
+        return np.zeros(0), np.zeros(0)
+    edges = np.linspace(result.times[0], result.end_s, points + 1)
+    busy = _step_integral(result.times, result.busy_gpus)
+    cum = np.array([busy(e) for e in edges])
+    frac = np.diff(cum) / (np.diff(edges) * max(1, result.total_gpus))
+    return (edges[:-1] + edges[1:]) / 2, frac

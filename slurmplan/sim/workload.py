@@ -1,0 +1,144 @@
+"""From trace jobs to what the simulator runs: candidates (computed once per job), work and dedicated time.
+
+A table job's candidates come from Gavel's measured table (steps/s, source TABLE); a hint job's from the
+performance model (``perf.candidates``), in samples/s. Work is kept in the candidates' own unit so that a job's
+progress in a configuration is ``throughput * seconds`` with no conversion on the hot path; ``unit_per_step``
+converts back to training steps (the global batch for hint jobs, 1 for table jobs).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+
+from slurmplan.domain import Candidate, Cell, GpuType, Hints, ValidationError
+from slurmplan.perf.gavel_table import GavelTable
+from slurmplan.sim.trace import TraceJob
+
+log = logging.getLogger(__name__)
+
+_STAGES = re.compile(r"\bpp(\d+)\b")
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One trace job made runnable: its hints, candidates, total work and the time it needs alone."""
+
+    trace: TraceJob
+    hints: Hints
+    candidates: tuple[Candidate, ...]
+    work_total: float
+    unit_per_step: float
+    requested: Candidate | None
+    """The user's own configuration (its type, or the fastest type when none was named, at its GPU count)."""
+
+    @property
+    def job_id(self) -> int:
+        return self.trace.job_id
+
+    @property
+    def dedicated_s(self) -> float:
+        """Seconds the job needs alone on its requested configuration (inf when that cannot run)."""
+        if self.requested is None or self.requested.throughput <= 0:
+            return float("inf")
+        return self.work_total / self.requested.throughput
+
+    def rate(self, gpu_type: GpuType | None, gpus: int, admin_comment: str = "") -> float:
+        """Throughput of the configuration the job was started in (its admin comment may name the stages)."""
+        matches = [c for c in self.candidates if c.cell.gpu_type == gpu_type and c.cell.gpus == gpus]
+        if not matches:
+            return 0.0
+        found = _STAGES.findall(admin_comment.split("slurmplan:", 1)[-1]) if admin_comment else []
+        if found:
+            staged = [c for c in matches if c.cell.stages == int(found[0])]
+            matches = staged or matches
+        return max(c.throughput for c in matches)
+
+
+def requested_candidate(candidates: Iterable[Candidate], gpu_type: GpuType | None, gpus: int) -> Candidate | None:
+    """The candidate for the user's request: its GPU type, or the fastest type at that count."""
+    same = [c for c in candidates if c.cell.gpus == gpus and (gpu_type is None or c.cell.gpu_type == gpu_type)]
+    same = [c for c in same if c.throughput > 0]
+    if not same:
+        return None
+    if gpu_type is not None:
+        return max(same, key=lambda c: (c.cell.stages == 1, c.throughput))
+    return max(same, key=lambda c: c.throughput)
+
+
+def table_workload(job: TraceJob, table: GavelTable, gpu_types: Iterable[GpuType]) -> Workload:
+    """A Gavel job: candidates at its own scale factor on every cluster type the table knows."""
+    assert job.job_type is not None
+    cands = table.candidates(job.job_type, job.gpus, gpu_types)
+    if job.total_steps is not None:
+        work = job.total_steps
+    else:  # duration is defined on V100s in Gavel's traces, else on the fastest type
+        ref = table.throughput(job.job_type, job.gpus, job.gpu_type or "v100") if cands else 0.0
+        work = float(job.duration_s or 0.0) * (ref or max((c.throughput for c in cands), default=0.0))
+    return Workload(job, job.hints(), cands, work, 1.0, requested_candidate(cands, job.gpu_type, job.gpus))
+
+
+def hint_workload(job: TraceJob, gpu_types: Mapping[GpuType, int], candidates_fn) -> Workload:
+    """A model job: candidates from the performance model; duration converted at the requested configuration."""
+    hints = job.hints()
+    cands = tuple(candidates_fn(hints, gpu_types))
+    requested = requested_candidate(cands, job.gpu_type, job.gpus)
+    batch = hints.global_batch or next((c.plan.global_batch for c in cands if c.plan is not None), 1)
+    if job.total_steps is not None:
+        work = job.total_steps * batch
+    elif requested is not None:
+        work = float(job.duration_s or 0.0) * requested.throughput
+    else:
+        work = float(job.duration_s or 0.0) * max((c.throughput for c in cands), default=0.0)
+    if work <= 0:
+        log.info("job %s (%s) has no runnable configuration on this cluster", job.job_id, job.model)
+        work = 1.0
+    return Workload(job, hints, cands, work, float(batch), requested)
+
+
+def perf_candidates_fn():
+    """``perf.candidates.job_candidates`` adapted to (hints, GPU counts by type); imported late (optional room)."""
+    try:
+        from slurmplan.perf.candidates import job_candidates
+    except ImportError as exc:  # the performance model is another room's; say what is missing
+        raise ValidationError("model", "hint jobs", f"slurmplan.perf.candidates to be importable ({exc})") from exc
+
+    def call(hints: Hints, gpu_types: Mapping[GpuType, int]) -> tuple[Candidate, ...]:
+        return tuple(job_candidates(hints, dict(gpu_types), ()))
+
+    return call
+
+
+def build_workloads(
+    jobs: Iterable[TraceJob], gpu_types: Mapping[GpuType, int], table: GavelTable | None, candidates_fn=None
+) -> dict[int, Workload]:
+    """Every job's workload, computed once (candidates never change during a simulation)."""
+    out: dict[int, Workload] = {}
+    memo: dict[Hints, tuple[Candidate, ...]] = {}
+    for job in jobs:
+        if job.is_table_job:
+            if table is None:
+                raise ValidationError("job_type", job.job_type, "a throughput table (--throughputs)", "workload")
+            out[job.job_id] = table_workload(job, table, gpu_types)
+        else:
+            candidates_fn = candidates_fn or perf_candidates_fn()
+            out[job.job_id] = hint_workload(job, gpu_types, _memoised(candidates_fn, memo))
+    return out
+
+
+def _memoised(fn, memo: dict[Hints, tuple[Candidate, ...]]):
+    """Jobs that differ only in length or deadline share candidates (the search is the costly part)."""
+
+    def call(hints: Hints, gpu_types: Mapping[GpuType, int]) -> tuple[Candidate, ...]:
+        key = replace(hints, steps=None, deadline=None)
+        if key not in memo:
+            memo[key] = tuple(fn(hints, gpu_types))
+        return memo[key]
+
+    return call
+
+
+def cells_of(workloads: Iterable[Workload]) -> set[Cell]:
+    return {c.cell for w in workloads for c in w.candidates}
