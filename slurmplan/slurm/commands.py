@@ -1,0 +1,63 @@
+"""``slurmplan devcluster up|down|status`` and ``slurmplan status``: the Slurm room's commands."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from slurmplan.slurm.devcluster import DevCluster, default_state_dir, install_packages
+from slurmplan.slurm.devlayout import load_layout
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    dev = subparsers.add_parser(
+        "devcluster",
+        help="start/stop a real local Slurm cluster of virtual GPU nodes (for development and tests)",
+        description="A local Slurm cluster on this host: its own munged, slurmctld and one slurmd per node, "
+        "all files under one state directory. Needs root.",
+    )
+    dev_sub = dev.add_subparsers(dest="devcluster_command", metavar="ACTION", required=True)
+    for action, text in (
+        ("up", "write the configuration, start the daemons, wait until every node is idle (idempotent)"),
+        ("down", "cancel jobs and stop every process this cluster started"),
+        ("status", "each daemon and node of the cluster"),
+    ):
+        p = dev_sub.add_parser(action, help=text, description=text)
+        p.add_argument("--layout", metavar="FILE", help="node layout YAML (default: site/devcluster/default.yaml)")
+        p.add_argument(
+            "--state-dir",
+            metavar="DIR",
+            help=f"where the cluster keeps everything (default: $SLURMPLAN_DEVCLUSTER_DIR or {default_state_dir()})",
+        )
+        p.add_argument("--json", action="store_true", help="print machine-readable JSON")
+        if action == "up":
+            p.add_argument("--install", action="store_true", help="apt-get install Slurm and munge first")
+            p.add_argument("--timeout", type=float, default=90.0, help="seconds to wait for the nodes (default 90)")
+        p.set_defaults(func=_devcluster)
+
+
+def _devcluster(args: argparse.Namespace) -> int:
+    if getattr(args, "install", False):
+        install_packages()
+    cluster = DevCluster(load_layout(args.layout), args.state_dir)
+    if args.devcluster_command == "up":
+        status = cluster.up(timeout=args.timeout)
+    elif args.devcluster_command == "down":
+        cluster.down()
+        status = cluster.status()
+    else:
+        status = cluster.status()
+    if args.json:
+        json.dump(status.to_dict(), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return 0 if args.devcluster_command == "down" or status.running else 1
+    print(f"cluster {status.cluster_name} in {status.state_dir}")
+    for d in status.daemons:
+        print(f"  {d.name:<20} {'running' if d.running else 'stopped':<8} pid {d.pid if d.pid else '-'}")
+    for n in status.nodes:
+        gpus = f"{n.gpus} x {n.gpu_type}" if n.gpus else "no GPUs"
+        print(f"  node {n.name:<15} {n.state:<12} {gpus}")
+    if status.running:
+        print(f"\nexport SLURM_CONF={status.slurm_conf}")
+    return 0 if args.devcluster_command == "down" or status.running else 1

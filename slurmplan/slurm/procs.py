@@ -1,0 +1,141 @@
+"""Small process helpers for the development cluster: is a pid ours and alive, stop it and wait, free ports.
+
+They read ``/proc`` directly (Linux only, like Slurm itself) so that ``down`` can stop exactly the processes
+one cluster started, by pid, and confirm they are gone, without matching process names machine-wide.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import signal
+import socket
+import time
+from pathlib import Path
+
+
+def _read(path: str) -> bytes | None:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read()
+    except OSError:
+        return None
+
+
+def is_alive(pid: int) -> bool:
+    """True while ``pid`` exists and is not a zombie (a zombie of our own is reaped on the way)."""
+    with contextlib.suppress(ChildProcessError, OSError):
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        if done == pid:
+            return False
+    stat = _read(f"/proc/{pid}/stat")
+    if stat is None:
+        return False
+    state = stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3]
+    return state not in (b"Z", b"X")
+
+
+def cmdline(pid: int) -> str:
+    raw = _read(f"/proc/{pid}/cmdline") or b""
+    return raw.replace(b"\0", b" ").decode(errors="replace").strip()
+
+
+def environ(pid: int) -> dict[str, str]:
+    raw = _read(f"/proc/{pid}/environ") or b""
+    out: dict[str, str] = {}
+    for item in raw.split(b"\0"):
+        key, sep, value = item.partition(b"=")
+        if sep:
+            out[key.decode(errors="replace")] = value.decode(errors="replace")
+    return out
+
+
+def comm(pid: int) -> str:
+    return (_read(f"/proc/{pid}/comm") or b"").decode(errors="replace").strip()
+
+
+def parent_of(pid: int) -> int | None:
+    stat = _read(f"/proc/{pid}/stat")
+    if stat is None:
+        return None
+    fields = stat[stat.rfind(b")") + 2 :].split()
+    return int(fields[1]) if len(fields) > 1 else None
+
+
+def all_pids() -> list[int]:
+    return [int(p) for p in os.listdir("/proc") if p.isdigit()]
+
+
+def descendants(roots: list[int]) -> list[int]:
+    """``roots`` and every process below them, parents first."""
+    children: dict[int, list[int]] = {}
+    for pid in all_pids():
+        ppid = parent_of(pid)
+        if ppid is not None:
+            children.setdefault(ppid, []).append(pid)
+    out: list[int] = []
+    todo = list(roots)
+    while todo:
+        pid = todo.pop(0)
+        if pid in out:
+            continue
+        out.append(pid)
+        todo.extend(children.get(pid, []))
+    return out
+
+
+def read_pid(path: Path) -> int | None:
+    try:
+        return int(path.read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def stop_pids(pids: list[int], timeout: float) -> list[int]:
+    """SIGTERM, wait up to ``timeout`` s, then SIGKILL what is left and wait again; returns pids still alive."""
+    live = [p for p in pids if is_alive(p)]
+    for pid in live:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    live = wait_gone(live, timeout)
+    for pid in live:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    return wait_gone(live, 5.0)
+
+
+def wait_gone(pids: list[int], timeout: float) -> list[int]:
+    deadline = time.monotonic() + timeout
+    live = [p for p in pids if is_alive(p)]
+    while live and time.monotonic() < deadline:
+        time.sleep(0.05)
+        live = [p for p in live if is_alive(p)]
+    return live
+
+
+def port_free(port: int) -> bool:
+    """True if nothing listens on TCP ``port`` (bound the way a server binds, with SO_REUSEADDR)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("0.0.0.0", port))
+        except OSError:
+            return False
+    return True
+
+
+def pick_free_ports(count: int, avoid: set[int], low: int = 20000, high: int = 32000) -> list[int]:
+    """``count`` distinct free ports below Linux's ephemeral range, avoiding ``avoid``."""
+    rng = random.Random()
+    out: list[int] = []
+    for _ in range(50 * count + 100):
+        if len(out) == count:
+            break
+        port = rng.randrange(low, high)
+        if port in avoid or port in out or not port_free(port):
+            continue
+        out.append(port)
+    if len(out) < count:
+        raise OSError(f"could not find {count} free TCP ports in {low}-{high}")
+    return out

@@ -1,0 +1,85 @@
+"""The local development cluster: starts, runs GPU jobs on the right node types, restarts idempotently, stops
+everything it started, and refuses bad layouts and taken ports clearly."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+import pytest
+
+from slurmplan.domain import ValidationError
+from slurmplan.slurm import procs
+from slurmplan.slurm.devcluster import DevCluster, DevClusterError
+from slurmplan.slurm.devlayout import load_layout, parse_layout
+
+pytestmark = pytest.mark.slurm
+
+
+def test_default_cluster_nodes_idle_with_gpus(devcluster):
+    proc = devcluster.run("sinfo", "-h", "-N", "-o", "%N %T %G", check=True)
+    rows = {line.split()[0]: line.split()[1:] for line in proc.stdout.splitlines()}
+    layout = devcluster.cluster.layout
+    assert set(rows) == set(layout.node_names())
+    for node in layout.nodes:
+        state, gres = rows[node.name]
+        assert state in ("idle", "mixed", "allocated")
+        assert gres.startswith(f"gpu:{node.gpu_type}:{node.gpus}")
+
+
+def test_own_munge_and_unique_cluster_name(devcluster):
+    conf = Path(devcluster.env["SLURM_CONF"]).read_text()
+    root = devcluster.cluster.paths.root
+    assert f"AuthInfo=socket={root}/munge/munge.socket" in conf
+    assert f"ClusterName={devcluster.cluster.cluster_name}" in conf
+    assert devcluster.cluster.cluster_name != DevCluster(state_dir=root / "other").cluster_name
+
+
+def test_typed_gpu_job_lands_on_that_type(devcluster):
+    job = devcluster.sbatch("echo hi; sleep 1", "--gres=gpu:t4:1", "--time=1")
+    record = devcluster.wait_state(job, "RUNNING", "COMPLETED")
+    assert record["nodes"].startswith("t4n")
+
+
+def test_up_is_idempotent(devcluster):
+    before = {d.name: d.pid for d in devcluster.cluster.status().daemons}
+    again = DevCluster(devcluster.cluster.layout, devcluster.cluster.paths.root)
+    status = again.up(timeout=30)
+    assert status.running
+    assert {d.name: d.pid for d in status.daemons} == before
+
+
+def test_down_stops_every_process_and_job(devcluster_factory):
+    handle = devcluster_factory({"nodes": [{"name": "n[1-2]", "gpu_type": "a100", "gpus": 2, "cpus": 4}]})
+    job = handle.sbatch("sleep 300", "--gres=gpu:a100:1")
+    handle.wait_state(job, "RUNNING")
+    pids = [d.pid for d in handle.cluster.status().daemons]
+    steps = handle.cluster._job_step_pids()
+    assert steps, "the running job has a slurmstepd"
+    handle.cluster.down()
+    assert not [p for p in pids + steps if procs.is_alive(p)]
+    assert not handle.cluster.status().running
+
+
+def test_requested_port_taken_is_refused(tmp_path):
+    with socket.socket() as sock:
+        sock.bind(("0.0.0.0", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        layout = parse_layout({"nodes": [{"name": "n1"}], "slurmctld_port": port})
+        with pytest.raises(DevClusterError, match=f"port {port}"):
+            DevCluster(layout, tmp_path).up(timeout=10)
+    assert not (tmp_path / "run" / "slurmctld.pid").exists()
+
+
+def test_layout_with_bad_field_names_file_field_allowed(tmp_path):
+    bad = tmp_path / "layout.yaml"
+    bad.write_text(json.dumps({"nodes": [{"name": "n1", "gpu_type": "a100", "gpus": "four"}]}))
+    with pytest.raises(ValidationError) as info:
+        load_layout(bad)
+    message = str(info.value)
+    assert str(bad) in message and "gpus" in message and "integer" in message
+    bad.write_text(json.dumps({"nodes": [{"name": "n1", "gpu": 2}]}))
+    with pytest.raises(ValidationError, match="node key 'gpu'.*one of .*gpus"):
+        load_layout(bad)
