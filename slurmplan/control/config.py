@@ -31,7 +31,7 @@ class DaemonConfig:
 
     managed_partitions: tuple[str, ...] = ()
     """Every job in these partitions is managed, hints or not."""
-    policy: str = "max_min_fairness"
+    policy: str = "las"
     """A policy name from ``policies/`` or the path of a policy YAML file."""
     round_s: float = 360.0
     checkpoint_signal: str = "USR2"

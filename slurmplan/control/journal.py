@@ -48,6 +48,8 @@ class ActionStatus:
     FAILED = "failed"
     DIVERGED = "diverged"
     """Applied, but the next observation shows Slurm did not take it (the next decision corrects it)."""
+    SHADOW = "shadow"
+    """Decided in shadow mode: journaled, never applied."""
 
 
 _SCHEMA: dict[str, tuple[dict[str, type], str | None]] = {
@@ -253,8 +255,9 @@ class Journal:
             for row in rows:
                 old = known.get(row["job_id"])
                 merged = {**(old or {}), **row}
-                if old and old.get("first_seen") is not None:
-                    merged["first_seen"] = old["first_seen"]
+                for keep in ("first_seen", "finished_at"):
+                    if old and old.get(keep) is not None:
+                        merged[keep] = old[keep]
                 out.append(merged)
             self.db["jobs"].upsert_all(out, pk="job_id")
 

@@ -1,0 +1,185 @@
+"""Act: journaled intents -> Slurm -> applied -> confirmed by the next observation.
+
+Rules that make a killed or failing tick safe:
+
+* actions reach Slurm only after they are in the journal as intents (the runner writes them);
+* one job's actions are applied in order and stop at the first failure, so a job is never released with a
+  GPU request that did not take; the rest stay intents and are retried (up to ``MAX_ATTEMPTS``) by the next
+  tick's roll-forward, which runs before it observes;
+* every action is idempotent or harmless when repeated (hold/release/update/annotate set a state; a repeated
+  checkpoint signal only sets the launcher's flag again), so re-applying a row a killed tick may already have
+  applied is safe;
+* an intent older than its round is stale: the world has moved on and the next decision supersedes it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from slurmplan.control.journal import ActionRow, ActionStatus, Journal
+from slurmplan.domain import Action, ActionKind, ClusterBackend, Job, JobState, Snapshot
+from slurmplan.slurm.hints import compose_admin_comment, split_admin_comment
+
+log = logging.getLogger(__name__)
+
+MAX_ATTEMPTS = 3
+
+
+@dataclass(frozen=True)
+class ApplyReport:
+    applied: int = 0
+    failed: int = 0
+    retry: int = 0
+    stale: int = 0
+
+
+def apply_rows(journal: Journal, backend: ClusterBackend, rows: Sequence[ActionRow], now: float) -> ApplyReport:
+    """Apply intents job by job, in id order, marking each row; a backend exception leaves rows as intents."""
+    by_job: dict[int, list[ActionRow]] = {}
+    for row in sorted(rows, key=lambda r: r.id):
+        by_job.setdefault(row.action.job_id, []).append(row)
+    applied = failed = retry = 0
+    for job_rows in by_job.values():
+        for row in job_rows:
+            try:
+                result = backend.apply([row.action])[0]
+                ok, message = result.ok, result.message
+            except Exception as exc:  # a backend bug or Slurm unreachable: keep the intent, retry next tick
+                log.warning("applying %s to job %d raised: %s", row.action.kind.value, row.action.job_id, exc)
+                ok, message = False, f"{type(exc).__name__}: {exc}"
+            if ok:
+                journal.mark_action(row.id, ActionStatus.APPLIED, now, message)
+                applied += 1
+                continue
+            if row.attempts + 1 < MAX_ATTEMPTS:
+                _count_attempt(journal, row.id, message)
+                retry += 1
+            else:
+                journal.mark_action(row.id, ActionStatus.FAILED, now, message)
+                failed += 1
+            log.warning("job %d: %s failed: %s", row.action.job_id, row.action.kind.value, message)
+            break  # the job's later actions wait for this one
+    return ApplyReport(applied=applied, failed=failed, retry=retry)
+
+
+def _count_attempt(journal: Journal, action_id: int, message: str) -> None:
+    with journal.transaction():
+        journal.db.execute(
+            "UPDATE actions SET attempts = attempts + 1, message = ? WHERE id = ?", [f"retry: {message}", action_id]
+        )
+
+
+def roll_forward(journal: Journal, backend: ClusterBackend, now: float, max_age_s: float) -> ApplyReport:
+    """Finish the work a killed or failing earlier tick left as intents; drop the stale ones."""
+    rows = journal.actions(status=ActionStatus.INTENT)
+    fresh = [r for r in rows if now - r.created_at <= max_age_s]
+    for r in rows:
+        if now - r.created_at > max_age_s:
+            journal.mark_action(r.id, ActionStatus.FAILED, now, "stale: superseded by a later decision")
+    if fresh:
+        log.info("rolling forward %d pending intents", len(fresh))
+    report = apply_rows(journal, backend, fresh, now) if fresh else ApplyReport()
+    return ApplyReport(report.applied, report.failed, report.retry, len(rows) - len(fresh))
+
+
+# ------------------------------------------------------------------------------------------- confirmation
+
+
+def confirm(journal: Journal, snapshot: Snapshot, max_age_s: float, now: float) -> tuple[int, int]:
+    """Compare applied actions with what Slurm shows now: ``(confirmed, diverged)``.
+
+    An action whose effect cannot be seen yet (a requeue still in progress) stays ``applied`` until it is
+    ``max_age_s`` old; then it is marked diverged, and the decision, which reads the real state, corrects it.
+    ``now`` is the daemon's wall clock (the journal's times), not the snapshot's.
+    """
+    jobs = {j.job_id: j for j in snapshot.jobs}
+    confirmed = diverged = 0
+    for row in journal.actions(status=ActionStatus.APPLIED):
+        verdict = _verdict(row.action, jobs.get(row.action.job_id))
+        if verdict is True:
+            journal.mark_action(row.id, ActionStatus.CONFIRMED, now)
+            confirmed += 1
+        elif verdict is False or now - (row.applied_at or row.created_at) > max_age_s:
+            journal.mark_action(row.id, ActionStatus.DIVERGED, now, "not visible in Slurm")
+            diverged += 1
+    return confirmed, diverged
+
+
+def _verdict(action: Action, job: Job | None) -> bool | None:
+    """True: Slurm shows the effect; False: it contradicts it; None: cannot tell yet."""
+    if job is None or job.state.finished:
+        return True  # the job is gone: nothing left to confirm
+    pending = job.state in (JobState.PENDING, JobState.REQUEUED)
+    kind = action.kind
+    if kind is ActionKind.HOLD:
+        return job.held or not pending
+    if kind is ActionKind.RELEASE:
+        return not job.held
+    if kind is ActionKind.UPDATE:
+        if not pending:
+            return True
+        return (action.gpu_type is None or job.gpu_type == action.gpu_type) and (
+            action.gpus_per_node is None or job.gpus_per_node == action.gpus_per_node
+        )
+    if kind is ActionKind.ANNOTATE:
+        return action.admin_comment is None or job.admin_comment.strip() == action.admin_comment.strip()
+    if kind is ActionKind.REQUEUE_HOLD:
+        return (pending and job.held) or None
+    if kind is ActionKind.REQUEUE:
+        return pending or None
+    if kind is ActionKind.CANCEL:
+        return None
+    return True  # SIGNAL: delivered is all Slurm can tell us
+
+
+# ------------------------------------------------------------------------------------ shaping the actions
+
+
+def keep_user_hints(action: Action, job: Job | None) -> Action:
+    """Put the user's hints back in front of a decision written to the admin comment.
+
+    The mechanism writes only the decision; the admin comment also carries the hints job_submit.lua copied
+    there, which must survive every annotation or the job would stop being managed.
+    """
+    if action.admin_comment is None or job is None or "||" in action.admin_comment:
+        return action
+    hints = split_admin_comment(job.admin_comment).hints
+    if not hints:
+        return action
+    from dataclasses import replace
+
+    return replace(action, admin_comment=compose_admin_comment(hints, action.admin_comment))
+
+
+def drop_no_ops(actions: Sequence[Action], jobs: dict[int, Job]) -> list[Action]:
+    """Diff before write: skip actions whose effect Slurm already shows (no needless scontrol calls).
+
+    The comparison follows the batch in order, so a RELEASE after a HOLD of the same tick is kept.
+    """
+    out = []
+    held = {job_id: job.held for job_id, job in jobs.items()}
+    pending = {job_id: job.state is JobState.PENDING for job_id, job in jobs.items()}
+    comment = {job_id: job.admin_comment.strip() for job_id, job in jobs.items()}
+    for a in actions:
+        j = a.job_id
+        if j not in jobs:
+            out.append(a)
+            continue
+        if a.kind is ActionKind.HOLD and pending[j] and held[j]:
+            continue
+        if a.kind is ActionKind.RELEASE and pending[j] and not held[j]:
+            continue
+        if a.kind is ActionKind.ANNOTATE and a.admin_comment is not None and comment[j] == a.admin_comment.strip():
+            continue
+        if a.kind in (ActionKind.HOLD, ActionKind.REQUEUE_HOLD):
+            held[j] = True
+        if a.kind is ActionKind.REQUEUE_HOLD:
+            pending[j] = True
+        if a.kind is ActionKind.RELEASE:
+            held[j] = False
+        if a.admin_comment is not None:
+            comment[j] = a.admin_comment.strip()
+        out.append(a)
+    return out

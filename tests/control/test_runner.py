@@ -1,0 +1,157 @@
+"""The tick's bookkeeping on an in-memory cluster: classification, journal, roll-forward, modes, the lock.
+
+The backend and decision function are the test doubles of ``memcluster`` (see there); the same scenarios run
+against real Slurm in ``test_e2e_slurm.py``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import multiprocessing
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from slurmplan.control.config import DaemonConfig
+from slurmplan.control.journal import ActionStatus, Journal
+from slurmplan.control.lock import TickLock, TickLocked
+from slurmplan.control.observe import BAD_HINTS_PREFIX
+from slurmplan.control.runner import Daemon
+from slurmplan.control.state_store import load_state
+from slurmplan.domain import ActionKind, Job, JobState
+from tests.control.memcluster import MemBackend, candidates, simple_decide
+
+
+def _jobs() -> list[Job]:
+    return [
+        Job(1, "managed", partition="gpu", admin_comment="slurmplan:model=m;gpus=2"),
+        Job(2, "plain", partition="cpu", comment="just a comment"),
+        Job(3, "broken", partition="cpu", admin_comment="slurmplan:gpus=zero"),
+        Job(4, "by-comment", partition="cpu", comment="slurmplan:gpus=1"),
+        Job(5, "by-partition", partition="gpu"),
+        Job(6, "unpriceable", partition="cpu", admin_comment="slurmplan:model=unknown-model"),
+    ]
+
+
+def _daemon(tmp_path: Path, backend: MemBackend, **cfg: object) -> Daemon:
+    config = DaemonConfig(
+        managed_partitions=("gpu",), database=tmp_path / "j.db", report_dir=tmp_path / "reports", round_s=60, **cfg
+    )  # type: ignore[arg-type]
+    return Daemon(config, backend=backend, policy="test", candidates_fn=candidates, decide_fn=simple_decide)
+
+
+def test_tick_manages_only_managed_jobs_and_annotates_bad_hints(tmp_path: Path) -> None:
+    backend = MemBackend(_jobs())
+    report = _daemon(tmp_path, backend).tick()
+    assert report.managed == 3 and report.unmanaged == 1
+    assert {o.job.job_id for o in report.refused} == {3, 6}
+    jobs = backend.jobs
+    for job_id in (1, 4, 5):
+        assert jobs[job_id].state is JobState.RUNNING and jobs[job_id].gpu_type == "a100"
+    assert jobs[1].admin_comment.startswith("slurmplan:model=m;gpus=2 || slurmplan: a100x2 dp2")
+    assert jobs[2] == _jobs()[1]  # unmanaged: untouched
+    assert jobs[3].state is JobState.PENDING and not jobs[3].held
+    assert jobs[3].admin_comment.startswith(f"slurmplan:gpus=zero || {BAD_HINTS_PREFIX}")
+    assert "gpus" in jobs[3].admin_comment
+    assert "unknown-model" in jobs[6].admin_comment
+    with Journal(tmp_path / "j.db") as j:
+        assert [e["event"] for e in j.events(3)] == ["bad-hints"]
+        assert {a.status for a in j.actions()} == {ActionStatus.APPLIED}
+        assert j.job(3)["hint_error"] and j.job(1)["managed"] == 1 and j.job(2)["managed"] == 0
+
+    # second tick: applied actions confirmed, no new annotation, the error not journaled again
+    backend.now += 30
+    report = _daemon(tmp_path, backend).tick()
+    assert report.actions == ()
+    with Journal(tmp_path / "j.db") as j:
+        assert {a.status for a in j.actions()} == {ActionStatus.CONFIRMED}
+        assert len(j.events(3)) == 1
+
+
+def test_failed_scontrol_stops_the_job_and_is_rolled_forward(tmp_path: Path) -> None:
+    backend = MemBackend(_jobs()[:1])
+    backend.fail = {ActionKind.UPDATE}
+    _daemon(tmp_path, backend).tick()
+    assert backend.jobs[1].held and backend.jobs[1].state is JobState.PENDING  # not released with a wrong GRES
+    with Journal(tmp_path / "j.db") as j:
+        statuses = [(a.action.kind, a.status) for a in j.actions()]
+    assert statuses[0] == (ActionKind.HOLD, ActionStatus.APPLIED)
+    assert all(s == ActionStatus.INTENT for _, s in statuses[1:])
+
+    backend.fail = set()
+    backend.now += 5
+    report = _daemon(tmp_path, backend).tick()
+    assert report.rolled_forward.applied == 3
+    assert backend.jobs[1].state is JobState.RUNNING and backend.jobs[1].gpu_type == "a100"
+
+
+def test_unreadable_cluster_skips_the_tick(tmp_path: Path) -> None:
+    backend = MemBackend(_jobs())
+    backend.down = True
+    report = _daemon(tmp_path, backend).tick()
+    assert "Unable to contact" in report.skipped and report.actions == ()
+    with Journal(tmp_path / "j.db") as j:
+        assert "Unable to contact" in j.ticks()[0]["error"]
+        assert load_state(j).round_index == 0
+
+
+def _killed_child(tmp_path: Path) -> None:
+    """Runs in a child: the backend dies by SIGKILL at the first apply, after the intents are committed."""
+    backend = MemBackend(_jobs()[:1])
+
+    def die(actions: object) -> object:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    backend.apply = die  # type: ignore[method-assign]
+    _daemon(tmp_path, backend).tick()
+
+
+def test_sigkill_between_intent_and_apply_is_rolled_forward(tmp_path: Path) -> None:
+    child = multiprocessing.get_context("fork").Process(target=_killed_child, args=(tmp_path,))
+    child.start()
+    child.join(60)
+    assert child.exitcode == -signal.SIGKILL
+    with Journal(tmp_path / "j.db") as j:
+        assert [a.status for a in j.actions()] == [ActionStatus.INTENT] * 4
+        assert load_state(j).jobs[1].current is not None
+    backend = MemBackend(_jobs()[:1])  # Slurm's view: nothing was applied
+    backend.now += 10
+    report = _daemon(tmp_path, backend).tick()
+    assert report.rolled_forward.applied == 4
+    assert report.actions == ()  # the decision was not taken twice
+    assert backend.jobs[1].state is JobState.RUNNING
+
+
+def test_dry_run_changes_nothing(tmp_path: Path) -> None:
+    backend = MemBackend(_jobs())
+    report = _daemon(tmp_path, backend, dry_run=True).tick()
+    assert any(a.kind is ActionKind.RELEASE for a in report.actions)
+    assert backend.applied == [] and not (tmp_path / "j.db").exists()
+
+
+def test_shadow_journals_without_acting(tmp_path: Path) -> None:
+    backend = MemBackend(_jobs())
+    report = _daemon(tmp_path, backend, shadow=True).tick()
+    assert report.actions and backend.applied == []
+    with Journal(tmp_path / "j.db") as j:
+        assert {a.status for a in j.actions()} == {ActionStatus.SHADOW}
+        assert j.decisions(1)[0]["reason"] == "scheduled"
+
+
+def test_second_tick_is_refused_while_one_runs(tmp_path: Path) -> None:
+    daemon = _daemon(tmp_path, MemBackend(_jobs()))
+    with TickLock(daemon.config.lock_path), pytest.raises(TickLocked, match="another slurmplan tick"):
+        daemon.tick()
+
+
+def test_finished_jobs_leave_the_state(tmp_path: Path) -> None:
+    backend = MemBackend(_jobs()[:1])
+    _daemon(tmp_path, backend).tick()
+    backend.jobs[1] = dataclasses.replace(backend.jobs[1], state=JobState.COMPLETED)
+    backend.now += 30
+    _daemon(tmp_path, backend).tick()
+    with Journal(tmp_path / "j.db") as j:
+        assert 1 not in load_state(j).jobs
+        assert j.job(1)["finished_at"] == backend.now and j.job(1)["state"] == "completed"
