@@ -1,0 +1,208 @@
+"""The plan a job was assigned, read from inside the job.
+
+The daemon's decision reaches a running job by one of two roads: the SPANK plugin exports it as
+``SLURMPLAN_*`` environment variables, or (on clusters without the plugin) it sits in the job's admin comment,
+where the daemon writes ``slurmplan: a100x8 dp2 tp4 pp1 mb2 ga8 | round 17 | lease until 12:06`` (a
+``Cell.short()`` followed by ``Plan.short()``). Both roads end in one :class:`AssignedPlan`. Knowing which road
+was taken matters: a job whose plan came from slurmplan is *managed*, so on a checkpoint it requeues held and
+lets the daemon decide where it runs next.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import logging
+import os
+import re
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from slurmplan.domain import Cell, GpuType, Plan, ValidationError
+
+log = logging.getLogger(__name__)
+
+ENV_PREFIX = "SLURMPLAN_"
+_INT_VARS = {
+    "SLURMPLAN_DP": "dp",
+    "SLURMPLAN_TP": "tp",
+    "SLURMPLAN_PP": "pp",
+    "SLURMPLAN_MICRO_BATCH": "micro_batch",
+    "SLURMPLAN_GRAD_ACCUM": "grad_accum",
+    "SLURMPLAN_ZERO_STAGE": "zero_stage",
+    "SLURMPLAN_VIRTUAL_STAGES": "virtual_stages",
+}
+_BOOL_VARS = {"SLURMPLAN_CHECKPOINTING": "checkpointing", "SLURMPLAN_OFFLOAD": "offload"}
+PLAN_VARS = (*_INT_VARS, *_BOOL_VARS, "SLURMPLAN_GPU_TYPE", "SLURMPLAN_GPUS")
+_TRUE = {"1", "true", "yes", "on", "y"}
+_FALSE = {"0", "false", "no", "off", "n", ""}
+
+_DECISION = re.compile(r"slurmplan:\s*(?P<body>[^|;\n]*)")
+_CELL = re.compile(r"^(?P<type>[a-z0-9][a-z0-9_.-]*?)x(?P<gpus>\d+)$")
+_TOKEN = re.compile(r"^(?P<key>dp|tp|pp|mb|ga|v|z)(?P<num>\d+)$")
+_TOKEN_FIELDS = {
+    "dp": "dp",
+    "tp": "tp",
+    "pp": "pp",
+    "mb": "micro_batch",
+    "ga": "grad_accum",
+    "v": "virtual_stages",
+    "z": "zero_stage",
+}
+
+
+class PlanSource(enum.Enum):
+    """Where the plan came from; ENV and ADMIN_COMMENT mean slurmplan manages the job."""
+
+    ENV = "env"
+    ADMIN_COMMENT = "admin-comment"
+    DEFAULT = "default"
+
+    @property
+    def managed(self) -> bool:
+        return self is not PlanSource.DEFAULT
+
+
+@dataclass(frozen=True)
+class AssignedPlan:
+    """The plan plus the Cell it was chosen for (GPU type and count), when known."""
+
+    plan: Plan
+    source: PlanSource
+    gpu_type: GpuType | None = None
+    gpus: int | None = None
+
+    @property
+    def managed(self) -> bool:
+        return self.source.managed
+
+
+def _parse_bool(name: str, text: str) -> bool:
+    value = text.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ValidationError(name, text, "one of 1/0, true/false, yes/no, on/off", "environment")
+
+
+def _parse_int(name: str, text: str) -> int:
+    try:
+        return int(text.strip())
+    except ValueError:
+        raise ValidationError(name, text, "an integer", "environment") from None
+
+
+def plan_from_env(env: Mapping[str, str] | None = None) -> AssignedPlan | None:
+    """The plan exported by the SPANK plugin, or None when no ``SLURMPLAN_*`` plan variable is set."""
+    env = os.environ if env is None else env
+    if not any(name in env for name in PLAN_VARS):
+        return None
+    fields: dict[str, object] = {}
+    for name, field_name in _INT_VARS.items():
+        if name in env:
+            fields[field_name] = _parse_int(name, env[name])
+    for name, field_name in _BOOL_VARS.items():
+        if name in env:
+            fields[field_name] = _parse_bool(name, env[name])
+    gpu_type = env.get("SLURMPLAN_GPU_TYPE") or None
+    gpus = _parse_int("SLURMPLAN_GPUS", env["SLURMPLAN_GPUS"]) if env.get("SLURMPLAN_GPUS") else None
+    plan = Plan(**fields)  # type: ignore[arg-type]
+    return AssignedPlan(plan, PlanSource.ENV, gpu_type.lower() if gpu_type else None, gpus)
+
+
+def parse_plan_short(text: str) -> Plan:
+    """Inverse of :meth:`Plan.short`: ``"dp2 tp4 pp1 mb2 ga8 v2 gc z1 off"`` -> Plan.
+
+    Fields not named keep their defaults; a repeated key (``pp`` appears in both ``Cell.short()`` and
+    ``Plan.short()``) must repeat the same value.
+    """
+    fields: dict[str, object] = {}
+    for token in text.split():
+        if token == "gc":
+            fields["checkpointing"] = True
+            continue
+        if token == "off":
+            fields["offload"] = True
+            continue
+        match = _TOKEN.match(token)
+        if not match:
+            allowed = "dpN tpN ppN mbN gaN vN zN gc off"
+            raise ValidationError("plan token", token, f"one of {allowed}", "plan text")
+        field_name, value = _TOKEN_FIELDS[match["key"]], int(match["num"])
+        if fields.get(field_name, value) != value:
+            raise ValidationError(field_name, value, f"the value given before ({fields[field_name]})", "plan text")
+        fields[field_name] = value
+    return Plan(**fields)  # type: ignore[arg-type]
+
+
+def parse_decision(admin_comment: str) -> AssignedPlan | None:
+    """The decision part of an admin comment (``slurmplan: a100x8 dp2 ... | round ...``), or None if absent."""
+    match = _DECISION.search(admin_comment or "")
+    if not match:
+        return None
+    tokens = match["body"].split()
+    if not tokens:
+        return None
+    cell_match = _CELL.match(tokens[0])
+    if not cell_match:
+        raise ValidationError("cell", tokens[0], "GPU type and count such as a100x8", "admin comment")
+    gpu_type, gpus = cell_match["type"], int(cell_match["gpus"])
+    rest = tokens[1:]
+    stages = None
+    # Cell.short() appends " ppN" only for multi-stage cells; Plan.short() always has its own ppN after dpN.
+    if rest and rest[0].startswith("pp") and len(rest) > 1 and rest[1].startswith("dp"):
+        stages = int(rest[0][2:])
+        rest = rest[1:]
+    plan = parse_plan_short(" ".join(rest))
+    if stages is not None and stages != plan.pp:
+        raise ValidationError("pp", plan.pp, f"the cell's stage count {stages}", "admin comment")
+    return AssignedPlan(plan, PlanSource.ADMIN_COMMENT, gpu_type, gpus)
+
+
+def format_decision(cell: Cell, plan: Plan) -> str:
+    """The decision text this module parses; shown here so the round trip is tested in one place."""
+    return f"slurmplan: {cell.short()} {plan.short()}"
+
+
+def admin_comment_from_squeue(job_id: str, squeue: str = "squeue", timeout_s: float = 20.0) -> str | None:
+    """The job's admin comment via ``squeue --json -j JOB`` (one call at start-up), or None if unreadable."""
+    try:
+        proc = subprocess.run(
+            [squeue, "--json", "-j", str(job_id)], capture_output=True, text=True, timeout=timeout_s, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        log.warning("cannot run squeue for job %s: %s", job_id, exc)
+        return None
+    if proc.returncode != 0:
+        log.warning("squeue --json -j %s failed (%d): %s", job_id, proc.returncode, proc.stderr.strip())
+        return None
+    try:
+        jobs = json.loads(proc.stdout).get("jobs", [])
+    except json.JSONDecodeError as exc:
+        log.warning("squeue --json printed no JSON: %s", exc)
+        return None
+    for job in jobs:
+        if str(job.get("job_id")) == str(job_id):
+            return str(job.get("admin_comment") or "")
+    return None
+
+
+def load_assigned_plan(env: Mapping[str, str] | None = None, *, query_slurm: bool = True) -> AssignedPlan:
+    """The plan for this job: environment first, then the admin comment, else a default single-GPU plan.
+
+    ``query_slurm=False`` skips the ``squeue`` call (tests, and processes other than rank 0 that receive the
+    plan from rank 0).
+    """
+    env = os.environ if env is None else env
+    from_env = plan_from_env(env)
+    if from_env is not None:
+        return from_env
+    job_id = env.get("SLURM_JOB_ID")
+    if query_slurm and job_id:
+        comment = admin_comment_from_squeue(job_id)
+        decision = parse_decision(comment) if comment else None
+        if decision is not None:
+            return decision
+    return AssignedPlan(Plan(), PlanSource.DEFAULT)

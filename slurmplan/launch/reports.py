@@ -1,0 +1,97 @@
+"""Throughput reports: what this job achieved with its plan, for the daemon's performance model.
+
+Rank 0 appends one JSON line per report to ``$SLURMPLAN_REPORT_DIR/<job_id>.jsonl`` (CONTRIBUTING.md's format,
+read by ``control.reports.ingest_reports``). A line is written with one ``write`` call on a file opened for
+appending, so the daemon sees either the whole line or none of it. A failed report is logged, never fatal.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import resource
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+import torch
+
+from slurmplan.domain import Measurement
+
+log = logging.getLogger(__name__)
+
+DEFAULT_REPORT_DIR = "/var/lib/slurmplan/reports"
+
+
+def report_path(env: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if env is None else env
+    folder = Path(env.get("SLURMPLAN_REPORT_DIR") or DEFAULT_REPORT_DIR)
+    return folder / f"{env.get('SLURM_JOB_ID') or 'local'}.jsonl"
+
+
+def measurement_to_dict(m: Measurement) -> dict[str, object]:
+    return {
+        "job_id": m.job_id,
+        "model": m.model,
+        "gpu_type": m.gpu_type,
+        "gpus": m.gpus,
+        "nodes": m.nodes,
+        "plan": dataclasses.asdict(m.plan),
+        "samples_per_s": m.samples_per_s,
+        "memory_gb": m.memory_gb,
+        "time": m.time,
+    }
+
+
+def append_report(m: Measurement, path: Path) -> bool:
+    """Append one line; returns False (and logs) when the folder cannot be written."""
+    line = json.dumps(measurement_to_dict(m), sort_keys=True) + "\n"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line.encode())
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        log.warning("cannot write throughput report to %s: %s", path, exc)
+        return False
+    return True
+
+
+def peak_memory_gb(device: torch.device) -> float:
+    """Peak GPU memory allocated by torch, or the process's peak resident set on the CPU."""
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**30
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # ru_maxrss is in KiB on Linux
+
+
+class ThroughputMeter:
+    """Samples per second over the steps since the last report, excluding the first (warm-up) step."""
+
+    def __init__(self, every_s: float = 60.0) -> None:
+        self.every_s = every_s
+        self._since = time.perf_counter()
+        self._samples = 0
+        self._warm = False
+
+    def step_done(self, samples: int) -> None:
+        if not self._warm:  # the first step pays for allocation and process-group warm-up
+            self._warm = True
+            self._since = time.perf_counter()
+            return
+        self._samples += samples
+
+    def due(self) -> bool:
+        return self._samples > 0 and time.perf_counter() - self._since >= self.every_s
+
+    def take(self) -> float | None:
+        """Samples per second since the last take, or None when nothing was measured; restarts the window."""
+        now = time.perf_counter()
+        if self._samples == 0 or now <= self._since:
+            return None
+        rate = self._samples / (now - self._since)
+        self._since, self._samples = now, 0
+        return rate

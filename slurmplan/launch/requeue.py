@@ -1,0 +1,68 @@
+"""Putting the job back in the queue after a checkpoint.
+
+A job that slurmplan manages is requeued *held* (``scontrol requeuehold``): the daemon decides where and with
+which plan it runs next, then releases it. Any other job is requeued plainly (``scontrol requeue``), as
+submitit does. A countdown bounds how often one job requeues itself, against a job that is signalled forever.
+This is the job's view of its own requeue; the daemon's actions on other jobs live in ``slurmplan.slurm``.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import os
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+log = logging.getLogger(__name__)
+
+
+class RequeueMode(enum.Enum):
+    AUTO = "auto"
+    """Delegate to a handler installed before ours (submitit), else use Slurm when inside a Slurm job."""
+    SLURM = "slurm"
+    NONE = "none"
+
+
+@dataclass(frozen=True)
+class RequeueResult:
+    requeued: bool
+    command: tuple[str, ...] = ()
+    message: str = ""
+
+
+def requeue_command(job_id: str, *, hold: bool, scontrol: str = "scontrol") -> tuple[str, ...]:
+    return (scontrol, "requeuehold" if hold else "requeue", str(job_id))
+
+
+def requeue_job(
+    *,
+    hold: bool,
+    max_requeues: int,
+    env: Mapping[str, str] | None = None,
+    scontrol: str = "scontrol",
+    timeout_s: float = 60.0,
+) -> RequeueResult:
+    """Requeue the current Slurm job unless it has already restarted ``max_requeues`` times."""
+    env = os.environ if env is None else env
+    array_job, array_task = env.get("SLURM_ARRAY_JOB_ID"), env.get("SLURM_ARRAY_TASK_ID")
+    job_id = f"{array_job}_{array_task}" if array_job and array_task else env.get("SLURM_JOB_ID")
+    if not job_id:
+        return RequeueResult(False, message="not inside a Slurm job")
+    restarts = int(env.get("SLURM_RESTART_COUNT", "0") or 0)
+    if restarts >= max_requeues:
+        msg = f"job {job_id} restarted {restarts} times (limit {max_requeues}); not requeued"
+        log.error(msg)
+        return RequeueResult(False, message=msg)
+    cmd = requeue_command(job_id, hold=hold, scontrol=scontrol)
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        log.error("%s failed: %s", " ".join(cmd), exc)
+        return RequeueResult(False, cmd, str(exc))
+    if proc.returncode != 0:
+        log.error("%s failed (%d): %s", " ".join(cmd), proc.returncode, proc.stderr.strip())
+        return RequeueResult(False, cmd, proc.stderr.strip())
+    log.info("%s done (restart %d of at most %d)", " ".join(cmd), restarts + 1, max_requeues)
+    return RequeueResult(True, cmd, proc.stdout.strip())
