@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
-from slurmplan.domain import Action, Allocation, Assignment, Candidate, Cell, Cluster, Hints, Job, JobId
+from slurmplan.domain import Action, Allocation, Assignment, Candidate, Cell, Cluster, GpuType, Hints, Job, JobId
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,10 @@ class JobState:
     """When the checkpoint signal was sent; the grace period counts from here."""
     first_seen: float | None = None
     reconfigurations: int = 0
+    planned: Assignment | None = None
+    """What the latest round decided for the job (replayed between rounds; None before its first round)."""
+    sent: str = ""
+    """Key of the last desired state actions were emitted for: the same decision is not re-sent every tick."""
 
 
 @dataclass(frozen=True)
@@ -47,6 +52,10 @@ class SchedulerState:
     round_index: int = 0
     last_round_start: float | None = None
     jobs: Mapping[JobId, JobState] = field(default_factory=dict)
+    last_tick: float | None = None
+    """``now`` of the previous tick: attained time grows by the time since then for running jobs."""
+    allocation: Allocation | None = None
+    """The policy's X of the current round; between rounds it fills GPUs freed by finished jobs."""
 
 
 @dataclass(frozen=True)
@@ -58,6 +67,10 @@ class TickConfig:
     """Rubick's rule: move a running job only if ``(T - N*delta)/T > threshold``."""
     reconfig_cost_s: float = 78.0
     """delta: seconds one reconfiguration costs (Rubick measured 78 s)."""
+    account_weights: Mapping[str, float] = field(default_factory=dict)
+    """Weights of Slurm accounts for hierarchical policies (empty: all equal)."""
+    cost_per_gpu_hour: Mapping[GpuType, float] = field(default_factory=dict)
+    """Price of one GPU hour per type for cost policies (empty: unknown)."""
 
 
 @dataclass(frozen=True)
@@ -78,3 +91,18 @@ class TickOutput:
     state: SchedulerState
     new_round: bool
     """True when this tick started a new round (recomputed X and priorities)."""
+
+
+def decide(inp: TickInput, policy: Any, state: SchedulerState) -> TickOutput:
+    """One tick's decision: actions, assignments (each with a Reason) and the state for the next tick.
+
+    ``policy`` is any object with ``name`` and ``allocate(problem) -> Allocation`` (``slurmplan.policy``). A new
+    round starts on the first tick and whenever ``config.round_s`` has passed since the last one: the policy is
+    solved and the mechanism picks, places and diffs. Between rounds the round's decisions stand: grace
+    periods expire, new jobs are held, and GPUs freed by finished jobs are refilled from the round's X.
+    Pure: the same arguments always give the same output.
+    """
+    # The mechanism imports this module's types, so its engine is imported when first needed.
+    from slurmplan.mechanism.engine import decide as _decide
+
+    return _decide(inp, policy, state)

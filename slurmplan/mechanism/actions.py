@@ -1,0 +1,146 @@
+"""Desired assignments -> Slurm actions, diffed against what each job is now (adaptdl's diff before write).
+
+A pending job slurmplan has not chosen is held, so Slurm does not start it on its own; a chosen one is
+updated to its Cell and nodes, annotated, then released. A running job that must stop or move gets the
+checkpoint signal, and if it still runs after the grace period it is requeued held (forced); once pending it
+is started in its new configuration by a later tick. Nothing is emitted when the job already matches, or
+when the same decision was already sent (``JobState.sent``): the applier's journal retries failed actions.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+
+from slurmplan.domain import Action, ActionKind, Assignment, Cell, Job, Plan, Reason
+from slurmplan.mechanism.problem import PENDING_STATES, RUNNING_STATES
+from slurmplan.tick import JobState, ManagedJob, TickConfig
+
+PREFIX = "slurmplan:"
+SEPARATOR = " || "
+"""Admin comment layout shared with ``slurm/hints.py``: ``<hints> || <decision>`` (hints never rewritten)."""
+
+STOPPING = (Reason.PREEMPTED, Reason.MOVED, Reason.RESIZED, Reason.SCHEDULED)
+"""Reasons that, for a running job, mean it must leave its current configuration."""
+
+
+@dataclass(frozen=True)
+class RoundStamp:
+    """The round a decision belongs to, printed in the admin comment."""
+
+    index: int
+    lease_end: float
+
+    def text(self) -> str:
+        return f"round {self.index} | lease until {time.strftime('%H:%M', time.gmtime(self.lease_end))}"
+
+
+def decision_text(cell: Cell, plan: Plan | None, stamp: RoundStamp) -> str:
+    """``slurmplan: a100x8 dp2 tp4 pp1 mb2 ga8 | round 17 | lease until 12:06`` (no plan: pure data parallel)."""
+    plan = plan or Plan(dp=cell.gpus)
+    return f"{PREFIX} {cell.gpu_type}x{cell.gpus} {plan.short()} | {stamp.text()}"
+
+
+def split_comment(text: str) -> tuple[str, str]:
+    """(hints, decision) parts of an admin comment, by the layout of ``slurm/hints.py``."""
+    stripped = (text or "").strip()
+    if "||" in stripped:
+        left, _, right = stripped.partition("||")
+        return left.strip(), right.strip()
+    if not stripped.startswith(PREFIX):
+        return stripped, ""
+    rest = stripped[len(PREFIX) :].strip()
+    return (stripped, "") if not rest or "=" in rest else ("", stripped)
+
+
+def compose_comment(existing: str, decision: str) -> str:
+    """The job's admin comment with its decision part replaced and its hints part kept."""
+    hints, _ = split_comment(existing)
+    return f"{hints}{SEPARATOR}{decision}" if hints else decision
+
+
+def _start(mj: ManagedJob, a: Assignment, st: JobState, stamp: RoundStamp) -> tuple[list[Action], JobState]:
+    """Update a pending job to its Cell and nodes, then release it (each only when needed)."""
+    job = mj.job
+    assert a.cell is not None
+    decision = decision_text(a.cell, a.plan, stamp)
+    comment = compose_comment(job.admin_comment, decision)
+    key = f"start {comment} @ {','.join(a.nodes)}"
+    if st.sent == key:
+        return [], st
+    acts: list[Action] = []
+    same = (
+        job.gpu_type == a.cell.gpu_type
+        and job.gpus_per_node == a.gpus_per_node
+        and job.node_count == len(a.nodes)
+        and split_comment(job.admin_comment)[1] == decision
+        and (not job.nodes or tuple(job.nodes) == a.nodes)
+    )
+    if not same:
+        acts.append(
+            Action(
+                ActionKind.UPDATE,
+                job.job_id,
+                gpu_type=a.cell.gpu_type,
+                gpus_per_node=a.gpus_per_node,
+                node_count=len(a.nodes),
+                nodelist=a.nodes,
+                admin_comment=comment,
+                reason=f"{a.reason.value}: {a.detail}",
+            )
+        )
+    if job.held:
+        acts.append(Action(ActionKind.RELEASE, job.job_id, reason=f"{a.reason.value}: start as {a.cell.short()}"))
+    return acts, (replace(st, sent=key) if acts else st)
+
+
+def _hold(job: Job, a: Assignment, st: JobState, stamp: RoundStamp) -> tuple[list[Action], JobState]:
+    key = f"hold round {stamp.index}"
+    if job.held or st.sent == key:
+        return [], st
+    return [Action(ActionKind.HOLD, job.job_id, reason=f"{a.reason.value}: {a.detail}")], replace(st, sent=key)
+
+
+def _stop(job: Job, a: Assignment, st: JobState, now: float, config: TickConfig) -> tuple[list[Action], JobState]:
+    """Checkpoint signal first; requeue-hold once the grace period has passed and the job still runs."""
+    if st.signalled_at is None:
+        act = Action(
+            ActionKind.SIGNAL, job.job_id, signal=config.checkpoint_signal, reason=f"{a.reason.value}: {a.detail}"
+        )
+        return [act], replace(st, signalled_at=now)
+    key = f"requeue-hold after signal at {st.signalled_at:.3f}"
+    if now - st.signalled_at < config.grace_s or st.sent == key:
+        return [], st
+    why = f"still running {now - st.signalled_at:.0f}s after the checkpoint signal (grace {config.grace_s:.0f}s)"
+    return [Action(ActionKind.REQUEUE_HOLD, job.job_id, reason=why)], replace(st, sent=key)
+
+
+def _annotate(job: Job, a: Assignment, st: JobState, stamp: RoundStamp) -> tuple[list[Action], JobState]:
+    assert a.cell is not None
+    decision = decision_text(a.cell, a.plan, stamp)
+    comment = compose_comment(job.admin_comment, decision)
+    key = f"annotate {comment}"
+    if split_comment(job.admin_comment)[1] == decision or st.sent == key:
+        return [], st
+    return [Action(ActionKind.ANNOTATE, job.job_id, admin_comment=comment, reason="lease renewed")], replace(
+        st, sent=key
+    )
+
+
+def job_actions(
+    mj: ManagedJob, a: Assignment, st: JobState, now: float, stamp: RoundStamp, config: TickConfig
+) -> tuple[list[Action], JobState]:
+    """The actions that bring one job from what it is to ``a``, and its state after them."""
+    job = mj.job
+    if not mj.hints.managed or a.reason is Reason.UNMANAGED:
+        return [], st
+    if job.state in PENDING_STATES:
+        if a.cell is not None and a.nodes and a.reason is not Reason.UNPLACEABLE:
+            return _start(mj, a, st, stamp)
+        return _hold(job, a, st, stamp)
+    if job.state in RUNNING_STATES:
+        if st.signalled_at is not None or (a.reason in STOPPING or a.cell is None):
+            return _stop(job, a, st, now, config)
+        if a.reason is Reason.KEPT:
+            return _annotate(job, a, st, stamp)
+    return [], st

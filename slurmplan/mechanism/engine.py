@@ -1,0 +1,214 @@
+"""The body of ``slurmplan.tick.decide``: state -> problem -> policy -> round -> placement -> actions.
+
+Kept here rather than in ``tick.py`` because the mechanism modules import the tick's types; ``tick.decide``
+imports this module when called. Every stage is a pure function of the tick's input and the previous state.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import replace
+
+import numpy as np
+
+from slurmplan.domain import Action, Allocation, AllocationProblem, Assignment, JobId, Reason, ValidationError
+from slurmplan.mechanism.actions import RoundStamp, job_actions
+from slurmplan.mechanism.placement import Placed, PlacementRequest, place
+from slurmplan.mechanism.priorities import EPS, priorities, received_share
+from slurmplan.mechanism.problem import ProblemContext, build_problem
+from slurmplan.mechanism.reconfig import horizon_s
+from slurmplan.mechanism.round import RoundChoice, RunningInfo, plan_round
+from slurmplan.mechanism.state import advance
+from slurmplan.tick import JobState, SchedulerState, TickConfig, TickInput, TickOutput
+
+log = logging.getLogger(__name__)
+
+_CHOSEN_REASONS = (Reason.SCHEDULED, Reason.KEPT, Reason.MOVED, Reason.RESIZED)
+_MOVES = (Reason.MOVED, Reason.RESIZED)
+
+
+def align(allocation: Allocation | None, problem: AllocationProblem) -> np.ndarray:
+    """The allocation's X on this problem's rows and columns (zeros for jobs or Cells it does not know)."""
+    shape = (problem.num_jobs, len(problem.cells))
+    if allocation is None:
+        return np.zeros(shape)
+    x = np.asarray(allocation.x, dtype=float)
+    if x.shape != (len(allocation.job_ids), len(allocation.cells)):
+        want = f"shape {(len(allocation.job_ids), len(allocation.cells))}"
+        raise ValidationError("allocation.x", x.shape, want, f"policy {allocation.policy}")
+    if allocation.job_ids == problem.job_ids and allocation.cells == problem.cells:
+        return x
+    out = np.zeros(shape)
+    rows = {j: i for i, j in enumerate(allocation.job_ids)}
+    cols = {c: i for i, c in enumerate(allocation.cells)}
+    src_r = [(i, rows[j]) for i, j in enumerate(problem.job_ids) if j in rows]
+    src_c = [(i, cols[c]) for i, c in enumerate(problem.cells) if c in cols]
+    if src_r and src_c:
+        dr, sr = map(list, zip(*src_r, strict=True))
+        dc, sc = map(list, zip(*src_c, strict=True))
+        out[np.ix_(dr, dc)] = x[np.ix_(sr, sc)]
+    return out
+
+
+def running_info(ctx: ProblemContext, states: Mapping[JobId, JobState], config: TickConfig) -> RunningInfo:
+    p = ctx.problem
+    n = p.num_jobs
+    current = np.asarray(p.current, dtype=np.int64) if p.current is not None else np.full(n, -1)
+    thr = p.throughput[np.arange(n), np.maximum(current, 0)] if p.cells else np.zeros(n)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        remaining = np.where(thr > 0, p.column("steps_remaining") / np.where(thr > 0, thr, 1.0), np.inf)
+    horizon = np.array([horizon_s(config.round_s, float(r)) for r in remaining.tolist()])
+    signalled = np.array([states[j].signalled_at is not None for j in p.job_ids], dtype=bool)
+    return RunningInfo(ctx.running & (current >= 0), current, signalled, horizon)
+
+
+def replay(
+    ctx: ProblemContext,
+    x: np.ndarray,
+    pri: np.ndarray,
+    states: Mapping[JobId, JobState],
+    info: RunningInfo,
+    config: TickConfig,
+) -> RoundChoice:
+    """Between rounds: the round's decisions stand; GPUs freed since are refilled from the round's X."""
+    p = ctx.problem
+    n = p.num_jobs
+    col_of = ctx.col
+    col = np.full(n, -1, dtype=np.int64)
+    fixed = np.zeros(n, dtype=bool)
+    reasons: list[Reason] = [Reason.WAITING] * n
+    details: list[str] = ["new since the round started: decided at the next round"] * n
+    for j, job_id in enumerate(p.job_ids):
+        planned = states[job_id].planned
+        target = col_of.get(planned.cell, -1) if planned is not None and planned.cell is not None else -1
+        if info.running[j] and not info.signalled[j]:
+            col[j], fixed[j], reasons[j] = info.current[j], True, Reason.KEPT
+            details[j] = planned.detail if planned is not None and planned.reason is Reason.KEPT else "lease renewed"
+        elif planned is not None:
+            fixed[j] = info.running[j] or (target >= 0 and planned.reason in _CHOSEN_REASONS)
+            col[j] = target if planned.reason in _CHOSEN_REASONS else -1
+            reasons[j], details[j] = planned.reason, planned.detail
+    gpus = p.gpus_per_cell.astype(np.int64)
+    left = dict(p.capacity)
+    for c in col[fixed & (col >= 0)].tolist():
+        left[p.cells[c].gpu_type] = left.get(p.cells[c].gpu_type, 0) - int(gpus[c])
+    eligible = ~fixed & ~info.running & (x.sum(axis=1) > EPS) if p.cells else np.zeros(n, dtype=bool)
+    if eligible.any():
+        refill = plan_round(
+            p, x, pri, info, config, eligible=eligible, capacity={t: max(0, v) for t, v in left.items()}
+        )
+        for j in np.flatnonzero(eligible & (refill.col >= 0)).tolist():
+            col[j], reasons[j] = refill.col[j], Reason.SCHEDULED
+            details[j] = f"fills GPUs freed since the round started ({refill.detail[j]})"
+    rows = np.arange(n)
+    chosen_pri = pri[rows, np.maximum(col, 0)] if p.cells else np.zeros(n)
+    return RoundChoice(col, tuple(reasons), tuple(details), np.where(col >= 0, chosen_pri, 0.0))
+
+
+def _requests(ctx: ProblemContext, choice: RoundChoice, states: Mapping[JobId, JobState], info: RunningInfo):
+    p = ctx.problem
+    kept: list[PlacementRequest] = []
+    others: list[PlacementRequest] = []
+    for j in np.flatnonzero(choice.col >= 0).tolist():
+        c = int(choice.col[j])
+        mj, cell = ctx.jobs[j], p.cells[c]
+        cand = p.candidates[j][c] if p.candidates else None
+        planned = states[mj.job.job_id].planned
+        preferred: tuple[str, ...] = ()
+        if info.running[j] and c == info.current[j]:
+            preferred = tuple(mj.job.nodes)
+        elif planned is not None and planned.cell == cell and planned.nodes:
+            preferred = tuple(planned.nodes)
+        req = PlacementRequest(j, cell, cand.cpus if cand else 0, cand.host_memory_mb if cand else 0, preferred)
+        (kept if info.running[j] and not info.signalled[j] else others).append(req)
+    return kept + others
+
+
+def assign(
+    ctx: ProblemContext, choice: RoundChoice, x: np.ndarray, states: Mapping[JobId, JobState], info: RunningInfo
+) -> list[Assignment]:
+    """Place the chosen rows and turn every row into an Assignment with its Reason and detail."""
+    p = ctx.problem
+    placed = place(ctx.pool, _requests(ctx, choice, states, info))
+    out: list[Assignment] = []
+    for j, job_id in enumerate(p.job_ids):
+        c = int(choice.col[j])
+        reason, detail, pri = choice.reason[j], choice.detail[j], float(choice.priority[j])
+        if c < 0:
+            out.append(Assignment(job_id, reason, priority=pri, share=float(x[j].sum()), detail=detail))
+            continue
+        cand = p.candidates[j][c] if p.candidates else None
+        where = placed[j]
+        if not isinstance(where, Placed):
+            if info.running[j] and not info.signalled[j]:
+                cur = states[job_id].current
+                if cur is not None:
+                    out.append(replace(cur, reason=Reason.KEPT, detail=f"stays: target not placeable ({where.why})"))
+                    continue
+            reason = Reason.UNPLACEABLE if not info.running[j] else Reason.PREEMPTED
+            out.append(
+                Assignment(job_id, reason, cell=p.cells[c], priority=pri, share=float(x[j, c]), detail=where.why)
+            )
+            continue
+        out.append(
+            Assignment(
+                job_id,
+                reason,
+                cell=p.cells[c],
+                plan=cand.plan if cand else None,
+                nodes=where.nodes,
+                gpus_per_node=where.gpus_per_node,
+                throughput=float(p.throughput[j, c]),
+                priority=pri,
+                share=float(x[j, c]),
+                detail=detail,
+            )
+        )
+    return out
+
+
+def _next_state(st: JobState, a: Assignment, running: bool, new_round: bool) -> JobState:
+    chosen = a.reason in _CHOSEN_REASONS and a.cell is not None
+    return replace(
+        st,
+        planned=a,
+        current=a if running and a.reason is Reason.KEPT else st.current,
+        rounds_scheduled=st.rounds_scheduled + int(new_round and chosen),
+        reconfigurations=st.reconfigurations + int(new_round and running and a.reason in _MOVES),
+    )
+
+
+def decide(inp: TickInput, policy, state: SchedulerState) -> TickOutput:  # noqa: ANN001 - any Policy
+    """See ``slurmplan.tick.decide``."""
+    config = inp.config
+    states = advance(inp, state)
+    new_round = state.last_round_start is None or inp.now - state.last_round_start >= config.round_s
+    round_index = state.round_index + 1 if new_round else state.round_index
+    round_start = inp.now if new_round else float(state.last_round_start)  # type: ignore[arg-type]
+    stamp = RoundStamp(round_index, round_start + config.round_s)
+    ctx = build_problem(inp, states)
+    problem = ctx.problem
+    info = running_info(ctx, states, config)
+    solve = new_round and problem.num_jobs > 0
+    allocation = policy.allocate(problem) if solve else (None if new_round else state.allocation)
+    x = align(allocation, problem)
+    pri = priorities(x, received_share(problem, states, inp.now))
+    choice = plan_round(problem, x, pri, info, config) if new_round else replay(ctx, x, pri, states, info, config)
+    assignments = assign(ctx, choice, x, states, info)
+    actions: list[Action] = []
+    new_states: dict[JobId, JobState] = {}
+    for j, a in enumerate(assignments):
+        mj = ctx.jobs[j]
+        st = _next_state(states[a.job_id], a, bool(ctx.running[j]), new_round)
+        acts, new_states[a.job_id] = job_actions(mj, a, st, inp.now, stamp, config)
+        actions.extend(acts)
+    for mj, a in ctx.excluded:
+        st = replace(states[mj.job.job_id], planned=None)
+        acts, new_states[mj.job.job_id] = job_actions(mj, a, st, inp.now, stamp, config)
+        actions.extend(acts)
+        assignments.append(a)
+    if new_round:
+        log.info("round %d: %d jobs, %d actions", round_index, problem.num_jobs, len(actions))
+    out_state = SchedulerState(round_index, round_start, new_states, inp.now, allocation)
+    return TickOutput(tuple(actions), tuple(assignments), allocation, out_state, new_round)

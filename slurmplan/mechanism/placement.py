@@ -1,0 +1,116 @@
+"""Put the round's chosen jobs on nodes: consolidated, largest first, within free CPUs and memory.
+
+Gavel places jobs in decreasing order of GPUs and packs a job's GPUs on one server to limit fragmentation
+(narayanan.md A4). Here a job's GPUs go on as few nodes of its Cell's GPU type as possible, the same number
+on each node (what Slurm's ``--gpus-per-node`` with ``--nodes`` expresses); among fitting nodes the fullest
+are used first (best fit), so whole nodes stay free for large jobs. Jobs that keep running keep their nodes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from slurmplan.domain import Cell
+from slurmplan.mechanism.problem import NodePool
+
+
+@dataclass(frozen=True)
+class PlacementRequest:
+    """One job to place: its problem row, Cell, CPU and memory needs, and nodes it should keep if they fit."""
+
+    row: int
+    cell: Cell
+    cpus: int = 0
+    memory_mb: int = 0
+    preferred: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Placed:
+    nodes: tuple[str, ...]
+    gpus_per_node: int
+
+
+@dataclass(frozen=True)
+class Unplaced:
+    why: str
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+class _Free:
+    """Mutable free-resource arrays over the pool, consumed as jobs are placed (private to one call)."""
+
+    def __init__(self, pool: NodePool) -> None:
+        self.pool = pool
+        self.gpus = pool.gpus.copy()
+        self.cpus = pool.cpus.copy()
+        self.mem = pool.memory_mb.copy()
+        self.index = pool.index()
+        types = np.array(pool.gpu_type, dtype=object)
+        self.by_type = {t: np.flatnonzero(types == t) for t in sorted(set(pool.gpu_type))}
+
+    def take(self, idx: np.ndarray, gpn: int, cpn: int, mpn: int) -> Placed:
+        self.gpus[idx] -= gpn
+        self.cpus[idx] -= cpn
+        self.mem[idx] -= mpn
+        return Placed(tuple(self.pool.names[i] for i in sorted(idx.tolist())), gpn)
+
+    def keep(self, req: PlacementRequest) -> Placed | None:
+        """The preferred nodes, if they are all of the right type and still fit an equal split."""
+        k = len(req.preferred)
+        if k == 0 or req.cell.gpus % k:
+            return None
+        idx = [self.index.get(name) for name in req.preferred]
+        if any(i is None or self.pool.gpu_type[i] != req.cell.gpu_type for i in idx):
+            return None
+        arr = np.array(idx, dtype=np.int64)
+        gpn, cpn, mpn = req.cell.gpus // k, _ceil_div(req.cpus, k), _ceil_div(req.memory_mb, k)
+        if (self.gpus[arr] >= gpn).all() and (self.cpus[arr] >= cpn).all() and (self.mem[arr] >= mpn).all():
+            return self.take(arr, gpn, cpn, mpn)
+        return None
+
+    def fit(self, req: PlacementRequest) -> Placed | Unplaced:
+        """Fewest nodes first: k = 1, 2, ... (divisors of the GPU count), best-fit nodes for each k."""
+        idx = self.by_type.get(req.cell.gpu_type)
+        g = req.cell.gpus
+        if idx is None or idx.size == 0:
+            return Unplaced(f"no schedulable {req.cell.gpu_type} node")
+        for k in range(1, min(g, idx.size) + 1):
+            if g % k:
+                continue
+            gpn, cpn, mpn = g // k, _ceil_div(req.cpus, k), _ceil_div(req.memory_mb, k)
+            ok = idx[(self.gpus[idx] >= gpn) & (self.cpus[idx] >= cpn) & (self.mem[idx] >= mpn)]
+            if ok.size >= k:
+                best = ok[np.lexsort((ok, self.gpus[ok]))[:k]]
+                return self.take(best, gpn, cpn, mpn)
+        return Unplaced(self._why(req, idx))
+
+    def _why(self, req: PlacementRequest, idx: np.ndarray) -> str:
+        top = int(idx[np.argmax(self.gpus[idx])])
+        return (
+            f"{req.cell.short()} needs {req.cell.gpus} GPUs, {req.cpus} CPUs, {req.memory_mb} MB split equally over "
+            f"{req.cell.gpu_type} nodes; free now: {int(self.gpus[idx].sum())} GPUs on {idx.size} nodes, "
+            f"most on one node {int(self.gpus[top])} GPUs / {int(self.cpus[top])} CPUs / {int(self.mem[top])} MB"
+        )
+
+
+def place(pool: NodePool, requests: Sequence[PlacementRequest]) -> dict[int, Placed | Unplaced]:
+    """Where each request runs, by row. Requests with preferred nodes go first, then largest jobs first."""
+    free = _Free(pool)
+    out: dict[int, Placed | Unplaced] = {}
+    later: list[PlacementRequest] = []
+    for req in requests:
+        kept = free.keep(req) if req.preferred else None
+        if kept is None:
+            later.append(req)
+        else:
+            out[req.row] = kept
+    for req in sorted(later, key=lambda r: (-r.cell.gpus, r.row)):
+        out[req.row] = free.fit(req)
+    return out

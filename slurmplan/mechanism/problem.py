@@ -1,0 +1,255 @@
+"""Build the policy's AllocationProblem (and the node pool placement needs) from one tick's input.
+
+The mechanism and every policy see the same numbers: columns are the distinct Cells over all jobs'
+candidates, capacity is what managed jobs may use (unmanaged jobs' GPUs taken out first), and the
+per-job vectors carry attained time, remaining steps and SLAs in the units of the job's own candidates.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from slurmplan.domain import (
+    AllocationProblem,
+    Assignment,
+    Candidate,
+    Cell,
+    Cluster,
+    GpuType,
+    JobClass,
+    JobId,
+    Reason,
+)
+from slurmplan.domain import JobState as SlurmState
+from slurmplan.tick import JobState, ManagedJob, TickInput
+
+log = logging.getLogger(__name__)
+
+RUNNING_STATES = (SlurmState.RUNNING, SlurmState.SUSPENDED)
+"""Slurm states in which a managed job holds its GPUs and can be kept, moved or stopped."""
+PENDING_STATES = (SlurmState.PENDING, SlurmState.REQUEUED)
+"""Slurm states in which a managed job waits for a decision (hold, or update and release)."""
+
+
+@dataclass(frozen=True, eq=False)
+class NodePool:
+    """What managed jobs may use on each schedulable GPU node: totals minus what unmanaged jobs hold.
+
+    Managed jobs' own usage is not subtracted: the round reassigns all of it.
+    """
+
+    names: tuple[str, ...]
+    gpu_type: tuple[GpuType, ...]
+    gpus: np.ndarray
+    cpus: np.ndarray
+    memory_mb: np.ndarray
+
+    def index(self) -> dict[str, int]:
+        return {name: i for i, name in enumerate(self.names)}
+
+    def capacity(self) -> dict[GpuType, int]:
+        out: dict[GpuType, int] = {}
+        for t, g in zip(self.gpu_type, self.gpus.tolist(), strict=True):
+            out[t] = out.get(t, 0) + int(g)
+        return out
+
+
+@dataclass(frozen=True, eq=False)
+class ProblemContext:
+    """The problem plus the indexes the round, placement and action stages share."""
+
+    problem: AllocationProblem
+    jobs: tuple[ManagedJob, ...]
+    """One per problem row, in row order."""
+    running: np.ndarray
+    """Per row: the job holds GPUs now (RUNNING or SUSPENDED)."""
+    pool: NodePool
+    excluded: tuple[tuple[ManagedJob, Assignment], ...]
+    """Jobs left out of the problem (unmanaged, unschedulable, in transition), with why."""
+
+    @property
+    def row(self) -> dict[JobId, int]:
+        return {j: i for i, j in enumerate(self.problem.job_ids)}
+
+    @property
+    def col(self) -> dict[Cell, int]:
+        return {c: i for i, c in enumerate(self.problem.cells)}
+
+
+def _per_node_usage(jobs: tuple[ManagedJob, ...]) -> tuple[dict[str, int], dict[str, int], dict[str, int]]:
+    """GPUs, CPUs and memory each node gives to managed jobs that hold resources now."""
+    gpus: dict[str, int] = {}
+    cpus: dict[str, int] = {}
+    mem: dict[str, int] = {}
+    for mj in jobs:
+        job = mj.job
+        if not job.state.active or not job.nodes:
+            continue
+        k = len(job.nodes)
+        for name in job.nodes:
+            gpus[name] = gpus.get(name, 0) + job.gpus_per_node
+            cpus[name] = cpus.get(name, 0) + -(-job.cpus // k)
+            mem[name] = mem.get(name, 0) + -(-job.memory_mb // k)
+    return gpus, cpus, mem
+
+
+def build_pool(cluster: Cluster, managed_holding: tuple[ManagedJob, ...]) -> NodePool:
+    """Schedulable GPU nodes (sorted by name) with unmanaged usage taken out.
+
+    Unmanaged usage on a node = observed usage minus what the managed jobs on it hold.
+    """
+    gpus_m, cpus_m, mem_m = _per_node_usage(managed_holding)
+    nodes = sorted(
+        (n for n in cluster.nodes if n.gpu_type and n.gpus > 0 and n.state.schedulable), key=lambda n: n.name
+    )
+    g, c, m = [], [], []
+    for n in nodes:
+        g.append(n.gpus - max(0, n.gpus_used - gpus_m.get(n.name, 0)))
+        c.append(n.cpus - max(0, n.cpus_used - cpus_m.get(n.name, 0)))
+        m.append(n.memory_mb - max(0, n.memory_used_mb - mem_m.get(n.name, 0)))
+    return NodePool(
+        names=tuple(n.name for n in nodes),
+        gpu_type=tuple(str(n.gpu_type) for n in nodes),
+        gpus=np.maximum(np.array(g, dtype=np.int64), 0),
+        cpus=np.maximum(np.array(c, dtype=np.int64), 0),
+        memory_mb=np.maximum(np.array(m, dtype=np.int64), 0),
+    )
+
+
+def _exclusion(mj: ManagedJob, capacity: Mapping[GpuType, int]) -> Assignment | None:
+    """Why a job stays out of the problem, or None when it belongs in it."""
+    job = mj.job
+    if not mj.hints.managed:
+        return Assignment(job.job_id, Reason.UNMANAGED, detail="hints say managed=no")
+    if job.state in RUNNING_STATES:
+        return None
+    if job.state not in PENDING_STATES:
+        return Assignment(job.job_id, Reason.WAITING, detail=f"job is {job.state.value}; decided once it settles")
+    feasible = [c for c in mj.candidates if c.throughput > 0 and c.cell.gpus <= capacity.get(c.cell.gpu_type, 0)]
+    if not feasible:
+        types = ", ".join(f"{t}:{n}" for t, n in sorted(capacity.items())) or "none"
+        why = "no candidate configuration" if not mj.candidates else "no candidate fits the cluster"
+        return Assignment(job.job_id, Reason.UNSCHEDULABLE, detail=f"{why} (usable GPUs {types})")
+    return None
+
+
+def requested_cell(mj: ManagedJob) -> tuple[GpuType | None, int | None]:
+    """The user's own request: first hinted GPU type (else Slurm's) and hinted GPU count (else Slurm's)."""
+    gpu_type = mj.hints.gpu_types[0] if mj.hints.gpu_types else mj.job.gpu_type
+    gpus = mj.hints.gpus if mj.hints.gpus is not None else (mj.job.gpus or None)
+    return gpu_type, gpus
+
+
+def _match(by_shape: Mapping[tuple[GpuType, int], int], gpu_type: GpuType | None, gpus: int | None) -> int:
+    if gpu_type is None or gpus is None:
+        return -1
+    return by_shape.get((gpu_type, gpus), -1)
+
+
+def build_problem(inp: TickInput, states: Mapping[JobId, JobState]) -> ProblemContext:
+    """The AllocationProblem for this tick; ``states`` must already hold this tick's attained time."""
+    holding = tuple(mj for mj in inp.jobs if mj.hints.managed and mj.job.state.active)
+    pool = build_pool(inp.cluster, holding)
+    raw_capacity = pool.capacity()
+    rows: list[ManagedJob] = []
+    excluded: list[tuple[ManagedJob, Assignment]] = []
+    for mj in sorted(inp.jobs, key=lambda m: (m.job.submit_time, m.job.job_id)):
+        why = _exclusion(mj, raw_capacity)
+        if why is None:
+            rows.append(mj)
+        else:
+            excluded.append((mj, why))
+    # GPUs of managed jobs in transition (e.g. COMPLETING) are not the round's to give.
+    busy: dict[GpuType, int] = {}
+    for mj, _ in excluded:
+        if mj.hints.managed and mj.job.state.active and mj.job.gpu_type:
+            busy[mj.job.gpu_type] = busy.get(mj.job.gpu_type, 0) + mj.job.gpus
+    capacity = {t: max(0, n - busy.get(t, 0)) for t, n in raw_capacity.items()}
+
+    cells = sorted({c.cell for mj in rows for c in mj.candidates}, key=lambda c: (c.gpu_type, c.gpus, c.stages))
+    col = {c: i for i, c in enumerate(cells)}
+    by_shape: dict[tuple[GpuType, int], int] = {}
+    for i, c in enumerate(cells):
+        by_shape.setdefault((c.gpu_type, c.gpus), i)  # lowest stage count first (cells are sorted)
+    n, m = len(rows), len(cells)
+    throughput = np.zeros((n, m))
+    table: list[tuple[Candidate | None, ...]] = []
+    for j, mj in enumerate(rows):
+        line: list[Candidate | None] = [None] * m
+        for cand in mj.candidates:
+            c = col[cand.cell]
+            if line[c] is None or cand.throughput > line[c].throughput:  # type: ignore[union-attr]
+                line[c] = cand
+                throughput[j, c] = max(0.0, cand.throughput)
+        table.append(tuple(line))
+    return ProblemContext(
+        problem=_assemble(inp, states, rows, tuple(cells), throughput, capacity, tuple(table), by_shape),
+        jobs=tuple(rows),
+        running=np.array([mj.job.state in RUNNING_STATES for mj in rows], dtype=bool),
+        pool=pool,
+        excluded=tuple(excluded),
+    )
+
+
+def _assemble(
+    inp: TickInput,
+    states: Mapping[JobId, JobState],
+    rows: list[ManagedJob],
+    cells: tuple[Cell, ...],
+    throughput: np.ndarray,
+    capacity: Mapping[GpuType, int],
+    table: tuple[tuple[Candidate | None, ...], ...],
+    by_shape: Mapping[tuple[GpuType, int], int],
+) -> AllocationProblem:
+    now = inp.now
+    n = len(rows)
+    requested = np.array([_match(by_shape, *requested_cell(mj)) for mj in rows], dtype=np.int64).reshape(n)
+    current = np.array([current_column(mj, states.get(mj.job.job_id), by_shape, cells) for mj in rows], dtype=np.int64)
+    steps = np.array([np.nan if mj.hints.steps is None else mj.hints.steps - mj.steps_done for mj in rows])
+    known = steps[~np.isnan(steps)]
+    # Jobs without a step count look as long as the longest known one: finish-time policies stay finite.
+    steps = np.where(np.isnan(steps), known.max() if known.size else 1.0, np.maximum(steps, 0.0))
+    ar = np.arange(n)
+    sla = np.where(requested >= 0, throughput[ar, np.maximum(requested, 0)], 0.0) if n else np.zeros(0)
+    return AllocationProblem(
+        job_ids=tuple(mj.job.job_id for mj in rows),
+        cells=cells,
+        throughput=throughput,
+        capacity=dict(capacity),
+        weights=np.ones(n),
+        steps_remaining=steps.reshape(n),
+        time_since_start=np.array([max(0.0, now - mj.job.submit_time) for mj in rows]).reshape(n),
+        attained_time=np.array([_attained(states, mj.job.job_id) for mj in rows]).reshape(n),
+        submit_time=np.array([mj.job.submit_time for mj in rows]).reshape(n),
+        deadline=np.array([np.inf if mj.hints.deadline is None else mj.hints.deadline - now for mj in rows]).reshape(n),
+        accounts=tuple(mj.job.account for mj in rows),
+        account_weights=dict(inp.config.account_weights) or None,
+        job_class=tuple(mj.hints.job_class for mj in rows),
+        sla_throughput=np.where(
+            np.array([mj.hints.job_class is JobClass.GUARANTEED for mj in rows], dtype=bool), sla, 0.0
+        ).reshape(n),
+        requested=requested,
+        current=current,
+        cost_per_gpu_hour=dict(inp.config.cost_per_gpu_hour) or None,
+        candidates=table,
+    )
+
+
+def _attained(states: Mapping[JobId, JobState], job_id: JobId) -> float:
+    st = states.get(job_id)
+    return st.attained_s if st else 0.0
+
+
+def current_column(
+    mj: ManagedJob, st: JobState | None, by_shape: Mapping[tuple[GpuType, int], int], cells: tuple[Cell, ...]
+) -> int:
+    """Column a running job runs in: its remembered Cell if still a column, else its Slurm GPU shape."""
+    if mj.job.state not in RUNNING_STATES:
+        return -1
+    if st is not None and st.current is not None and st.current.cell in cells:
+        return cells.index(st.current.cell)
+    return _match(by_shape, mj.job.gpu_type, mj.job.gpus)

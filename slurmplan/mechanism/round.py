@@ -1,0 +1,152 @@
+"""From the policy's X to one concrete round: which job runs in which column (Gavel's Algorithm 2).
+
+Pairs (job, column) with X > 0 are taken greedily by priority (``priorities.py``); a pair is skipped when its
+GPU type has too few GPUs left, and a job appears at most once. A running job picked for a different column
+stays where it is unless the move pays its reconfiguration (``reconfig.py``). Suboptimal greedy rounds are
+corrected by later rounds, because waiting raises a job's priority.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from slurmplan.domain import AllocationProblem, GpuType, Reason
+from slurmplan.mechanism.priorities import EPS, pick_order
+from slurmplan.mechanism.reconfig import judge_move
+from slurmplan.tick import TickConfig
+
+
+@dataclass(frozen=True, eq=False)
+class RunningInfo:
+    """What stickiness needs per row: running now, current column, already told to stop, decision horizon."""
+
+    running: np.ndarray
+    current: np.ndarray
+    signalled: np.ndarray
+    horizon: np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
+class RoundChoice:
+    """Per problem row: the chosen column (-1 = none), why, and the priority behind it."""
+
+    col: np.ndarray
+    reason: tuple[Reason, ...]
+    detail: tuple[str, ...]
+    priority: np.ndarray
+
+
+def _type_index(problem: AllocationProblem, capacity: Mapping[GpuType, int]) -> tuple[np.ndarray, np.ndarray]:
+    types = sorted(set(capacity) | {c.gpu_type for c in problem.cells})
+    index = {t: i for i, t in enumerate(types)}
+    col_type = np.array([index[c.gpu_type] for c in problem.cells], dtype=np.int64)
+    cap = np.array([int(capacity.get(t, 0)) for t in types], dtype=np.int64)
+    return col_type, cap
+
+
+def greedy(
+    problem: AllocationProblem,
+    x: np.ndarray,
+    priority: np.ndarray,
+    eligible: np.ndarray,
+    capacity: Mapping[GpuType, int],
+    info: RunningInfo,
+    config: TickConfig,
+) -> tuple[np.ndarray, dict[int, str]]:
+    """Chosen column per row and, for running jobs that stayed or moved, the stickiness verdict text."""
+    n = problem.num_jobs
+    chosen = np.full(n, -1, dtype=np.int64)
+    notes: dict[int, str] = {}
+    if n == 0 or not problem.cells:
+        return chosen, notes
+    col_type, cap = _type_index(problem, capacity)
+    gpus = np.array([c.gpus for c in problem.cells], dtype=np.int64)
+    thr = problem.throughput
+    rows, cols = pick_order(x, priority, eligible)
+    for j, c in zip(rows.tolist(), cols.tolist(), strict=True):
+        if chosen[j] >= 0 or gpus[c] > cap[col_type[c]]:
+            continue
+        cur = int(info.current[j])
+        if info.running[j] and not info.signalled[j] and cur >= 0 and c != cur:
+            verdict = judge_move(float(thr[j, cur]), float(thr[j, c]), float(info.horizon[j]), config)
+            notes[j] = verdict.detail
+            if not verdict.move and gpus[cur] <= cap[col_type[cur]]:
+                c = cur
+        chosen[j] = c
+        cap[col_type[c]] -= gpus[c]
+        if not cap.any():
+            break
+    return chosen, notes
+
+
+def keep_leftovers(
+    problem: AllocationProblem, chosen: np.ndarray, capacity: Mapping[GpuType, int], info: RunningInfo
+) -> np.ndarray:
+    """Running jobs the greedy passed over keep their column while GPUs of its type are left (work-conserving).
+
+    They are considered after every job with a positive priority, so they never take GPUs a waiting job won.
+    """
+    col_type, cap = _type_index(problem, capacity)
+    gpus = np.array([c.gpus for c in problem.cells], dtype=np.int64)
+    np.subtract.at(cap, col_type[chosen[chosen >= 0]], gpus[chosen[chosen >= 0]])
+    kept = np.zeros(problem.num_jobs, dtype=bool)
+    for j in np.flatnonzero(info.running & ~info.signalled & (info.current >= 0) & (chosen < 0)).tolist():
+        c = int(info.current[j])
+        if gpus[c] <= cap[col_type[c]]:
+            cap[col_type[c]] -= gpus[c]
+            kept[j] = True
+    return kept
+
+
+def plan_round(
+    problem: AllocationProblem,
+    x: np.ndarray,
+    priority: np.ndarray,
+    info: RunningInfo,
+    config: TickConfig,
+    eligible: np.ndarray | None = None,
+    capacity: Mapping[GpuType, int] | None = None,
+) -> RoundChoice:
+    """The round's choice for every row, with a Reason and a text ``slurmplan explain`` prints."""
+    n = problem.num_jobs
+    eligible = np.ones(n, dtype=bool) if eligible is None else eligible
+    capacity = problem.capacity if capacity is None else capacity
+    chosen, notes = greedy(problem, x, priority, eligible, capacity, info, config)
+    kept = keep_leftovers(problem, chosen, capacity, info)
+    col = np.where(kept, info.current, chosen)
+    masked = np.where(x > EPS, priority, -np.inf)
+    best = masked.max(axis=1) if n and problem.cells else np.zeros(n)
+    pri = np.where(col >= 0, priority[np.arange(n), np.maximum(col, 0)] if problem.cells else 0.0, best)
+    reasons: list[Reason] = []
+    details: list[str] = []
+    for j in range(n):
+        reason, detail = _explain(problem, j, int(col[j]), bool(kept[j]), x, info, notes.get(j, ""))
+        reasons.append(reason)
+        details.append(detail)
+    return RoundChoice(col, tuple(reasons), tuple(details), np.where(np.isfinite(pri), pri, np.inf))
+
+
+def _explain(
+    problem: AllocationProblem, j: int, c: int, kept: bool, x: np.ndarray, info: RunningInfo, note: str
+) -> tuple[Reason, str]:
+    share = float(x[j].sum()) if problem.cells else 0.0
+    running, cur = bool(info.running[j]), int(info.current[j])
+    if c < 0:
+        why = "X is 0 for every configuration" if share <= EPS else f"outranked this round (X sums to {share:.2f})"
+        return (Reason.PREEMPTED, why) if running else (Reason.WAITING, why)
+    cell = problem.cells[c]
+    if running and info.signalled[j]:
+        return Reason.SCHEDULED, f"restarts as {cell.short()} after its checkpoint"
+    if running and c == cur:
+        if kept:
+            return Reason.KEPT, "kept: GPUs of its type left over after the round's picks"
+        text = "lease renewed" if not note else f"stays: {note}"
+        return Reason.KEPT, f"{text} (X {x[j, c]:.2f})"
+    if running:
+        old = problem.cells[cur] if cur >= 0 else None
+        reason = Reason.RESIZED if old is not None and old.gpu_type == cell.gpu_type else Reason.MOVED
+        return reason, f"{old.short() if old else '?'} -> {cell.short()}: {note or 'current configuration gone'}"
+    return Reason.SCHEDULED, f"picked by priority (X {x[j, c]:.2f})"

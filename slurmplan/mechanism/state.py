@@ -1,0 +1,60 @@
+"""Carry the scheduler's memory from one tick to the next: attained time, current configuration, arrivals.
+
+Attained time is what makes Gavel's priorities work: every tick adds the time since the previous tick to each
+running job, in total and for the Cell it runs in. Jobs no longer in the input are dropped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from slurmplan.domain import Assignment, Cell, Reason
+from slurmplan.mechanism.problem import PENDING_STATES, RUNNING_STATES
+from slurmplan.tick import JobState, ManagedJob, SchedulerState, TickInput
+
+
+def running_cell(mj: ManagedJob, st: JobState) -> Assignment:
+    """The assignment a running job is under: the remembered one if Slurm still agrees, else what Slurm shows."""
+    job = mj.job
+    for a in (st.current, st.planned):
+        if a is not None and a.cell is not None and a.cell.gpu_type == job.gpu_type and a.cell.gpus == job.gpus:
+            if a.reason is Reason.KEPT and tuple(a.nodes) == tuple(job.nodes):
+                return a
+            return replace(a, reason=Reason.KEPT, nodes=tuple(job.nodes), gpus_per_node=job.gpus_per_node)
+    shapes = sorted(
+        (c for c in mj.candidates if c.cell.gpu_type == job.gpu_type and c.cell.gpus == job.gpus),
+        key=lambda c: c.cell.stages,
+    )
+    cand = shapes[0] if shapes else None
+    return Assignment(
+        job.job_id,
+        Reason.KEPT,
+        cell=cand.cell if cand else Cell(job.gpu_type or "", job.gpus),
+        plan=cand.plan if cand else None,
+        nodes=tuple(job.nodes),
+        gpus_per_node=job.gpus_per_node,
+        throughput=cand.throughput if cand else 0.0,
+        detail="running as Slurm started it",
+    )
+
+
+def advance(inp: TickInput, state: SchedulerState) -> dict[int, JobState]:
+    """Per-job state at ``inp.now``: arrivals stamped, attained time added for running jobs, others dropped."""
+    now = inp.now
+    dt = max(0.0, now - state.last_tick) if state.last_tick is not None else 0.0
+    out: dict[int, JobState] = {}
+    for mj in inp.jobs:
+        job = mj.job
+        st = state.jobs.get(job.job_id) or JobState(first_seen=now)
+        if st.first_seen is None:
+            st = replace(st, first_seen=now)
+        if job.state not in RUNNING_STATES:
+            out[job.job_id] = replace(st, current=None, signalled_at=None) if job.state in PENDING_STATES else st
+            continue
+        current = running_cell(mj, st)
+        ran = dt if job.start_time is None else min(dt, max(0.0, now - job.start_time))
+        by_cell = dict(st.attained_by_cell)
+        if ran > 0 and current.cell is not None:
+            by_cell[current.cell] = by_cell.get(current.cell, 0.0) + ran
+        out[job.job_id] = replace(st, current=current, attained_s=st.attained_s + ran, attained_by_cell=by_cell)
+    return out
