@@ -15,6 +15,7 @@ from slurmplan.domain import SlurmplanError
 COMMAND_MODULES: tuple[str, ...] = (
     # "slurmplan.<room>.commands",
     "slurmplan.slurm.commands",
+    "slurmplan.sim.commands",
 )
 
 

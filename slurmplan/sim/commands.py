@@ -1,0 +1,153 @@
+"""``slurmplan simulate``, ``slurmplan compare`` and ``slurmplan trace generate|check``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from slurmplan.domain import ValidationError
+from slurmplan.sim.cluster import GAVEL_CLUSTER
+from slurmplan.sim.engine import SimOptions
+from slurmplan.sim.metrics import summarize
+from slurmplan.sim.report import format_table, to_json, write_outputs
+from slurmplan.sim.runner import RunSpec, compare, load_jobs, simulate
+
+
+def _run_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--trace", required=True, help="JSON-lines trace (ours or a Gavel dump)")
+    p.add_argument("--cluster", default=GAVEL_CLUSTER, help="TYPE:NODES[xGPUS],... (default %(default)s)")
+    p.add_argument("--round", type=float, default=None, help="round length in seconds (default: the policy's)")
+    p.add_argument("--throughputs", default=None, help="Gavel-format throughput table (default: shipped copy)")
+    p.add_argument("--reconfig-cost", type=float, default=78.0, help="seconds per reconfiguration (default 78)")
+    p.add_argument("--zero-cost", action="store_true", help="no reconfiguration cost (Gavel's simulator's model)")
+    p.add_argument("--round-ticks-only", action="store_true", help="tick only at round boundaries (Gavel's rule)")
+    p.add_argument("--run-all", action="store_true", help="run every job, even past a measured window's end")
+    p.add_argument("--max-jobs", type=int, default=None, help="use only the first N jobs of the trace")
+    p.add_argument("--max-hours", type=float, default=None, help="stop at this simulated time")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument("--out", default=None, help="folder for summary.json/csv and per-job CSVs")
+    p.add_argument("--plots", default=None, help="folder for the JCT CDF, utilization and per-policy plots")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    sim = subparsers.add_parser("simulate", help="replay a trace through the real tick on a simulated cluster")
+    sim.add_argument("--policy", required=True, help="policy name or YAML file")
+    _run_options(sim)
+    sim.set_defaults(func=cmd_simulate)
+
+    cmp = subparsers.add_parser("compare", help="run several policies on one trace and print one table")
+    cmp.add_argument("--policies", required=True, help="comma-separated policy names or files; ratios to the first")
+    cmp.add_argument("--workers", type=int, default=None, help="parallel processes (default: one per core)")
+    _run_options(cmp)
+    cmp.set_defaults(func=cmd_compare)
+
+    trace = subparsers.add_parser("trace", help="generate or check traces")
+    tsub = trace.add_subparsers(dest="trace_command", metavar="ACTION")
+    gen = tsub.add_parser("generate", help="write a synthetic trace as JSON lines")
+    gen.add_argument("kind", choices=("gavel-single", "gavel-multiple", "llm"), help="which generator")
+    gen.add_argument("--jobs", type=int, default=1000, help="number of jobs")
+    gen.add_argument("--rate", type=float, default=None, help="arrivals per hour (default 1.5 Gavel, 40 llm)")
+    gen.add_argument("--seed", type=int, default=0)
+    gen.add_argument("--window", default=None, help="A:B marks jobs A..B-1 as measured (Gavel traces)")
+    gen.add_argument("--models", default=None, help="comma-separated catalog models (llm; default all)")
+    gen.add_argument("--gpu-types", default="a100,a40,a10,v100", help="requested types to draw from (llm)")
+    gen.add_argument("--throughputs", default=None, help="Gavel-format throughput table")
+    gen.add_argument("--out", required=True, help="output file")
+    gen.set_defaults(func=cmd_trace_generate)
+    check = tsub.add_parser("check", help="validate a trace; errors name the line and field")
+    check.add_argument("file")
+    check.add_argument("--json", action="store_true")
+    check.set_defaults(func=cmd_trace_check)
+
+
+def _spec(args: argparse.Namespace, policy: str) -> RunSpec:
+    jobs = load_jobs(RunSpec(args.trace, args.cluster, policy, max_jobs=args.max_jobs))
+    windowed = any(not j.in_window for j in jobs) and not args.run_all
+    options = SimOptions(
+        reconfig_cost_s=0.0 if args.zero_cost else args.reconfig_cost,
+        round_s=args.round,
+        event_ticks=not args.round_ticks_only,
+        stop_when_window_done=windowed,
+        max_time_s=args.max_hours * 3600 if args.max_hours else float("inf"),
+        progress=not args.no_progress and sys.stderr.isatty(),
+    )
+    return RunSpec(jobs, args.cluster, policy, options, args.throughputs)
+
+
+def _emit(args: argparse.Namespace, results, summaries) -> None:
+    if args.json:
+        print(to_json(summaries))
+    else:
+        print(format_table(summaries))
+    if args.out:
+        write_outputs(results, summaries, Path(args.out), plots=False)
+    if args.plots:
+        write_outputs(results, summaries, Path(args.plots), plots=True)
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    result = simulate(_spec(args, args.policy))
+    _emit(args, [result], [summarize(result)])
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    names = [p.strip() for p in args.policies.split(",") if p.strip()]
+    if not names:
+        raise ValidationError("policies", args.policies, "a comma-separated list of policy names", "compare")
+    results = compare([_spec(args, name) for name in names], workers=args.workers)
+    _emit(args, results, [summarize(r) for r in results])
+    return 0
+
+
+def cmd_trace_generate(args: argparse.Namespace) -> int:
+    from slurmplan.perf.gavel_table import load_gavel_table
+    from slurmplan.sim.generate import LlmTraceConfig, gavel_trace, llm_trace
+    from slurmplan.sim.trace import write_trace
+
+    if args.kind == "llm":
+        config = LlmTraceConfig(
+            num_jobs=args.jobs,
+            rate_per_h=args.rate or 40.0,
+            models=tuple(m.strip() for m in args.models.split(",")) if args.models else (),
+            gpu_types=tuple(t.strip().lower() for t in args.gpu_types.split(",")),
+            seed=args.seed,
+        )
+        jobs = llm_trace(config)
+    else:
+        window = None
+        if args.window:
+            try:
+                a, b = (int(x) for x in args.window.split(":"))
+            except ValueError:
+                raise ValidationError("window", args.window, "A:B with integers A < B", "trace generate") from None
+            window = (a, b)
+        jobs = gavel_trace(
+            load_gavel_table(args.throughputs),
+            args.jobs,
+            args.rate or 1.5,
+            multi_gpu=args.kind == "gavel-multiple",
+            seed=args.seed,
+            window=window,
+        )
+    count = write_trace(jobs, args.out)
+    print(f"wrote {count} jobs to {args.out}")
+    return 0
+
+
+def cmd_trace_check(args: argparse.Namespace) -> int:
+    from slurmplan.sim.trace import read_trace
+
+    jobs = read_trace(args.file)
+    info = {
+        "jobs": len(jobs),
+        "table_jobs": sum(j.is_table_job for j in jobs),
+        "hint_jobs": sum(not j.is_table_job for j in jobs),
+        "window_jobs": sum(j.in_window for j in jobs),
+        "last_arrival_h": (jobs[-1].arrival_s / 3600) if jobs else 0.0,
+    }
+    print(json.dumps(info) if args.json else "\n".join(f"{k}: {v}" for k, v in info.items()))
+    return 0

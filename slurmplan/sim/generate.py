@@ -1,0 +1,165 @@
+"""Trace generators: Gavel's continuous traces (bit-for-bit Gavel's stream) and LLM-heavy Crius/Rubick-style ones.
+
+``gavel_trace`` follows Gavel's ``utils.generate_job`` draw for draw (one ``random.Random(seed + 2)`` for the
+jobs, ``random.Random(seed + 3)`` for exponential inter-arrival times), so with the same seed and table order it
+reproduces the jobs of Gavel's own dumps (checked by a test against ``../shared/data/gavel``).
+
+``llm_trace`` is Philly/Microsoft-like (Jeon et al.): GPU counts heavy on 1-8 with a tail to 32, durations
+log-uniform with a long tail, Poisson arrivals; models from the performance model's catalog; several accounts,
+some of whose jobs are guaranteed (Rubick's MT variant) and some with deadlines (Crius-DDL).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from slurmplan.domain import JobClass, ValidationError
+from slurmplan.perf.gavel_table import GavelTable
+from slurmplan.sim.trace import TraceJob
+
+GAVEL_TYPE_ORDER: tuple[str, ...] = (
+    *(f"ResNet-18 (batch size {b})" for b in (16, 32, 64, 128, 256)),
+    *(f"ResNet-50 (batch size {b})" for b in (16, 32, 64, 128)),
+    *(f"Transformer (batch size {b})" for b in (16, 32, 64, 128, 256)),
+    *(f"LM (batch size {b})" for b in (5, 10, 20, 40, 80)),
+    *(f"Recommendation (batch size {b})" for b in (512, 1024, 2048, 4096, 8192)),
+    "A3C",
+    "CycleGAN",
+)
+"""Gavel's JobTable order; ``rng.choice`` over it is what makes our stream equal Gavel's."""
+
+
+def _scale_factor(r: float) -> int:
+    if r < 0.7:
+        return 1
+    if r <= 0.8:
+        return 2
+    if r <= 0.95:
+        return 4
+    return 8
+
+
+def gavel_trace(
+    table: GavelTable,
+    num_jobs: int,
+    rate_per_h: float,
+    *,
+    multi_gpu: bool = False,
+    seed: int = 0,
+    window: tuple[int, int] | None = None,
+) -> list[TraceJob]:
+    """Gavel's continuous-single (``multi_gpu=False``) or continuous-multiple trace.
+
+    ``window=(a, b)`` marks jobs a..b-1 as measured (Gavel's 4000-5000 style); None measures all.
+    """
+    if num_jobs < 1 or rate_per_h <= 0:
+        raise ValidationError("num_jobs/rate", (num_jobs, rate_per_h), "num_jobs >= 1 and rate > 0", "gavel trace")
+    known = set(table.job_types)
+    types = [t for t in GAVEL_TYPE_ORDER if t in known] + sorted(known - set(GAVEL_TYPE_ORDER))
+    distributed = set(table.distributed_types())
+    jobs_rng, arrival_rng = random.Random(seed + 2), random.Random(seed + 3)
+    lam = rate_per_h / 3600.0
+    out, t = [], 0.0
+    for i in range(num_jobs):
+        scale = _scale_factor(jobs_rng.uniform(0, 1))
+        scale = scale if multi_gpu else 1
+        low, high = (1.5, 3) if jobs_rng.random() < 0.8 else (3, 4)
+        duration = 60 * 10 ** jobs_rng.uniform(low, high)
+        job_type = jobs_rng.choice(types)
+        while scale > 1 and job_type not in distributed:
+            job_type = jobs_rng.choice(types)
+        if i > 0:
+            t += -math.log(1.0 - arrival_rng.random()) / lam
+        steps = duration * table.throughput(job_type, scale, "v100")
+        in_window = window is None or window[0] <= i < window[1]
+        out.append(
+            TraceJob(i, t, scale, job_type=job_type, total_steps=steps, duration_s=duration, in_window=in_window)
+        )
+    return out
+
+
+# ----------------------------------------------------------------------------------------------- LLM-heavy
+
+PHILLY_GPUS: tuple[tuple[int, float], ...] = ((1, 0.35), (2, 0.15), (4, 0.2), (8, 0.2), (16, 0.07), (32, 0.03))
+"""GPU-count mix in the spirit of the Philly trace (mostly small jobs, a tail of large ones)."""
+
+
+@dataclass(frozen=True)
+class LlmTraceConfig:
+    num_jobs: int = 1000
+    rate_per_h: float = 40.0
+    models: tuple[str, ...] = ()
+    """Catalog models to draw from; empty takes every model of ``perf.models.list_models()``."""
+    gpu_types: tuple[str, ...] = ("a100", "a40", "a10", "v100")
+    accounts: tuple[str, ...] = ("vision", "nlp", "speech", "research")
+    guaranteed_accounts: tuple[str, ...] = ("nlp",)
+    guaranteed_share: float = 0.5
+    """Share of a guaranteed account's jobs that are guaranteed (the rest best-effort)."""
+    deadline_share: float = 0.1
+    deadline_slack: tuple[float, float] = (1.5, 3.0)
+    """Deadline = arrival + U(a, b) x dedicated duration."""
+    elastic_share: float = 0.5
+    """Share of jobs that accept between half and twice their requested GPUs (Crius's Cells N/2..2N)."""
+    short_minutes: tuple[float, float] = (1.0, 2.5)
+    long_minutes: tuple[float, float] = (2.5, 3.5)
+    long_share: float = 0.2
+    seed: int = 0
+
+
+def _catalog_models() -> tuple[str, ...]:
+    from slurmplan.perf.models import list_models
+
+    return tuple(list_models())
+
+
+def _draw_gpus(rng: random.Random, mix: Sequence[tuple[int, float]]) -> int:
+    r, acc = rng.random(), 0.0
+    for gpus, p in mix:
+        acc += p
+        if r < acc:
+            return gpus
+    return mix[-1][0]
+
+
+def llm_trace(config: LlmTraceConfig = LlmTraceConfig()) -> list[TraceJob]:
+    """An LLM-heavy trace; every draw comes from one seeded stream, so it is a function of the config."""
+    models = config.models or _catalog_models()
+    if not models:
+        raise ValidationError("models", models, "at least one catalog model", "llm trace")
+    rng = random.Random(config.seed)
+    lam = config.rate_per_h / 3600.0
+    out, t = [], 0.0
+    for i in range(config.num_jobs):
+        if i > 0:
+            t += -math.log(1.0 - rng.random()) / lam
+        gpus = _draw_gpus(rng, PHILLY_GPUS)
+        low, high = config.long_minutes if rng.random() < config.long_share else config.short_minutes
+        duration = 60 * 10 ** rng.uniform(low, high)
+        model = rng.choice(models)
+        gpu_type = rng.choice(config.gpu_types)
+        account = rng.choice(config.accounts)
+        guaranteed = account in config.guaranteed_accounts and rng.random() < config.guaranteed_share
+        deadline = None
+        if rng.random() < config.deadline_share:
+            deadline = t + rng.uniform(*config.deadline_slack) * duration
+        hints: dict[str, object] = {}
+        if rng.random() < config.elastic_share:
+            hints = {"min_gpus": max(1, gpus // 2), "max_gpus": gpus * 2}
+        out.append(
+            TraceJob(
+                job_id=i,
+                arrival_s=t,
+                gpus=gpus,
+                model=model,
+                gpu_type=gpu_type,
+                duration_s=duration,
+                account=account,
+                job_class=JobClass.GUARANTEED if guaranteed else JobClass.BEST_EFFORT,
+                deadline_s=deadline,
+                extra_hints=hints,
+            )
+        )
+    return out
