@@ -16,6 +16,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     # "slurmplan.<room>.commands",
     "slurmplan.slurm.commands",
     "slurmplan.sim.commands",
+    "slurmplan.control.commands",
 )
 
 

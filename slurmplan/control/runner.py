@@ -229,7 +229,14 @@ class Daemon:
 
     # ------------------------------------------------------------------------------------------------ loop
 
-    def run(self, interval_s: float, *, max_ticks: int | None = None, stop: threading.Event | None = None) -> int:
+    def run(
+        self,
+        interval_s: float,
+        *,
+        max_ticks: int | None = None,
+        stop: threading.Event | None = None,
+        on_tick: Callable[[TickReport], None] | None = None,
+    ) -> int:
         """Tick every ``interval_s`` seconds until ``stop`` is set or ``max_ticks`` ran; returns ticks run.
 
         A tick that fails is logged and the loop goes on: a systemd unit should not flap because Slurm was
@@ -241,6 +248,8 @@ class Daemon:
             started = time.monotonic()
             try:
                 report = self.tick()
+                if on_tick is not None:
+                    on_tick(report)
                 log.info(
                     "tick %s: round %d, %d managed, %d actions", report.tick_id, report.round_index,
                     report.managed, len(report.actions),

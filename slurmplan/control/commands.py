@@ -1,0 +1,161 @@
+"""CLI of the daemon room: ``slurmplan tick``, ``daemon``, ``explain`` and ``history``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import signal
+import threading
+from typing import Any
+
+from slurmplan.control.config import DEFAULT_CONFIG_PATH, DaemonConfig, load_config
+from slurmplan.control.explain import explain_job, format_explanation, format_history, history
+from slurmplan.control.journal import Journal
+from slurmplan.control.runner import Daemon, TickReport
+from slurmplan.domain import Action, ValidationError
+
+log = logging.getLogger(__name__)
+
+
+def _config(args: argparse.Namespace) -> DaemonConfig:
+    cfg = load_config(args.config)
+    return cfg.with_overrides(
+        dry_run=True if getattr(args, "dry_run", False) else None,
+        shadow=True if getattr(args, "shadow", False) else None,
+        database=getattr(args, "database", None),
+    )
+
+
+def _add_common(p: argparse.ArgumentParser, *, json_flag: bool = True) -> None:
+    p.add_argument("--config", help=f"the daemon's YAML file (default {DEFAULT_CONFIG_PATH})")
+    p.add_argument("--database", help="override the journal path from the config")
+    if json_flag:
+        p.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def _action_text(a: Action) -> str:
+    parts = [f"{a.kind.value:<12} job {a.job_id}"]
+    if a.gpu_type or a.gpus_per_node:
+        parts.append(f"gpu:{a.gpu_type}:{a.gpus_per_node} x{a.node_count or 1} nodes={','.join(a.nodelist or ())}")
+    if a.signal:
+        parts.append(f"signal {a.signal}")
+    if a.admin_comment:
+        parts.append(f"comment {a.admin_comment!r}")
+    if a.reason:
+        parts.append(f"({a.reason})")
+    return " ".join(parts)
+
+
+def report_dict(r: TickReport) -> dict[str, Any]:
+    return {
+        "mode": r.mode,
+        "tick_id": r.tick_id,
+        "round": r.round_index,
+        "new_round": r.new_round,
+        "managed": r.managed,
+        "unmanaged": r.unmanaged,
+        "refused": {str(o.job.job_id): o.error for o in r.refused},
+        "decisions": [
+            {
+                "job_id": a.job_id,
+                "reason": a.reason.value,
+                "cell": a.cell.short() if a.cell else None,
+                "plan": a.plan.short() if a.plan else None,
+                "nodes": list(a.nodes),
+                "detail": a.detail,
+            }
+            for a in r.assignments
+        ],  # fmt: skip
+        "actions": [_action_text(a) for a in r.actions],
+        "rolled_forward": r.rolled_forward.applied,
+        "applied": r.applied.applied,
+        "failed": r.applied.failed + r.rolled_forward.failed,
+        "timing_s": {"observe": r.observe_s, "decide": r.decide_s, "act": r.act_s},
+        "skipped": r.skipped or None,
+    }
+
+
+def format_report(r: TickReport) -> str:
+    if r.skipped:
+        return f"tick skipped: {r.skipped}"
+    head = (
+        f"[{r.mode}] round {r.round_index}{' (new)' if r.new_round else ''}: {r.managed} managed, "
+        f"{r.unmanaged} unmanaged, {len(r.refused)} left alone; observe {r.observe_s:.2f}s "
+        f"decide {r.decide_s:.2f}s act {r.act_s:.2f}s"
+    )
+    lines = [head]
+    for a in r.assignments:
+        where = f"{a.cell.short()} {a.plan.short() if a.plan else ''} on {','.join(a.nodes) or '-'}" if a.cell else ""
+        lines.append(f"  job {a.job_id:>6}: {a.reason.value:<12} {where} {a.detail}".rstrip())
+    for o in r.refused:
+        lines.append(f"  job {o.job.job_id:>6}: left alone: {o.error}")
+    for a in r.actions:
+        lines.append(f"  -> {_action_text(a)}")
+    if r.rolled_forward.applied or r.rolled_forward.stale:
+        lines.append(f"  rolled forward {r.rolled_forward.applied} pending actions ({r.rolled_forward.stale} stale)")
+    return "\n".join(lines)
+
+
+def cmd_tick(args: argparse.Namespace) -> int:
+    report = Daemon(_config(args)).tick()
+    print(json.dumps(report_dict(report), indent=2) if args.json else format_report(report))
+    return 1 if report.skipped else 0
+
+
+def cmd_daemon(args: argparse.Namespace) -> int:
+    cfg = _config(args)
+    interval = args.interval if args.interval is not None else cfg.interval_s
+    if interval <= 0:
+        raise ValidationError("--interval", interval, "a positive number of seconds")
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+
+    def show(report: TickReport) -> None:
+        if not args.quiet:
+            print(format_report(report), flush=True)
+
+    Daemon(cfg).run(interval, max_ticks=args.max_ticks, stop=stop, on_tick=show)
+    return 0
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    with Journal(_config(args).database) as j:
+        e = explain_job(j, args.job_id)
+    print(json.dumps(e, indent=2, default=str) if args.json else format_explanation(e))
+    return 0
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    with Journal(_config(args).database) as j:
+        rows = history(j, args.job, args.limit)
+    print(json.dumps(rows, indent=2) if args.json else format_history(rows))
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = subparsers.add_parser("tick", help="run one scheduling tick: observe Slurm, decide, act (for cron)")
+    _add_common(p)
+    p.add_argument("--dry-run", action="store_true", help="print the actions and change nothing")
+    p.add_argument("--shadow", action="store_true", help="decide and journal, but never act on Slurm")
+    p.set_defaults(func=cmd_tick)
+
+    p = subparsers.add_parser("daemon", help="tick every --interval seconds until stopped (for systemd)")
+    _add_common(p, json_flag=False)
+    p.add_argument("--interval", type=float, help="seconds between ticks (default: interval_s of the config)")
+    p.add_argument("--shadow", action="store_true", help="decide and journal, but never act on Slurm")
+    p.add_argument("--max-ticks", type=int, help="stop after this many ticks")
+    p.add_argument("--quiet", action="store_true", help="no per-tick line on stdout")
+    p.set_defaults(func=cmd_daemon)
+
+    p = subparsers.add_parser("explain", help="why a job has its configuration (candidates, share, priority, rule)")
+    _add_common(p)
+    p.add_argument("job_id", type=int, metavar="JOBID")
+    p.set_defaults(func=cmd_explain)
+
+    p = subparsers.add_parser("history", help="decisions, actions and job events, oldest first")
+    _add_common(p)
+    p.add_argument("--job", type=int, metavar="JOBID", help="only this job")
+    p.add_argument("--limit", type=int, default=100, help="at most this many rows (default 100)")
+    p.set_defaults(func=cmd_history)

@@ -1,0 +1,125 @@
+"""Operator views over the journal: ``slurmplan explain JOBID`` and ``slurmplan history``.
+
+Everything shown here is read back from the journal, never recomputed, so it is what the daemon actually
+knew and did at the time: the candidates it priced (with where each figure came from), the share X the policy
+gave the job, its priority, and the rule that kept or moved it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from slurmplan.control.journal import Journal
+from slurmplan.domain import ValidationError
+
+
+def explain_job(journal: Journal, job_id: int) -> dict[str, Any]:
+    """Everything the journal knows about why a job has its configuration; raises if it never saw the job."""
+    job = journal.job(job_id)
+    if job is None:
+        raise ValidationError("job", job_id, "a job the daemon has observed (see `slurmplan history`)", "explain")
+    decisions = journal.decisions(job_id, limit=10)
+    last = decisions[-1] if decisions else None
+    cands = []
+    for row in journal.candidates(job_id):
+        detail = json.loads(row["plan"])
+        cands.append(
+            {
+                "cell": row["cell"],
+                "throughput": row["throughput"],
+                "source": row["source"],
+                "plan": detail.get("plan"),
+                "nodes": row["nodes"],
+            }
+        )
+    shares = journal.allocation_of(job_id)
+    return {
+        "job_id": job_id,
+        "name": job.get("name"),
+        "state": job.get("state"),
+        "managed": bool(job.get("managed")),
+        "hints": job.get("hints"),
+        "hint_error": job.get("hint_error") or None,
+        "candidates": cands,
+        "share": {r["cell"]: r["share"] for r in shares},
+        "share_round": shares[0]["round_index"] if shares else None,
+        "decision": None
+        if last is None
+        else {
+            k: last[k]
+            for k in ("round_index", "time", "reason", "cell", "plan", "nodes", "priority", "share", "throughput")
+        }
+        | {"rule": last["detail"]},
+        "recent_decisions": [{k: d[k] for k in ("round_index", "time", "reason", "cell", "detail")} for d in decisions],
+        "actions": [
+            {"id": r.id, "kind": r.action.kind.value, "status": r.status, "reason": r.action.reason, "msg": r.message}
+            for r in journal.actions(job_id=job_id)[-10:]
+        ],
+        "events": journal.events(job_id)[-10:],
+    }
+
+
+def _t(ts: float | None) -> str:
+    return "-" if ts is None else time.strftime("%H:%M:%S", time.localtime(ts))
+
+
+def format_explanation(e: dict[str, Any]) -> str:
+    lines = [f"job {e['job_id']} ({e['name'] or '-'}): {e['state']}, {'managed' if e['managed'] else 'not managed'}"]
+    if e["hints"]:
+        lines.append(f"  hints: {e['hints']}")
+    if e["hint_error"]:
+        lines.append(f"  left alone, bad hints: {e['hint_error']}")
+    d = e["decision"]
+    if d:
+        lines.append(
+            f"  round {d['round_index']} at {_t(d['time'])}: {d['reason']}"
+            f" {d['cell'] or ''} {d['plan'] or ''} on {d['nodes'] or '-'}".rstrip()
+        )
+        lines.append(
+            f"  priority {d['priority']:.3g}, share {d['share']:.3g}, predicted {d['throughput']:.4g} samples/s"
+        )
+        if d["rule"]:
+            lines.append(f"  rule: {d['rule']}")
+    if e["share"]:
+        shares = ", ".join(f"{cell} {x:.3f}" for cell, x in sorted(e["share"].items(), key=lambda kv: -kv[1]))
+        lines.append(f"  share X (round {e['share_round']}): {shares}")
+    if e["candidates"]:
+        lines.append("  candidates (predicted samples/s, source):")
+        for c in e["candidates"]:
+            plan = " ".join(f"{k}={v}" for k, v in (c["plan"] or {}).items() if v not in (1, 0, False))
+            lines.append(f"    {c['cell']:<14} {c['throughput']:>10.4g}  {c['source']:<9} {plan}")
+    for a in e["actions"]:
+        lines.append(f"  action #{a['id']} {a['kind']:<12} {a['status']:<9} {a['reason']} {a['msg']}".rstrip())
+    for ev in e["events"]:
+        lines.append(f"  event {_t(ev['time'])} {ev['event']} {ev['detail']}".rstrip())
+    return "\n".join(lines)
+
+
+def history(journal: Journal, job_id: int | None = None, limit: int = 50) -> list[dict[str, Any]]:
+    """One time-ordered list of decisions, actions and events (for one job, or the whole cluster)."""
+    out: list[dict[str, Any]] = []
+    for d in journal.decisions(job_id, limit=limit):
+        what = f"{d['reason']} {d['cell'] or ''} {d['plan'] or ''}".strip()
+        out.append({"time": d["time"], "job_id": d["job_id"], "kind": "decision", "round": d["round_index"],
+                    "what": what, "detail": d["detail"]})  # fmt: skip
+    for r in journal.actions(job_id=job_id):
+        out.append({"time": r.created_at, "job_id": r.action.job_id, "kind": "action", "round": r.round_index,
+                    "what": f"{r.action.kind.value} [{r.status}]", "detail": r.message or r.action.reason})  # fmt: skip
+    for ev in journal.events(job_id):
+        out.append({"time": ev["time"], "job_id": ev["job_id"], "kind": "event", "round": None, "what": ev["event"],
+                    "detail": ev["detail"]})  # fmt: skip
+    out.sort(key=lambda r: r["time"] or 0.0)
+    return out[-limit:]
+
+
+def format_history(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return "nothing journaled yet"
+    lines = []
+    for r in rows:
+        rnd = "" if r["round"] is None else f"r{r['round']}"
+        line = f"{_t(r['time'])} {r['job_id']:>7} {rnd:>5} {r['kind']:<8} {r['what']}  {r['detail'] or ''}"
+        lines.append(line.rstrip())
+    return "\n".join(lines)
