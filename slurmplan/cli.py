@@ -17,6 +17,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "slurmplan.slurm.commands",
     "slurmplan.sim.commands",
     "slurmplan.control.commands",
+    "slurmplan.slurm.site_commands",
 )
 
 

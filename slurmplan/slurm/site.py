@@ -1,0 +1,216 @@
+"""Putting slurmplan's Slurm-side files in place on a controller: ``slurmplan site install``.
+
+The files live in the source tree (``site/``, ``prolog/``, ``spank/``) with ``@NAME@`` placeholders for the
+paths that differ between sites. Installing renders them and writes each one only when its content changes,
+keeping a timestamped backup of what it replaces, so running it twice changes nothing the second time and an
+admin can always see (``--dry-run``) and undo what it did. Two existing files are edited, never replaced
+wholesale: slurm.conf gets one ``include`` line and plugstack.conf one ``include`` of its ``.d`` directory.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from slurmplan.domain import ValidationError
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PLUGIN_DIR = Path("/usr/lib/x86_64-linux-gnu/slurm-wlm")
+DEFAULT_CONFIG = Path("/etc/slurmplan/slurmplan.yaml")
+BACKUP_SUFFIX = ".slurmplan-bak."
+
+
+def source_root() -> Path:
+    """The checkout this package runs from (it holds ``site/job_submit.lua``)."""
+    for parent in Path(__file__).resolve().parents:
+        if (parent / "site" / "job_submit.lua").is_file():
+            return parent
+    raise ValidationError("source", str(Path(__file__).parent), "a slurmplan checkout with site/job_submit.lua", "site")
+
+
+def default_command() -> str:
+    """How Slurm's scripts and systemd start slurmplan: this interpreter, so a virtualenv keeps working."""
+    return f"{shlex.quote(sys.executable)} -m slurmplan.cli"
+
+
+@dataclass(frozen=True)
+class SiteLayout:
+    """Where things go on the controller. All absolute paths are taken below ``prefix``."""
+
+    prefix: Path = Path("/")
+    slurm_conf_dir: Path = Path("/etc/slurm")
+    plugin_dir: Path = DEFAULT_PLUGIN_DIR
+    systemd_dir: Path = Path("/etc/systemd/system")
+    cron_dir: Path = Path("/etc/cron.d")
+    config: Path = DEFAULT_CONFIG
+    command: str = ""
+    database: Path | None = None
+    """Only for the hook's environment file; normally the database comes from the config."""
+    hook_log: Path = Path("/var/log/slurmplan/hook.log")
+
+    def at(self, path: Path) -> Path:
+        """``path`` below the prefix (``/etc/slurm`` -> ``<prefix>/etc/slurm``)."""
+        return self.prefix / path.relative_to(path.anchor) if path.is_absolute() else self.prefix / path
+
+    def placeholders(self) -> dict[str, str]:
+        return {
+            "@SLURM_CONF_DIR@": str(self.slurm_conf_dir),
+            "@PLUGIN_DIR@": str(self.plugin_dir),
+            "@CONFIG@": str(self.config),
+            "@SLURMPLAN_CMD@": self.command or default_command(),
+        }
+
+
+@dataclass(frozen=True)
+class InstallItem:
+    """One file to put in place: where (the real path, before the prefix), what, and with which mode."""
+
+    dest: Path
+    content: bytes
+    mode: int = 0o644
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class InstallResult:
+    dest: Path
+    status: str
+    """``created``, ``updated`` (the old file was backed up), ``unchanged`` or ``skipped``."""
+    backup: Path | None = None
+    note: str = ""
+
+
+def render(text: str, layout: SiteLayout) -> str:
+    for key, value in layout.placeholders().items():
+        text = text.replace(key, value)
+    return text
+
+
+def hook_env(layout: SiteLayout) -> str:
+    """``slurmplan-hook.env``: sourced by the prolog/epilog scripts, whose environment slurmctld empties."""
+    lines = [
+        "# written by `slurmplan site install`; sourced by prolog_slurmctld.sh and epilog_slurmctld.sh",
+        f"SLURMPLAN_CMD={shlex.quote(layout.command or default_command())}",
+        f"SLURMPLAN_CONFIG={shlex.quote(str(layout.config))}",
+        f"SLURMPLAN_HOOK_LOG={shlex.quote(str(layout.hook_log))}",
+    ]
+    if layout.database is not None:
+        lines.append(f"SLURMPLAN_DATABASE={shlex.quote(str(layout.database))}")
+    return "\n".join(lines) + "\n"
+
+
+def build_plugin(root: Path) -> Path | None:
+    """``make -C spank``; None (and a warning) when it cannot be built here, e.g. no compiler."""
+    so = root / "spank" / "slurmplan_spank.so"
+    try:
+        subprocess.run(["make", "-C", str(root / "spank")], check=True, capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.SubprocessError) as exc:
+        log.warning("could not build the SPANK plugin (%s); install it later with `make -C spank install`", exc)
+    return so if so.is_file() else None
+
+
+def site_files(layout: SiteLayout, root: Path | None = None, plugin: Path | None = None) -> list[InstallItem]:
+    """Every file ``site install`` writes, rendered for ``layout`` (the two edits are in ``conf_edits``)."""
+    root = root or source_root()
+    conf = layout.slurm_conf_dir
+
+    def text(rel: str) -> bytes:
+        return render((root / rel).read_text(), layout).encode()
+
+    items = [
+        InstallItem(conf / "job_submit.lua", (root / "site/job_submit.lua").read_bytes(), 0o644, "site/job_submit.lua"),
+        InstallItem(conf / "slurmplan.conf", text("site/slurm.conf.snippet"), 0o644, "site/slurm.conf.snippet"),
+        InstallItem(
+            conf / "plugstack.conf.d/slurmplan.conf", text("site/plugstack.conf"), 0o644, "site/plugstack.conf"
+        ),
+        InstallItem(
+            conf / "slurmplan/gres.conf.example", text("site/gres.conf.example"), 0o644, "site/gres.conf.example"
+        ),
+        InstallItem(conf / "slurmplan/prolog_slurmctld.sh", text("prolog/prolog_slurmctld.sh"), 0o755, "prolog/"),
+        InstallItem(conf / "slurmplan/epilog_slurmctld.sh", text("prolog/epilog_slurmctld.sh"), 0o755, "prolog/"),
+        InstallItem(conf / "slurmplan/slurmplan-hook.env", hook_env(layout).encode(), 0o644, "generated"),
+        InstallItem(layout.cron_dir / "slurmplan", text("site/slurmplan.cron"), 0o644, "site/slurmplan.cron"),
+    ]
+    for unit in sorted((root / "site" / "systemd").iterdir()):
+        items.append(InstallItem(layout.systemd_dir / unit.name, text(f"site/systemd/{unit.name}"), 0o644, "systemd"))
+    if plugin is not None:
+        items.append(InstallItem(layout.plugin_dir / plugin.name, plugin.read_bytes(), 0o755, "spank/"))
+    return items
+
+
+def _with_line(path: Path, line: str) -> bytes | None:
+    """The file's content with ``line`` appended when missing; None when the file does not exist."""
+    if not path.is_file():
+        return None
+    old = path.read_text()
+    if any(existing.strip() == line for existing in old.splitlines()):
+        return old.encode()
+    return (
+        old + ("" if old.endswith("\n") or not old else "\n") + f"# added by slurmplan site install\n{line}\n"
+    ).encode()
+
+
+def conf_edits(layout: SiteLayout) -> tuple[list[InstallItem], list[InstallResult]]:
+    """The ``include`` lines for slurm.conf and plugstack.conf; files that do not exist are skipped."""
+    conf = layout.slurm_conf_dir
+    wanted = [
+        (conf / "slurm.conf", f"include {conf / 'slurmplan.conf'}"),
+        (conf / "plugstack.conf", f"include {conf / 'plugstack.conf.d'}/*.conf"),
+    ]
+    items, skipped = [], []
+    for dest, line in wanted:
+        content = _with_line(layout.at(dest), line)
+        if content is None:
+            skipped.append(InstallResult(dest, "skipped", note=f"no such file; add `{line}` yourself"))
+        else:
+            items.append(InstallItem(dest, content, layout.at(dest).stat().st_mode & 0o777, "edit"))
+    return items, skipped
+
+
+def install(items: list[InstallItem], layout: SiteLayout, *, dry_run: bool = False) -> list[InstallResult]:
+    """Write each item whose content differs, backing up the old file; ``dry_run`` only reports."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    results = []
+    for item in items:
+        target = layout.at(item.dest)
+        old = target.read_bytes() if target.is_file() else None
+        if old == item.content:
+            if not dry_run and (target.stat().st_mode & 0o777) != item.mode:
+                os.chmod(target, item.mode)
+            results.append(InstallResult(item.dest, "unchanged"))
+            continue
+        backup = target.with_name(target.name + BACKUP_SUFFIX + stamp) if old is not None else None
+        results.append(InstallResult(item.dest, "updated" if old is not None else "created", backup))
+        if dry_run:
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if backup is not None:
+            shutil.copy2(target, backup)
+        tmp = target.with_name(f".{target.name}.slurmplan-tmp")
+        tmp.write_bytes(item.content)
+        os.chmod(tmp, item.mode)
+        os.replace(tmp, target)
+        log.info("%s %s", results[-1].status, target)
+    return results
+
+
+def install_site(layout: SiteLayout, *, dry_run: bool = False, build: bool = True) -> list[InstallResult]:
+    """The whole ``slurmplan site install``: render, build the plugin, write files, then the include lines."""
+    root = source_root()
+    plugin = build_plugin(root) if build else None
+    if plugin is None and (root / "spank" / "slurmplan_spank.so").is_file():
+        plugin = root / "spank" / "slurmplan_spank.so"
+    layout = replace(layout, command=layout.command or default_command())
+    results = install(site_files(layout, root, plugin), layout, dry_run=dry_run)
+    if plugin is None:
+        results.append(InstallResult(layout.plugin_dir / "slurmplan_spank.so", "skipped", note="plugin not built"))
+    edits, skipped = conf_edits(layout)
+    return results + install(edits, layout, dry_run=dry_run) + skipped

@@ -1,0 +1,75 @@
+"""CLI: ``slurmplan site install`` (put the Slurm-side files in place) and ``slurmplan hook`` (prolog/epilog)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+from dataclasses import asdict
+from pathlib import Path
+
+from slurmplan.control.hook import EVENTS, run_hook
+from slurmplan.slurm.site import DEFAULT_CONFIG, DEFAULT_PLUGIN_DIR, SiteLayout, install_site
+
+log = logging.getLogger(__name__)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    site = subparsers.add_parser("site", help="install slurmplan's Slurm-side files on a controller")
+    site_sub = site.add_subparsers(dest="site_command", metavar="SUBCOMMAND")
+    inst = site_sub.add_parser(
+        "install",
+        help="put job_submit.lua, the SPANK plugin, prolog/epilog, slurm.conf/plugstack.conf lines, cron and "
+        "systemd units in place (idempotent; backs up what it replaces)",
+    )
+    inst.add_argument("--prefix", type=Path, default=Path("/"), help="install below this root (default /)")
+    inst.add_argument("--dry-run", action="store_true", help="show what would change, change nothing")
+    inst.add_argument("--slurm-conf-dir", type=Path, default=Path("/etc/slurm"), help="where slurm.conf lives")
+    inst.add_argument("--plugin-dir", type=Path, default=DEFAULT_PLUGIN_DIR, help="Slurm's plugin directory")
+    inst.add_argument("--config", type=Path, default=DEFAULT_CONFIG, help="slurmplan config the units and hooks use")
+    inst.add_argument("--no-build", action="store_true", help="do not run `make -C spank` first")
+    inst.add_argument("--json", action="store_true", help="print the results as JSON")
+    inst.set_defaults(func=_install)
+    site.set_defaults(func=lambda _args: site.print_help() or 2)
+
+    hook = subparsers.add_parser(
+        "hook",
+        help="journal a job's start or end (run by PrologSlurmctld/EpilogSlurmctld; always exits 0)",
+        description="Reads SLURM_JOB_ID and the exit codes from the environment Slurm gives its "
+        "controller prolog/epilog and records the event in the daemon's journal. Never fails.",
+    )
+    hook.add_argument("event", choices=EVENTS, help="job-start (PrologSlurmctld) or job-end (EpilogSlurmctld)")
+    hook.add_argument("--config", type=Path, default=None, help="slurmplan config (default $SLURMPLAN_CONFIG)")
+    hook.add_argument("--database", type=Path, default=None, help="journal path (default: the config's database)")
+    hook.set_defaults(func=_hook)
+
+
+def _install(args: argparse.Namespace) -> int:
+    layout = SiteLayout(
+        prefix=args.prefix, slurm_conf_dir=args.slurm_conf_dir, plugin_dir=args.plugin_dir, config=args.config
+    )
+    results = install_site(layout, dry_run=args.dry_run, build=not args.no_build)
+    if args.json:
+        print(json.dumps([{**asdict(r), "dest": str(r.dest), "backup": r.backup and str(r.backup)} for r in results]))
+        return 0
+    verb = "would be " if args.dry_run else ""
+    for r in results:
+        extra = f" (backup {r.backup})" if r.backup else (f" ({r.note})" if r.note else "")
+        print(f"{verb}{r.status:9} {layout.at(r.dest)}{extra}")
+    return 0
+
+
+def _hook(args: argparse.Namespace) -> int:
+    """Resolve the journal path without ever failing: a broken config is logged and the hook exits 0."""
+    database = args.database
+    if database is None:
+        try:
+            from slurmplan.control.config import load_config
+
+            config_path = args.config or os.environ.get("SLURMPLAN_CONFIG") or None
+            database = load_config(config_path).database
+        except Exception:  # noqa: BLE001 - the hook must not fail a job
+            log.exception("slurmplan hook: cannot read the config; event not journaled")
+            return 0
+    return run_hook(args.event, database)
