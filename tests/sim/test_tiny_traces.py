@@ -1,0 +1,89 @@
+"""Traces small enough to work out by hand: the simulator must get exactly those numbers."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from slurmplan.sim.metrics import summarize
+
+from .simkit import RESNET, hours_job, run
+
+
+def by_id(result):
+    return {j.job_id: j for j in result.jobs}
+
+
+def test_one_job_runs_alone_at_its_table_throughput(table):
+    res = run(table, [hours_job(table, 0, 1.0)], "v100:1", "las")
+    job = by_id(res)[0]
+    assert job.state == "completed"
+    assert job.first_start_s == 0.0
+    assert job.jct_s == pytest.approx(3600.0, rel=1e-9)
+    assert job.restarts == 0
+    assert summarize(res)["utilization"] == pytest.approx(1.0)
+
+
+def test_one_job_on_a_slower_type_takes_the_ratio_longer(table):
+    res = run(table, [hours_job(table, 0, 1.0)], "k80:1", "las")
+    ratio = table.throughput(RESNET, 1, "v100") / table.throughput(RESNET, 1, "k80")
+    assert by_id(res)[0].jct_s == pytest.approx(3600.0 * ratio, rel=1e-9)
+
+
+def test_two_jobs_contending_under_fifo_run_one_after_the_other(table):
+    jobs = [hours_job(table, 0, 1.0), hours_job(table, 1, 1.0, arrival=10.0)]
+    res = run(table, jobs, "v100:1", "slurm_fifo")
+    got = by_id(res)
+    assert got[0].finish_s == pytest.approx(3600.0)
+    # the second starts the moment the first completes (the completion is an event tick)
+    assert got[1].first_start_s == pytest.approx(3600.0)
+    assert got[1].finish_s == pytest.approx(7200.0)
+    assert summarize(res)["avg_jct_h"] == pytest.approx((3600 + 7190) / 2 / 3600)
+
+
+def test_two_jobs_contending_under_las_share_the_gpu(table):
+    jobs = [hours_job(table, 0, 1.0), hours_job(table, 1, 1.0)]
+    free = run(table, jobs, "v100:1", "las", cost=0.0)
+    # with no reconfiguration cost the GPU is never idle: 2 h of work ends at 2 h
+    assert max(j.finish_s for j in free.jobs) == pytest.approx(7200.0)
+    # time sharing means both finish late (FIFO would finish one at 1 h)
+    assert min(j.finish_s for j in free.jobs) > 3600.0
+    assert sum(j.restarts for j in free.jobs) >= 2
+    costly = run(table, jobs, "v100:1", "las", cost=78.0)
+    restarts = sum(j.restarts for j in costly.jobs)
+    # each restart costs 78 s of GPU time with no progress
+    assert max(j.finish_s for j in costly.jobs) == pytest.approx(7200.0 + 78.0 * restarts, abs=1.0)
+
+
+def test_a_job_that_fits_nowhere_stays_pending_and_the_rest_completes(table):
+    jobs = [hours_job(table, 0, 1.0, gpus=8), hours_job(table, 1, 0.5)]
+    res = run(table, jobs, "v100:4", "las")
+    got = by_id(res)
+    assert got[0].state == "pending" and got[0].first_start_s is None
+    assert got[0].last_reason == "unschedulable"
+    assert got[1].finish_s == pytest.approx(1800.0)
+    summary = summarize(res)
+    assert summary["unfinished"] == 1 and summary["finished"] == 1
+
+
+def test_an_unmeetable_deadline_is_counted_as_missed(table):
+    jobs = [
+        hours_job(table, 0, 2.0, deadline_s=3600.0),  # needs 2 h, has 1 h
+        hours_job(table, 1, 0.5, deadline_s=36000.0),
+    ]
+    res = run(table, jobs, "v100:1,p100:1", "las")
+    summary = summarize(res)
+    assert summary["deadline_jobs"] == 2
+    assert summary["deadline_misses"] == 1
+    assert by_id(res)[0].finish_s > 3600.0
+
+
+def test_every_finished_job_did_exactly_its_work(table):
+    jobs = [hours_job(table, i, 0.5 + 0.25 * i, arrival=600.0 * i) for i in range(6)]
+    res = run(table, jobs, "v100:2,k80:2", "las", cost=0.0)
+    for j in res.jobs:
+        assert j.finished
+        # never faster than alone on the fastest type
+        assert j.jct_s >= j.dedicated_s * (1 - 1e-9)
+    assert not math.isnan(summarize(res)["ftf_mean"])
