@@ -1,0 +1,178 @@
+"""Rubick's iteration-time model (rubick.md section 2), vectorized over a whole plan space.
+
+``T_iter = T_cc + T_oo + k_const`` and ``throughput = global_batch / T_iter``. Rubick profiles the forward time;
+slurmplan estimates it from the model's FLOPs and the GPU's effective FLOP/s so that any job gets a sensible
+prediction before it has run, and lets fitting (``perf.fit``) correct it. The seven constants:
+
+- ``k_bwd``      backward = k_bwd x forward (plus one forward with checkpointing)
+- ``k_sync``     overlap exponent of the DP gradient sync with the backward pass
+- ``k_opt``      optimizer step on the GPU, as a multiple of one pass over 32 bytes per local parameter at the
+                 GPU's memory bandwidth (Rubick's ``k_opt * P / x`` with the hardware folded in, so one fit
+                 carries across GPU types)
+- ``k_opt_off``  CPU optimizer step (ZeRO-Offload), nanoseconds per parameter per CPU core
+- ``k_off``      overlap exponent of DP communication with the PCIe offload transfer
+- ``k_swap``     overlap exponent of the CPU update with the PCIe offload transfer
+- ``k_const``    constant overhead per iteration, seconds
+
+Choices where the paper is silent (rubick.md 6): offload moves fp16 gradients down and fp16 parameters up, 4
+bytes per local parameter; under offload the DP sync is counted in ``T_oo`` only; gradient accumulation with
+pp == 1 uses Rubick's GA formula, with pp > 1 the replica's micro-batches are the pipeline's (1F1B, interleaving
+divides the fill by v and multiplies the pipeline traffic by v); ZeRO-3 moves 1.5x the DP volume (parameter
+all-gather); checkpointing repeats the forward TP all-reduces (1.5x the TP volume). Communication is in fp16.
+"""
+
+from __future__ import annotations
+
+from dataclasses import astuple, dataclass, fields
+
+import numpy as np
+
+from slurmplan.domain import ValidationError
+from slurmplan.perf.hardware import GpuSpec
+from slurmplan.perf.models import ModelSpec
+from slurmplan.perf.plans import PlanSpace
+
+BYTES_PER_ELEMENT = 2.0
+OPT_BYTES_PER_PARAM = 32.0
+EFFICIENCY_HALF_WORK = 5.0e5
+"""GEMM work (micro-batch x seq x hidden / tp) at which a GPU reaches half its asymptotic efficiency."""
+
+
+@dataclass(frozen=True)
+class RubickConstants:
+    """The 7 fitted constants; the defaults give a catalog-only estimate."""
+
+    k_bwd: float = 2.0
+    k_sync: float = 2.0
+    k_opt: float = 1.0
+    k_opt_off: float = 5.0
+    k_off: float = 2.0
+    k_swap: float = 1.5
+    k_const: float = 0.02
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if not np.isfinite(value) or value < 0:
+                raise ValidationError(f.name, value, "a finite non-negative number", "rubick constants")
+        for name in ("k_sync", "k_off", "k_swap"):
+            if getattr(self, name) < 1:
+                raise ValidationError(name, getattr(self, name), ">= 1 (an overlap exponent)", "rubick constants")
+
+    def as_array(self) -> np.ndarray:
+        return np.array(astuple(self), dtype=float)
+
+    @staticmethod
+    def names() -> tuple[str, ...]:
+        return tuple(f.name for f in fields(RubickConstants))
+
+
+DEFAULT_CONSTANTS = RubickConstants()
+
+
+def overlap(x: np.ndarray, y: np.ndarray, k: float) -> np.ndarray:
+    """Pollux's overlap function (x^k + y^k)^(1/k): x + y at k = 1, max(x, y) as k grows."""
+    x = np.asarray(x, dtype=float)
+    y = np.asarray(y, dtype=float)
+    big = np.maximum(np.maximum(x, y), 1e-30)
+    return big * ((x / big) ** k + (y / big) ** k) ** (1.0 / k)
+
+
+@dataclass(frozen=True, eq=False)
+class IterationTime:
+    """Per-plan components in seconds; ``throughput`` in samples per second."""
+
+    forward: np.ndarray
+    backward: np.ndarray
+    comm_dp: np.ndarray
+    comm_tp: np.ndarray
+    comm_pp: np.ndarray
+    optimizer: np.ndarray
+    offload: np.ndarray
+    bubble: np.ndarray
+    t_cc: np.ndarray
+    t_oo: np.ndarray
+    t_iter: np.ndarray
+    throughput: np.ndarray
+
+    def components(self, i: int) -> dict[str, float]:
+        names = ("forward", "backward", "comm_dp", "comm_tp", "comm_pp", "optimizer", "offload", "bubble", "t_iter")
+        return {n: float(getattr(self, n)[i]) for n in names}
+
+
+def bandwidths(space: PlanSpace, gpu: GpuSpec) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Bottleneck bytes/s for DP, TP and PP groups, ranks laid out TP innermost, then PP, then DP."""
+    gpn = space.gpus_per_node
+    intra, inter = gpu.intra_node_gbps * 1e9, gpu.inter_node_gbps * 1e9
+    b_tp = np.where(space.tp <= gpn, intra, inter)
+    b_pp = np.where(space.tp * space.pp <= gpn, intra, inter)
+    b_dp = np.where(space.gpus <= gpn, intra, inter)
+    return b_dp, b_tp, b_pp
+
+
+def compute_efficiency(model: ModelSpec, micro_batch: np.ndarray, tp: np.ndarray) -> np.ndarray:
+    """Fraction of the GPU's effective FLOP/s reached: small GEMMs (small micro-batch, large tp) run slower."""
+    work = micro_batch * model.seq_len * model.hidden / tp
+    return work / (work + EFFICIENCY_HALF_WORK)
+
+
+def predict(
+    model: ModelSpec,
+    space: PlanSpace,
+    gpu: GpuSpec,
+    constants: RubickConstants = DEFAULT_CONSTANTS,
+    cpus_per_gpu: float | None = None,
+) -> IterationTime:
+    """Iteration time and throughput of every plan in ``space`` on GPUs of type ``gpu``."""
+    k = constants
+    cpus = float(cpus_per_gpu if cpus_per_gpu else gpu.cpus_per_node / gpu.gpus_per_node)
+    d, t, p = space.dp.astype(float), space.tp.astype(float), space.pp.astype(float)
+    mb, m, v = space.micro_batch.astype(float), space.grad_accum.astype(float), space.virtual_stages.astype(float)
+    gc, off, z = space.checkpointing, space.offload, space.zero_stage
+    b, s, h, n_layers = float(space.global_batch), model.seq_len, model.hidden, model.layers
+
+    layer_flops = 24.0 * s * h * h + 4.0 * s * s * h
+    stage_flops = (n_layers / p * layer_flops + 2.0 * s * h * model.vocab) * mb / t
+    tf = stage_flops / (gpu.effective_flops * compute_efficiency(model, mb, t))
+    tb = (k.k_bwd + np.where(gc, 1.0, 0.0)) * tf
+
+    b_dp, b_tp, b_pp = bandwidths(space, gpu)
+    params = model.parameters
+    v_dp = params * 2.0 * (d - 1.0) / (d * t * p) * np.where(z >= 3, 1.5, 1.0)
+    v_tp = 8.0 * (t - 1.0) * b * s * h * n_layers / (d * t) * np.where(gc, 1.5, 1.0)
+    v_pp = np.where(p > 1, 2.0 * p * b * s * h / (d * t) * v, 0.0)
+    comm_dp = BYTES_PER_ELEMENT * v_dp / b_dp
+    comm_tp = BYTES_PER_ELEMENT * v_tp / b_tp
+    comm_pp = BYTES_PER_ELEMENT * v_pp / b_pp
+
+    local_params = params / (t * p)
+    opt_gpu = k.k_opt * local_params / np.where(z >= 1, d, 1.0) * OPT_BYTES_PER_PARAM / (gpu.mem_bandwidth_gbps * 1e9)
+    opt_cpu = k.k_opt_off * 1e-9 * local_params / (d * cpus)
+    t_off = np.where(off, 2.0 * BYTES_PER_ELEMENT * local_params / d / (gpu.pcie_gbps * 1e9), 0.0)
+    optimizer = np.where(off, opt_cpu, opt_gpu)
+
+    sync_dp = np.where(off, 0.0, comm_dp)
+    # pp == 1: Rubick's GA formula (a-1 local passes, the last overlapped with the sync).
+    ga_cc = m * tf + (m - 1.0) * tb + overlap(tb, sync_dp, k.k_sync) + comm_tp
+    # pp > 1: 1F1B over m micro-batches, fill (p-1)/v.
+    slots = m + (p - 1.0) / v
+    pp_cc = slots * tf + overlap(slots * tb, sync_dp, k.k_sync) + comm_tp + comm_pp
+    t_cc = np.where(p > 1, pp_cc, ga_cc)
+    bubble = np.where(p > 1, (p - 1.0) / v * (tf + tb), 0.0)
+
+    t_oo = np.where(off, overlap(comm_dp, t_off, k.k_off) + overlap(opt_cpu, t_off, k.k_swap), opt_gpu)
+    t_iter = t_cc + t_oo + k.k_const
+    return IterationTime(
+        forward=np.where(p > 1, slots, m) * tf,
+        backward=np.where(p > 1, slots, m) * tb,
+        comm_dp=comm_dp,
+        comm_tp=comm_tp,
+        comm_pp=comm_pp,
+        optimizer=optimizer,
+        offload=t_off,
+        bubble=bubble,
+        t_cc=t_cc,
+        t_oo=t_oo,
+        t_iter=t_iter,
+        throughput=b / t_iter,
+    )
