@@ -46,7 +46,7 @@ class Fifo(Policy):
         thr = None if self.params["aware"] else lp.agnostic_throughput(problem)
         idx = lp.index(problem, thr)
         rank = np.empty(problem.num_jobs)
-        rank[arrival_order(problem)] = np.arange(problem.num_jobs)
+        rank[self.order(problem)] = np.arange(problem.num_jobs)
         best = lp.fastest_throughput(idx)
         coef = idx.thr / np.maximum(best[idx.rows], 1e-300) * (problem.num_jobs - rank[idx.rows])
         a, b = lp.base_constraints(idx)
@@ -54,6 +54,10 @@ class Fifo(Policy):
         if not res.ok:
             return self.empty(problem, res.status)
         return self.result(problem, idx.dense(res.x), -res.objective)
+
+    def order(self, problem: AllocationProblem) -> np.ndarray:
+        """Job positions, first served first."""
+        return arrival_order(problem)
 
     def _choices(self, problem: AllocationProblem, j: int) -> list[int]:
         """Columns job j may take, best first: its request only, or all usable ones by throughput."""
@@ -70,7 +74,7 @@ class Fifo(Policy):
         x = np.zeros((problem.num_jobs, len(problem.cells)))
         free = {t: float(n) for t, n in problem.capacity.items()}
         placed = 0
-        for j in arrival_order(problem):
+        for j in self.order(problem):
             choices = self._choices(problem, j)
             fit = [c for c in choices if free.get(problem.cells[c].gpu_type, 0.0) >= problem.cells[c].gpus]
             if fit:
@@ -83,3 +87,19 @@ class Fifo(Policy):
             elif not self.params["backfill"]:
                 break
         return self.result(problem, x, float(placed))
+
+
+class ShortestJobFirst(Fifo):
+    """FIFO's machinery with the queue ordered by remaining time (steps left / best throughput), shortest first.
+
+    The thesis prints SJF as "minimise min_m steps_m / throughput(m, X)", which is not convex; serving the
+    shortest remaining job first is the standard reading and what its greedy and LP forms here do.
+    """
+
+    objective: ClassVar[str] = "sjf"
+
+    def order(self, problem: AllocationProblem) -> np.ndarray:
+        thr = problem.throughput if self.params["aware"] else lp.agnostic_throughput(problem)
+        best = np.asarray(thr).max(axis=1, initial=0.0)
+        remaining = problem.column("steps_remaining") / np.where(best > 0, best, np.nan)
+        return np.argsort(np.nan_to_num(remaining, nan=np.inf), kind="stable")

@@ -63,3 +63,55 @@ def violations(problem: AllocationProblem, alloc: Allocation, tol: float = 1e-6)
     if (x[problem.throughput <= 0] > tol).any():
         out.append("share in a column the job cannot use")
     return out
+
+
+CRIUS_TYPES: tuple[GpuType, ...] = ("a100", "a40", "a10", "v100")
+_TYPE_SPEED = {"a100": 1.0, "a40": 0.55, "a10": 0.3, "v100": 0.45}
+
+
+def synthetic_problem(num_jobs: int, gpus: int = 1280, seed: int = 0, sizes: Sequence[int] = (1, 2, 4, 8)):
+    """A Crius-like problem: ``gpus`` split evenly over A100/A40/A10/V100, every job with Cells of each size.
+
+    Per-job speed varies (model size), per-type speed ratios vary by job around a type's typical speed, and
+    scaling is sub-linear; about a third of the jobs are running (``current``), a fifth guaranteed with an
+    SLA at 60% of their requested Cell's throughput, three accounts with weights 1, 2, 3. For benchmarks and
+    property tests; not calibrated to any measurement.
+    """
+    from slurmplan.domain import JobClass
+
+    rng = np.random.default_rng(seed)
+    cells = tuple(Cell(t, s) for t in CRIUS_TYPES for s in sizes)
+    base = rng.lognormal(3.0, 1.0, num_jobs)
+    ratio = np.array([[_TYPE_SPEED[c.gpu_type] for c in cells]]) * rng.uniform(0.7, 1.3, (num_jobs, len(cells)))
+    eff = rng.uniform(0.6, 0.95, num_jobs)
+    sizes_arr = np.array([c.gpus for c in cells], dtype=float)
+    thr = base[:, None] * ratio * sizes_arr[None, :] ** eff[:, None]
+    min_gpus = rng.choice(
+        sizes, num_jobs, p=[0.5, 0.25, 0.15, 0.1][: len(sizes)] / np.sum([0.5, 0.25, 0.15, 0.1][: len(sizes)])
+    )
+    thr[sizes_arr[None, :] < min_gpus[:, None]] = 0.0
+    requested = np.array([cells.index(Cell(CRIUS_TYPES[rng.integers(4)], int(g))) for g in min_gpus])
+    current = np.where(rng.random(num_jobs) < 0.3, requested, -1)
+    guaranteed = rng.random(num_jobs) < 0.2
+    sla = np.where(guaranteed, 0.6 * thr[np.arange(num_jobs), requested], 0.0)
+    accounts = tuple(f"acct{int(a)}" for a in rng.integers(0, 3, num_jobs))
+    per = gpus // len(CRIUS_TYPES)
+    return AllocationProblem(
+        job_ids=tuple(range(num_jobs)),
+        cells=cells,
+        throughput=thr,
+        capacity=dict.fromkeys(CRIUS_TYPES, per),
+        weights=np.ones(num_jobs),
+        steps_remaining=rng.uniform(1e4, 1e6, num_jobs),
+        time_since_start=rng.uniform(0, 36000, num_jobs),
+        attained_time=rng.uniform(0, 36000, num_jobs),
+        submit_time=rng.uniform(0, 1e5, num_jobs),
+        deadline=np.where(rng.random(num_jobs) < 0.3, rng.uniform(3600, 1e6, num_jobs), np.inf),
+        accounts=accounts,
+        account_weights={"acct0": 1.0, "acct1": 2.0, "acct2": 3.0},
+        job_class=tuple(JobClass.GUARANTEED if g else JobClass.BEST_EFFORT for g in guaranteed),
+        sla_throughput=sla,
+        requested=requested,
+        current=current,
+        cost_per_gpu_hour={"a100": 3.0, "a40": 1.6, "a10": 0.8, "v100": 2.0},
+    )

@@ -76,6 +76,9 @@ def max_min(
     max_iterations: int = 50,
     reweight: Callable[[np.ndarray], np.ndarray] | None = None,
     efficiency_pass: bool = True,
+    bonus: np.ndarray | None = None,
+    level_slack: float = 0.0,
+    start_levels: np.ndarray | None = None,
 ) -> MaxMinResult:
     """Maximise ``min_m score_m(X) / w_m`` over jobs with ``w_m > 0`` (and, with water filling, the next minima).
 
@@ -83,7 +86,9 @@ def max_min(
     ``floor_thr`` are per-job lower bounds on effective throughput (already feasible, see feasible_floors);
     ``reweight(frozen)`` gives new weights once some jobs froze (the hierarchical policy's redistribution);
     ``efficiency_pass`` ends with one LP that maximises the weighted sum of scores keeping every level, so no
-    capacity is left idle that a job could use (the max-min LP alone is indifferent to it).
+    capacity is left idle that a job could use (the max-min LP alone is indifferent to it). ``bonus`` (one
+    value per variable) is added to that pass's objective and ``level_slack`` lets it lower every level by
+    that fraction: the flagship uses both to keep running jobs where they are when it costs little fairness.
     """
     n, nj = idx.size, idx.num_jobs
     s_mat = idx.per_job(score)
@@ -95,15 +100,16 @@ def max_min(
         need = floor_thr > 0
         fixed_rows.append(sp.hstack([-idx.per_job(idx.thr)[need], sp.csr_matrix((need.sum(), 1))], format="csr"))
         fixed_b.append(-floor_thr[need])
-    levels = np.zeros(nj)
-    frozen = ~(w > 0)
+    levels = np.zeros(nj) if start_levels is None else np.asarray(start_levels, dtype=float).copy()
+    frozen = ~has_var
+    """Bottlenecked jobs (or jobs that can use nothing); a job with weight 0 is inactive but not frozen."""
     x = np.zeros(n)
     first_t, it = float("nan"), 0
-    while it < max_iterations and not frozen.all():
-        it += 1
+    while it < max_iterations:
         active = ~frozen & (w > 0)
         if not active.any():
             break
+        it += 1
         res = _level_lp(s_mat, w, levels, active, fixed_rows, fixed_b, n, solver)
         if not res.ok:
             if it == 1:
@@ -126,7 +132,12 @@ def max_min(
         if reweight is not None:
             w = np.where(has_var & ~frozen, reweight(frozen), 0.0)
     if efficiency_pass:
-        x = _efficiency(s_mat, w_sum_weights(weights, has_var), levels, fixed_rows, fixed_b, n, solver, x)
+        inv_w = w_sum_weights(weights, has_var)
+        better = _efficiency(s_mat, inv_w, levels * (1 - level_slack), fixed_rows, fixed_b, n, solver, bonus)
+        if better is not None:
+            x = better
+        elif it == 0:
+            return MaxMinResult(False, x, levels, first_t, it, "efficiency pass failed")
     return MaxMinResult(True, x, levels, first_t, it)
 
 
@@ -150,13 +161,14 @@ def _level_lp(s_mat, w, levels, active, fixed_rows, fixed_b, n, solver) -> lp.Lp
     return lp.solve(c, a, b, (lo, hi), solver)
 
 
-def _efficiency(s_mat, inv_w, levels, fixed_rows, fixed_b, n, solver, fallback: np.ndarray) -> np.ndarray:
-    """max sum_m score_m / w_m keeping every job at or above its level; falls back to the max-min solution."""
+def _efficiency(s_mat, inv_w, levels, fixed_rows, fixed_b, n, solver, bonus=None) -> np.ndarray | None:
+    """max sum_m score_m / w_m (+ bonus) keeping every job at or above its level (None if the LP fails)."""
     keep = sp.hstack([-s_mat, sp.csr_matrix((s_mat.shape[0], 1))], format="csr")
     a = sp.vstack([*fixed_rows, keep], format="csr")
     b = np.concatenate([*fixed_b, -levels * (1 - _LEVEL_SLACK)])
-    c = np.concatenate([-(s_mat.T @ inv_w), [0.0]])
+    gain = s_mat.T @ inv_w if bonus is None else s_mat.T @ inv_w + bonus
+    c = np.concatenate([-gain, [0.0]])
     lo = np.zeros(n + 1)
     hi = np.concatenate([np.ones(n), [0.0]])
     res = lp.solve(c, a, b, (lo, hi), solver)
-    return res.x[:n] if res.ok else fallback
+    return res.x[:n] if res.ok else None
