@@ -57,7 +57,9 @@ def running_info(ctx: ProblemContext, states: Mapping[JobId, JobState], config: 
     current = np.asarray(p.current, dtype=np.int64) if p.current is not None else np.full(n, -1)
     thr = p.throughput[np.arange(n), np.maximum(current, 0)] if p.cells else np.zeros(n)
     with np.errstate(divide="ignore", invalid="ignore"):
-        remaining = np.where(thr > 0, p.column("steps_remaining") / np.where(thr > 0, thr, 1.0), np.inf)
+        remaining = np.where(
+            ctx.steps_known & (thr > 0), p.column("steps_remaining") / np.where(thr > 0, thr, 1.0), np.inf
+        )
     horizon = np.array([horizon_s(config.round_s, float(r)) for r in remaining.tolist()])
     signalled = np.array([states[j].signalled_at is not None for j in p.job_ids], dtype=bool)
     return RunningInfo(ctx.running & (current >= 0), current, signalled, horizon)

@@ -70,6 +70,8 @@ class ProblemContext:
     pool: NodePool
     excluded: tuple[tuple[ManagedJob, Assignment], ...]
     """Jobs left out of the problem (unmanaged, unschedulable, in transition), with why."""
+    steps_known: np.ndarray
+    """Per row: the job told its step count (else ``steps_remaining`` is a stand-in)."""
 
     @property
     def row(self) -> dict[JobId, int]:
@@ -121,7 +123,11 @@ def build_pool(cluster: Cluster, managed_holding: tuple[ManagedJob, ...]) -> Nod
 
 
 def _exclusion(mj: ManagedJob, capacity: Mapping[GpuType, int]) -> Assignment | None:
-    """Why a job stays out of the problem, or None when it belongs in it."""
+    """Why a job stays out of the problem, or None when it belongs in it.
+
+    ``capacity`` counts every GPU on schedulable nodes: a job that only waits for unmanaged jobs to finish
+    is not unschedulable.
+    """
     job = mj.job
     if not mj.hints.managed:
         return Assignment(job.job_id, Reason.UNMANAGED, detail="hints say managed=no")
@@ -155,10 +161,11 @@ def build_problem(inp: TickInput, states: Mapping[JobId, JobState]) -> ProblemCo
     holding = tuple(mj for mj in inp.jobs if mj.hints.managed and mj.job.state.active)
     pool = build_pool(inp.cluster, holding)
     raw_capacity = pool.capacity()
+    total = inp.cluster.gpus_by_type()
     rows: list[ManagedJob] = []
     excluded: list[tuple[ManagedJob, Assignment]] = []
     for mj in sorted(inp.jobs, key=lambda m: (m.job.submit_time, m.job.job_id)):
-        why = _exclusion(mj, raw_capacity)
+        why = _exclusion(mj, total)
         if why is None:
             rows.append(mj)
         else:
@@ -192,6 +199,7 @@ def build_problem(inp: TickInput, states: Mapping[JobId, JobState]) -> ProblemCo
         running=np.array([mj.job.state in RUNNING_STATES for mj in rows], dtype=bool),
         pool=pool,
         excluded=tuple(excluded),
+        steps_known=np.array([mj.hints.steps is not None for mj in rows], dtype=bool),
     )
 
 

@@ -129,3 +129,75 @@ class FixedPolicy:
                 if cell in col:
                     x[j, col[cell]] = share
         return Allocation(problem.job_ids, problem.cells, x, self.name)
+
+
+class MiniCluster:
+    """A tiny in-test stand-in for Slurm's reaction to actions, so several ticks can run in a row.
+
+    It follows the documented behaviour of the real commands (update a pending job, release, hold, the
+    launcher requeueing itself on the checkpoint signal, requeue-hold) and starts released pending jobs on
+    their node list at once. The real backends are tested in their own rooms.
+    """
+
+    def __init__(self, base: Cluster, jobs: list[ManagedJob], *, exit_on_signal: bool = True) -> None:
+        self.base = base
+        self.jobs = {mj.job.job_id: mj for mj in jobs}
+        self.exit_on_signal = exit_on_signal
+
+    def snapshot_cluster(self) -> Cluster:
+        used: dict[str, int] = {}
+        for mj in self.jobs.values():
+            if mj.job.state is JobState.RUNNING:
+                for n in mj.job.nodes:
+                    used[n] = used.get(n, 0) + mj.job.gpus_per_node
+        nodes = []
+        for n in self.base.nodes:
+            total = n.gpus_used + used.get(n.name, 0)
+            assert total <= n.gpus, f"node {n.name} overcommitted: {total} > {n.gpus}"
+            nodes.append(Node(n.name, n.state, n.gpu_type, n.gpus, total, n.cpus, n.cpus_used, n.memory_mb))
+        return Cluster(tuple(nodes))
+
+    def apply(self, actions: tuple, now: float) -> None:
+        from dataclasses import replace
+
+        from slurmplan.domain import ActionKind
+
+        for a in actions:
+            mj = self.jobs[a.job_id]
+            job = mj.job
+            if a.kind is ActionKind.UPDATE:
+                job = replace(
+                    job,
+                    gpu_type=a.gpu_type,
+                    gpus_per_node=a.gpus_per_node,
+                    node_count=a.node_count,
+                    nodes=a.nodelist,
+                    admin_comment=a.admin_comment,
+                )
+            elif a.kind is ActionKind.RELEASE:
+                job = replace(job, held=False)
+            elif a.kind is ActionKind.HOLD:
+                job = replace(job, held=True)
+            elif a.kind is ActionKind.ANNOTATE:
+                job = replace(job, admin_comment=a.admin_comment)
+            elif a.kind is ActionKind.SIGNAL and self.exit_on_signal:
+                job = replace(job, state=JobState.PENDING, held=False, nodes=(), start_time=None)
+            elif a.kind is ActionKind.REQUEUE_HOLD:
+                job = replace(job, state=JobState.PENDING, held=True, nodes=(), start_time=None)
+            self.jobs[a.job_id] = replace(mj, job=job)
+        for job_id, mj in sorted(self.jobs.items()):
+            job = mj.job
+            if job.state is JobState.PENDING and not job.held and job.nodes and self._fits(job):
+                self.jobs[job_id] = replace(mj, job=replace(job, state=JobState.RUNNING, start_time=now))
+        self.snapshot_cluster()
+
+    def _fits(self, job: Job) -> bool:
+        """Slurm starts a job on its node list only once every node has its GPUs free."""
+        free = {n.name: n.gpus - n.gpus_used for n in self.snapshot_cluster().nodes}
+        return all(free.get(name, 0) >= job.gpus_per_node for name in job.nodes)
+
+    def finish(self, job_id: int) -> None:
+        del self.jobs[job_id]
+
+    def managed(self) -> tuple[ManagedJob, ...]:
+        return tuple(self.jobs[j] for j in sorted(self.jobs))

@@ -1,0 +1,109 @@
+"""Priorities, the greedy round, and Rubick's reconfiguration rule."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from slurmplan.domain import AllocationProblem, Cell, Reason
+from slurmplan.mechanism.priorities import pick_order, priorities
+from slurmplan.mechanism.reconfig import horizon_s, judge_move
+from slurmplan.mechanism.round import RunningInfo, plan_round
+from slurmplan.tick import TickConfig
+
+CONFIG = TickConfig()
+
+
+def idle(n: int) -> RunningInfo:
+    return RunningInfo(np.zeros(n, bool), np.full(n, -1), np.zeros(n, bool), np.full(n, 360.0))
+
+
+def problem(cells: list[Cell], thr: list[list[float]], capacity: dict[str, int]) -> AllocationProblem:
+    return AllocationProblem(tuple(range(1, len(thr) + 1)), tuple(cells), np.array(thr, dtype=float), capacity)
+
+
+def test_priority_is_x_over_received_and_infinite_when_nothing_received() -> None:
+    x = np.array([[0.5, 0.0], [0.5, 0.25]])
+    got = np.array([[0.25, 0.1], [0.0, 0.5]])
+    pri = priorities(x, got)
+    assert pri[0, 0] == 2.0 and pri[0, 1] == 0.0 and np.isinf(pri[1, 0]) and pri[1, 1] == 0.5
+    rows, cols = pick_order(x, pri, np.ones(2, bool))
+    assert list(zip(rows.tolist(), cols.tolist(), strict=True)) == [(1, 0), (0, 0), (1, 1)]
+
+
+def test_greedy_skips_what_does_not_fit_and_takes_a_job_once() -> None:
+    cells = [Cell("a100", 8), Cell("a100", 1)]
+    p = problem(cells, [[80, 10], [0, 10], [0, 10]], {"a100": 8})
+    x = np.array([[0.5, 0.5], [0.0, 1.0], [0.0, 1.0]])
+    pri = np.array([[9.0, 8.0], [0, 5.0], [0, 4.0]])
+    choice = plan_round(p, x, pri, idle(3), CONFIG)
+    assert choice.col.tolist() == [0, -1, -1]  # job 1 takes all 8 GPUs once; the others do not fit
+    assert choice.reason == (Reason.SCHEDULED, Reason.WAITING, Reason.WAITING)
+    assert "outranked" in choice.detail[1]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(1, 12).flatmap(
+        lambda n: st.tuples(
+            st.lists(st.lists(st.floats(0, 1), min_size=4, max_size=4), min_size=n, max_size=n),
+            st.lists(st.lists(st.floats(0, 50), min_size=4, max_size=4), min_size=n, max_size=n),
+            st.integers(0, 16),
+            st.integers(0, 16),
+        )
+    )
+)
+def test_capacity_never_exceeded_and_jobs_appear_once(data: tuple) -> None:
+    xs, thr, cap_a, cap_v = data
+    cells = [Cell("a100", 1), Cell("a100", 4), Cell("v100", 2), Cell("v100", 8)]
+    p = problem(cells, thr, {"a100": cap_a, "v100": cap_v})
+    x = np.array(xs)
+    pri = priorities(x, np.random.default_rng(0).random(x.shape))
+    choice = plan_round(p, x, pri, idle(len(xs)), CONFIG)
+    used = {"a100": 0, "v100": 0}
+    for j, c in enumerate(choice.col.tolist()):
+        if c >= 0:
+            assert x[j, c] > 0
+            used[cells[c].gpu_type] += cells[c].gpus
+    assert used["a100"] <= cap_a and used["v100"] <= cap_v
+
+
+def test_rubick_rule_keeps_small_gains_and_moves_large_ones() -> None:
+    assert not judge_move(10.0, 10.0, 360.0, CONFIG).move  # no gain: lease renewal
+    assert not judge_move(10.0, 12.0, 360.0, CONFIG).move  # +20% does not pay 78 s of a 360 s round
+    big = judge_move(10.0, 30.0, 360.0, CONFIG)
+    assert big.move and big.ratio > 1 / 0.97
+    assert not judge_move(10.0, 30.0, 60.0, CONFIG).move  # a job that ends in 60 s never pays 78 s
+    assert horizon_s(360.0, 100.0) == 100.0 and horizon_s(360.0, float("inf")) == 360.0
+
+
+def _running(current: int) -> RunningInfo:
+    return RunningInfo(np.array([True]), np.array([current]), np.array([False]), np.array([360.0]))
+
+
+def test_running_job_stays_when_the_move_gains_little() -> None:
+    p = problem([Cell("a100", 1), Cell("v100", 1)], [[11.0, 10.0]], {"a100": 1, "v100": 1})
+    x = np.array([[1.0, 0.0]])
+    choice = plan_round(p, x, priorities(x, np.zeros((1, 2))), _running(1), CONFIG)
+    assert choice.col.tolist() == [1] and choice.reason == (Reason.KEPT,)
+    assert "does not beat" in choice.detail[0]
+
+
+def test_running_job_moves_when_the_gain_is_large() -> None:
+    p = problem([Cell("a100", 1), Cell("v100", 1)], [[40.0, 10.0]], {"a100": 1, "v100": 1})
+    x = np.array([[1.0, 0.0]])
+    choice = plan_round(p, x, priorities(x, np.zeros((1, 2))), _running(1), CONFIG)
+    assert choice.col.tolist() == [0] and choice.reason == (Reason.MOVED,)
+    assert "beats" in choice.detail[0]
+
+
+def test_running_job_passed_over_keeps_spare_gpus_but_yields_to_waiting_jobs() -> None:
+    cells = [Cell("a100", 1)]
+    info = RunningInfo(np.array([True, False]), np.array([0, -1]), np.zeros(2, bool), np.full(2, 360.0))
+    x = np.array([[0.5], [0.5]])
+    pri = priorities(x, np.array([[0.9], [0.0]]))
+    one = plan_round(problem(cells, [[10.0], [10.0]], {"a100": 1}), x, pri, info, CONFIG)
+    assert one.col.tolist() == [-1, 0] and one.reason[0] is Reason.PREEMPTED
+    two = plan_round(problem(cells, [[10.0], [10.0]], {"a100": 2}), x, pri, info, CONFIG)
+    assert two.col.tolist() == [0, 0] and two.reason == (Reason.KEPT, Reason.SCHEDULED)

@@ -1,0 +1,207 @@
+"""``tick.decide`` end to end: rounds, stickiness, grace periods, diffs, purity, unmanaged GPUs."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from mechanism.helpers import (
+    T0,
+    EqualSharePolicy,
+    FixedPolicy,
+    MiniCluster,
+    RequestedPolicy,
+    cluster,
+    mjob,
+    node,
+)
+
+from slurmplan.domain import ActionKind, Cell, Cluster, JobState, Reason
+from slurmplan.tick import SchedulerState, TickConfig, TickInput, TickOutput, decide
+
+
+def kinds(out: TickOutput) -> list[tuple[int, ActionKind]]:
+    return [(a.job_id, a.kind) for a in out.actions]
+
+
+def by_job(out: TickOutput) -> dict:
+    return {a.job_id: a for a in out.assignments}
+
+
+def test_first_tick_holds_unchosen_and_starts_chosen_with_the_plan_comment() -> None:
+    jobs = (mjob(1, {"a100": {8: 80.0}}, gpus=8, held=False), mjob(2, {"a100": {1: 9.0}}, held=False))
+    policy = FixedPolicy({1: {Cell("a100", 8): 1.0}})
+    out = decide(TickInput(T0, cluster(a100=(1, 8)), jobs), policy, SchedulerState())
+    assert out.new_round and out.state.round_index == 1
+    assert kinds(out) == [(1, ActionKind.UPDATE), (2, ActionKind.HOLD)]
+    update = out.actions[0]
+    assert (update.gpu_type, update.gpus_per_node, update.node_count, update.nodelist) == ("a100", 8, 1, ("a100-0",))
+    # T0 = 22:13:20 UTC; the lease ends one 6-minute round later.
+    assert update.admin_comment == "slurmplan: a100x8 dp8 tp1 pp1 mb1 ga1 | round 1 | lease until 22:19"
+    assert by_job(out)[2].reason is Reason.WAITING
+
+
+def test_second_tick_with_the_same_input_emits_nothing_new() -> None:
+    jobs = (mjob(1, {"a100": {2: 20.0}}, gpus=2), mjob(2, {"a100": {8: 70.0}}, gpus=8, held=False))
+    inp = TickInput(T0, cluster(a100=(1, 8)), jobs)
+    first = decide(inp, RequestedPolicy(), SchedulerState())
+    assert kinds(first) == [(1, ActionKind.UPDATE), (1, ActionKind.RELEASE), (2, ActionKind.HOLD)]
+    second = decide(inp, RequestedPolicy(), first.state)
+    assert not second.new_round and second.actions == ()
+    later = decide(replace(inp, now=T0 + 60), RequestedPolicy(), second.state)
+    assert later.actions == ()
+
+
+def test_decide_is_pure() -> None:
+    jobs = tuple(mjob(i, {"a100": {1: 10.0 + i, 2: 19.0}, "v100": {1: 4.0}}, gpus=1) for i in range(6))
+    inp = TickInput(T0, cluster(a100=(1, 4), v100=(1, 2)), jobs)
+    a = decide(inp, EqualSharePolicy(), SchedulerState())
+    b = decide(inp, EqualSharePolicy(), SchedulerState())
+    assert a.actions == b.actions and a.assignments == b.assignments and a.state.jobs == b.state.jobs
+    np.testing.assert_array_equal(a.allocation.x, b.allocation.x)
+    c = decide(replace(inp, now=T0 + 400), EqualSharePolicy(), a.state)
+    d = decide(replace(inp, now=T0 + 400), EqualSharePolicy(), a.state)
+    assert c.actions == d.actions and c.state.jobs == d.state.jobs
+
+
+def run_rounds(mini: MiniCluster, policy, rounds: int, tick_s: float = 60.0, config: TickConfig | None = None):
+    config = config or TickConfig()
+    state = SchedulerState()
+    now = T0
+    outs = []
+    for _ in range(int(rounds * config.round_s / tick_s)):
+        out = decide(TickInput(now, mini.snapshot_cluster(), mini.managed(), config), policy, state)
+        mini.apply(out.actions, now)
+        state = out.state
+        outs.append(out)
+        now += tick_s
+    return state, outs
+
+
+def test_no_starvation_every_job_with_a_share_runs_its_fair_part() -> None:
+    jobs = [mjob(i, {"a100": {1: 10.0}}, submit=T0 + i) for i in range(1, 4)] + [
+        mjob(4, {"a100": {2: 18.0}}, gpus=2, submit=T0 + 4)
+    ]
+    mini = MiniCluster(cluster(a100=(1, 2)), jobs)
+    state, _ = run_rounds(mini, EqualSharePolicy(), rounds=30)
+    attained = {j: s.attained_s for j, s in state.jobs.items()}
+    total = 30 * 360.0
+    assert all(t > 0 for t in attained.values()), attained
+    # X gives each job 2/5 of the time (5 GPUs wanted, 2 exist): every job gets a good part of it.
+    for j, t in attained.items():
+        assert t >= 0.2 * total, (j, attained)
+
+
+def test_grace_expiry_requeues_held_and_the_winner_then_starts() -> None:
+    running = mjob(1, {"a100": {1: 10.0}}, state=JobState.RUNNING, nodes=("a100-0",))
+    waiting = mjob(2, {"a100": {1: 10.0}})
+    mini = MiniCluster(cluster(a100=(1, 1)), [running, waiting], exit_on_signal=False)
+    policy = FixedPolicy({2: {Cell("a100", 1): 1.0}})
+    config = TickConfig(grace_s=120.0)
+    outs = []
+    state = SchedulerState()
+    for now in (T0, T0 + 60, T0 + 130, T0 + 190):
+        out = decide(TickInput(now, mini.snapshot_cluster(), mini.managed(), config), policy, state)
+        mini.apply(out.actions, now)
+        state = out.state
+        outs.append(out)
+    assert kinds(outs[0]) == [(1, ActionKind.SIGNAL), (2, ActionKind.UPDATE), (2, ActionKind.RELEASE)]
+    assert outs[0].actions[0].signal == "USR2" and by_job(outs[0])[1].reason is Reason.PREEMPTED
+    assert outs[1].actions == ()
+    assert kinds(outs[2]) == [(1, ActionKind.REQUEUE_HOLD)]
+    assert outs[3].actions == ()
+    assert mini.jobs[2].job.state is JobState.RUNNING and mini.jobs[1].job.held
+
+
+def test_unmanaged_gpus_are_respected() -> None:
+    base = Cluster((node("a100-0", "a100", 8, used=6),))
+    jobs = (mjob(1, {"a100": {4: 40.0}}, gpus=4), mjob(2, {"a100": {2: 20.0}}, gpus=2, submit=T0 + 1))
+    out = decide(TickInput(T0, base, jobs), RequestedPolicy(), SchedulerState())
+    assert by_job(out)[1].reason is Reason.WAITING  # 4 GPUs wanted, only 2 not held by unmanaged jobs
+    assert by_job(out)[2].reason is Reason.SCHEDULED and by_job(out)[2].nodes == ("a100-0",)
+    assert kinds(out) == [(2, ActionKind.UPDATE), (2, ActionKind.RELEASE)]
+
+
+def test_unmanaged_usage_is_observed_usage_minus_managed_jobs() -> None:
+    # 8 GPUs, 6 used: 2 by managed job 1, 4 by others; job 2 wants 2, job 3 wants 4.
+    base = Cluster((node("a100-0", "a100", 8, used=6),))
+    jobs = (
+        mjob(1, {"a100": {2: 20.0}}, gpus=2, state=JobState.RUNNING, nodes=("a100-0",)),
+        mjob(2, {"a100": {2: 20.0}}, gpus=2, submit=T0 + 1),
+        mjob(3, {"a100": {4: 40.0}}, gpus=4, submit=T0 + 2),
+    )
+    out = decide(TickInput(T0, base, jobs), RequestedPolicy(), SchedulerState())
+    reasons = {j: a.reason for j, a in by_job(out).items()}
+    assert reasons == {1: Reason.KEPT, 2: Reason.SCHEDULED, 3: Reason.WAITING}
+
+
+@pytest.mark.parametrize(("a100_speed", "moves"), [(10.5, False), (40.0, True)])
+def test_stickiness_keeps_small_gains_and_moves_large_ones(a100_speed: float, moves: bool) -> None:
+    job = mjob(
+        1, {"a100": {1: a100_speed}, "v100": {1: 10.0}}, gpu_type="v100", state=JobState.RUNNING, nodes=("v100-0",)
+    )
+    mini = MiniCluster(cluster(a100=(1, 1), v100=(1, 1)), [job])
+    policy = FixedPolicy({1: {Cell("a100", 1): 1.0}})
+    out = decide(TickInput(T0, mini.snapshot_cluster(), mini.managed()), policy, SchedulerState())
+    a = by_job(out)[1]
+    if not moves:
+        assert a.reason is Reason.KEPT and a.nodes == ("v100-0",) and "does not beat" in a.detail
+        assert kinds(out) == [(1, ActionKind.ANNOTATE)]
+        assert out.actions[0].admin_comment.startswith("slurmplan: v100x1 dp1")
+        return
+    assert a.reason is Reason.MOVED and a.cell == Cell("a100", 1)
+    assert kinds(out) == [(1, ActionKind.SIGNAL)]
+    assert out.state.jobs[1].reconfigurations == 1
+    mini.apply(out.actions, T0)  # the job checkpoints and requeues itself
+    nxt = decide(TickInput(T0 + 30, mini.snapshot_cluster(), mini.managed()), policy, out.state)
+    assert kinds(nxt) == [(1, ActionKind.UPDATE)] and nxt.actions[0].gpu_type == "a100"
+    mini.apply(nxt.actions, T0 + 30)
+    assert mini.jobs[1].job.state is JobState.RUNNING and mini.jobs[1].job.nodes == ("a100-0",)
+
+
+def test_gpus_freed_between_rounds_are_refilled_from_the_rounds_x() -> None:
+    jobs = [mjob(1, {"a100": {1: 10.0}}), mjob(2, {"a100": {1: 10.0}}, submit=T0 + 1)]
+    mini = MiniCluster(cluster(a100=(1, 1)), jobs)
+    first = decide(TickInput(T0, mini.snapshot_cluster(), mini.managed()), EqualSharePolicy(), SchedulerState())
+    mini.apply(first.actions, T0)
+    assert by_job(first)[2].reason is Reason.WAITING
+    mini.finish(1)
+    nxt = decide(TickInput(T0 + 60, mini.snapshot_cluster(), mini.managed()), EqualSharePolicy(), first.state)
+    assert not nxt.new_round and set(nxt.state.jobs) == {2}
+    assert by_job(nxt)[2].reason is Reason.SCHEDULED and "freed" in by_job(nxt)[2].detail
+    assert kinds(nxt) == [(2, ActionKind.UPDATE), (2, ActionKind.RELEASE)]
+
+
+def test_new_job_between_rounds_is_held_until_the_next_round() -> None:
+    mini = MiniCluster(cluster(a100=(1, 2)), [mjob(1, {"a100": {1: 10.0}})])
+    first = decide(TickInput(T0, mini.snapshot_cluster(), mini.managed()), EqualSharePolicy(), SchedulerState())
+    mini.apply(first.actions, T0)
+    mini.jobs[2] = mjob(2, {"a100": {1: 10.0}}, held=False)
+    nxt = decide(TickInput(T0 + 60, mini.snapshot_cluster(), mini.managed()), EqualSharePolicy(), first.state)
+    assert kinds(nxt) == [(2, ActionKind.HOLD)] and by_job(nxt)[2].reason is Reason.WAITING
+    rnd = decide(TickInput(T0 + 360, mini.snapshot_cluster(), mini.managed()), EqualSharePolicy(), nxt.state)
+    assert rnd.new_round and by_job(rnd)[2].reason is Reason.SCHEDULED
+
+
+def test_attained_time_grows_for_running_jobs_only() -> None:
+    mini = MiniCluster(
+        cluster(a100=(1, 1)), [mjob(1, {"a100": {1: 10.0}}), mjob(2, {"a100": {1: 10.0}}, submit=T0 + 1)]
+    )
+    state, _ = run_rounds(mini, FixedPolicy({1: {Cell("a100", 1): 1.0}}), rounds=1)
+    assert state.jobs[1].attained_s == pytest.approx(300.0)  # started at T0, 5 ticks of 60 s since
+    assert state.jobs[1].attained_by_cell == {Cell("a100", 1): pytest.approx(300.0)}
+    assert state.jobs[2].attained_s == 0.0
+
+
+def test_user_hints_in_the_admin_comment_are_kept() -> None:
+    job = mjob(1, {"a100": {1: 10.0}}, admin_comment="slurmplan:model=gpt2;gpus=1")
+    out = decide(TickInput(T0, cluster(a100=(1, 1)), (job,)), RequestedPolicy(), SchedulerState())
+    comment = out.actions[0].admin_comment
+    assert comment.startswith("slurmplan:model=gpt2;gpus=1 || slurmplan: a100x1 dp1 tp1 pp1 mb1 ga1 | round 1")
+
+
+def test_unschedulable_job_is_held_with_a_reason() -> None:
+    job = mjob(1, {"a100": {16: 100.0}}, gpus=16, held=False)
+    out = decide(TickInput(T0, cluster(a100=(1, 8)), (job,)), RequestedPolicy(), SchedulerState())
+    assert kinds(out) == [(1, ActionKind.HOLD)] and by_job(out)[1].reason is Reason.UNSCHEDULABLE
