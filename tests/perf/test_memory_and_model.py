@@ -1,0 +1,119 @@
+"""Memory feasibility and the Rubick model's qualitative behaviour, as a practitioner expects them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from slurmplan.domain import Plan, ValidationError
+from slurmplan.perf.hardware import get_gpu, with_node_shape
+from slurmplan.perf.memory import estimate_memory, infeasibility_reason, plan_memory
+from slurmplan.perf.models import get_model
+from slurmplan.perf.plans import PlanSpace, enumerate_plans
+from slurmplan.perf.rubick import RubickConstants, overlap, predict
+from slurmplan.perf.search import search_plans
+
+LLAMA7 = get_model("llama2-7b")
+V100 = get_gpu("v100")
+
+
+def test_llama7b_plain_dp_does_not_fit_a_16gb_v100() -> None:
+    for gc in (False, True):
+        reason = infeasibility_reason(LLAMA7, Plan(dp=1, micro_batch=1, grad_accum=64, checkpointing=gc), V100)
+        assert "GB per GPU" in reason and "optimizer" in reason
+    # Not on 8 of them either: plain DP replicates all model states.
+    space = enumerate_plans(LLAMA7, 8, 64, 8)
+    plain = (space.zero_stage == 0) & (space.tp == 1) & (space.pp == 1)
+    assert plain.any() and not estimate_memory(LLAMA7, space, V100).fits[plain].any()
+
+
+def test_llama7b_fits_one_v100_with_zero3_offload() -> None:
+    plan = Plan(dp=1, micro_batch=1, grad_accum=64, checkpointing=True, zero_stage=3, offload=True)
+    assert infeasibility_reason(LLAMA7, plan, V100) == ""
+    est = plan_memory(LLAMA7, plan, V100)
+    assert est.host[0] > 100e9  # the model states went to host memory
+    best = search_plans(LLAMA7, V100, 1, 64).best()
+    assert best is not None and best.plan.offload and best.plan.zero_stage == 3
+
+
+def test_memory_drops_with_zero_stage_tp_and_checkpointing() -> None:
+    base = Plan(dp=8, micro_batch=2, grad_accum=4)
+    totals = [
+        plan_memory(LLAMA7, Plan(dp=8, micro_batch=1, grad_accum=8, checkpointing=True, zero_stage=z), V100).total[0]
+        for z in range(4)
+    ]
+    assert totals == sorted(totals, reverse=True) and totals[0] > 2 * totals[3]
+    assert (
+        plan_memory(LLAMA7, Plan(dp=4, tp=2, micro_batch=2, grad_accum=8), V100).total[0]
+        < plan_memory(LLAMA7, base, V100).total[0]
+    )
+    with_gc = Plan(dp=8, micro_batch=2, grad_accum=4, checkpointing=True)
+    assert plan_memory(LLAMA7, with_gc, V100).activations[0] < plan_memory(LLAMA7, base, V100).activations[0] / 3
+
+
+def test_a_model_that_fits_nowhere_says_so() -> None:
+    search = search_plans(get_model("llama2-70b"), get_gpu("t4"), 1, 64)
+    assert search.best() is None
+    assert "no plan fits" in search.why_infeasible() and "GB" in search.why_infeasible()
+
+
+def test_plan_space_rules() -> None:
+    model = get_model("llama-30b")  # 60 layers, 52 heads
+    space = enumerate_plans(model, 64, 512, 8)
+    assert len(space) > 100
+    assert np.all(space.dp * space.tp * space.pp == 64)
+    assert np.all(space.dp * space.micro_batch * space.grad_accum == 512)
+    assert np.all(space.tp <= 8) and np.all(52 % space.tp == 0) and np.all(60 % space.pp == 0)
+    assert np.all((space.pp == 1) | (space.grad_accum >= space.pp))
+    assert not np.any(space.offload & ((space.zero_stage < 2) | (space.pp > 1)))
+    assert np.all((space.virtual_stages == 1) | (space.grad_accum % space.pp == 0))
+    assert len(enumerate_plans(model, 64, 511, 8)) < len(space)  # odd batch: fewer dp sizes divide it
+    for bad in ({"gpus": 0}, {"global_batch": -4}):
+        args = {"gpus": 8, "global_batch": 64, **bad}
+        with pytest.raises(ValidationError):
+            enumerate_plans(model, args["gpus"], args["global_batch"], 8)
+
+
+def test_pipeline_bubble_grows_with_p_at_fixed_micro_batches() -> None:
+    model, gpu = get_model("gpt2-1.5b"), get_gpu("a100")
+    fractions = []
+    for p in (1, 2, 4, 8):
+        plan = Plan(pp=p, micro_batch=2, grad_accum=8)
+        t = predict(model, PlanSpace.from_plans([plan], 8), gpu)
+        fractions.append(t.bubble[0] / (t.forward[0] + t.backward[0]))
+        assert fractions[-1] == pytest.approx((p - 1) / (8 + p - 1), rel=1e-9)
+    assert fractions == sorted(fractions) and fractions[0] == 0
+    inter = predict(model, PlanSpace.from_plans([Plan(pp=4, micro_batch=2, grad_accum=8, virtual_stages=2)], 8), gpu)
+    plain = predict(model, PlanSpace.from_plans([Plan(pp=4, micro_batch=2, grad_accum=8)], 8), gpu)
+    assert inter.bubble[0] == pytest.approx(plain.bubble[0] / 2)
+
+
+def test_tensor_parallelism_across_nodes_is_slower() -> None:
+    model, gpu = get_model("llama2-13b"), get_gpu("a100")
+    plan = Plan(dp=2, tp=4, micro_batch=1, grad_accum=32, checkpointing=True)
+    inside = predict(model, PlanSpace.from_plans([plan], 8), gpu)
+    across = predict(model, PlanSpace.from_plans([plan], 2), with_node_shape(gpu, 2))
+    assert across.comm_tp[0] > 5 * inside.comm_tp[0]
+    assert across.throughput[0] < inside.throughput[0]
+
+
+def test_best_plan_never_slower_with_more_gpus_when_fewer_are_allowed() -> None:
+    model, gpu = get_model("gpt2-1.5b"), get_gpu("v100")
+    best = [search_plans(model, gpu, g, 512).best() for g in (1, 2, 4, 8, 16, 32)]
+    assert all(b is not None for b in best)
+    tputs = [b.throughput for b in best if b]
+    assert tputs[-1] > 10 * tputs[0]
+    assert all(b >= a * 0.999 for a, b in zip(tputs, tputs[1:], strict=False))
+
+
+def test_faster_hardware_and_overlap_function() -> None:
+    model = get_model("bert-large")
+    plan = PlanSpace.from_plans([Plan(micro_batch=8, grad_accum=32)], 8)
+    assert predict(model, plan, get_gpu("h100")).throughput[0] > predict(model, plan, get_gpu("v100")).throughput[0]
+    assert overlap(np.array(3.0), np.array(4.0), 1.0) == pytest.approx(7.0)
+    assert overlap(np.array(3.0), np.array(4.0), 2.0) == pytest.approx(5.0)
+    assert overlap(np.array(3.0), np.array(4.0), 60.0) == pytest.approx(4.0, rel=0.01)
+    with pytest.raises(ValidationError, match="k_sync"):
+        RubickConstants(k_sync=0.5)
+    with pytest.raises(ValidationError, match="k_bwd"):
+        RubickConstants(k_bwd=-1.0)
