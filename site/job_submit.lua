@@ -1,5 +1,6 @@
 --[[
-slurmplan job_submit.lua (Slurm 22.05, JobSubmitPlugins=lua)
+slurmplan job_submit.lua (Slurm 22.05, JobSubmitPlugins=lua). Runs under lua 5.1 (what Debian's slurmctld
+links) and 5.3 (the test driver): no math.tointeger, no goto, no integer division.
 
 What it does, at submit time only:
   1. collects plan hints from the SPANK plugin's options (job_desc.spank_job_env holds
@@ -62,7 +63,7 @@ end
 
 local function parse_int(key, v)
   if not v:match("^[0-9]+$") or #v > 9 or tonumber(v) < 1 then return nil, err(key, v, ALLOWED.int) end
-  return math.tointeger(tonumber(v))
+  return math.floor(tonumber(v)) -- an integer-valued number in lua 5.1 (slurmctld's) and 5.3
 end
 
 local function parse_model(key, v)
@@ -163,7 +164,8 @@ function H.format(h)
     local v = h[key]
     if key == "types" and v then v = table.concat(v, ",") end
     if (key == "class" and v == "best-effort") or (key == "managed" and v == "yes") then v = nil end
-    if v ~= nil then parts[#parts + 1] = key .. "=" .. tostring(v) end
+    if type(v) == "number" then v = string.format("%d", v) end
+    if v ~= nil then parts[#parts + 1] = key .. "=" .. v end
   end
   return H.PREFIX .. table.concat(parts, ";")
 end
@@ -198,10 +200,17 @@ local OPTION_KEYS = {
   steps = "steps", deadline = "deadline", seq = "seq", managed = "managed",
 }
 
+-- slurmctld hands spank_job_env over as a table indexed from 0; take every entry, in index order.
 local function env_entries(env)
-  if type(env) == "table" then return env end
   if type(env) == "string" then return split(env, "\n") end
-  return {}
+  if type(env) ~= "table" then return {} end
+  local keys, out = {}, {}
+  for k, v in pairs(env) do
+    if type(k) == "number" and type(v) == "string" then keys[#keys + 1] = k end
+  end
+  table.sort(keys)
+  for _, k in ipairs(keys) do out[#out + 1] = env[k] end
+  return out
 end
 
 -- Hint pairs from the SPANK environment, or nil, error for a malformed --plan-gpus.
@@ -273,7 +282,20 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
   return slurm.SUCCESS
 end
 
+-- A managed job is held (priority 0) for the daemon. Slurm records that as a user hold, which its owner could
+-- lift with `scontrol release`; refuse that for anyone but root (the daemon runs as root), so Slurm never
+-- starts a managed job before slurmplan decided where and how.
 function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
+  local prio = job_desc.priority
+  if modify_uid == 0 or prio == nil or prio == 0 or job_rec.priority ~= 0 then return slurm.SUCCESS end
+  local hints_text = H.hints_part(job_rec.admin_comment)
+  local h = hints_text and H.parse(hints_text)
+  if h and h.managed ~= "no" then
+    slurm.log_user("%s", "slurmplan: job " .. tostring(job_rec.job_id) .. " is held for the slurmplan scheduler, "
+      .. "which releases it when it has decided its GPUs and plan; `slurmplan explain "
+      .. tostring(job_rec.job_id) .. "` says why it waits")
+    return slurm.ERROR
+  end
   return slurm.SUCCESS
 end
 

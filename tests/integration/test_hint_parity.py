@@ -1,7 +1,8 @@
 """Hint fuzzer: site/job_submit.lua and slurmplan.slurm.hints accept and refuse the same strings.
 
-The lua side runs in the real lua5.3 interpreter through ``hint_driver.lua``, which loads the very
-job_submit.lua that slurmctld loads; for accepted strings both sides must produce the same canonical text, for
+The lua side runs in real lua interpreters through ``hint_driver.lua``, which loads the very job_submit.lua
+that slurmctld loads: lua5.3, and lua5.1 where installed (Debian's slurmctld links liblua5.1, so that is the
+version that matters in production). For accepted strings both sides must produce the same canonical text, for
 refused ones the same field.
 """
 
@@ -19,15 +20,15 @@ from slurmplan.domain import ValidationError
 from slurmplan.slurm.hints import KEYS, format_hints, parse_hints
 
 ROOT = Path(__file__).resolve().parents[2]
-LUA = shutil.which("lua5.3") or shutil.which("lua")
-pytestmark = pytest.mark.skipif(LUA is None, reason="needs the lua5.3 interpreter")
+LUAS = [path for name in ("lua5.3", "lua5.1") if (path := shutil.which(name))]
+pytestmark = pytest.mark.skipif(not LUAS, reason="needs the lua5.3 (or lua5.1) interpreter")
 
 
-def lua_results(texts: list[str]) -> list[str]:
+def lua_results(texts: list[str], lua: str | None = None) -> list[str]:
     """Run the lua grammar over ``texts`` (hex-encoded on the wire so any byte survives)."""
     data = "".join(t.encode().hex() + "\n" for t in texts)
     out = subprocess.run(
-        [LUA, str(ROOT / "tests/integration/hint_driver.lua"), str(ROOT / "site/job_submit.lua")],
+        [lua or LUAS[0], str(ROOT / "tests/integration/hint_driver.lua"), str(ROOT / "site/job_submit.lua")],
         input=data,
         capture_output=True,
         text=True,
@@ -116,13 +117,15 @@ hint_text = st.tuples(prefix, st.lists(valid_pair | valid_pair | pair, max_size=
 @settings(max_examples=150, deadline=None)
 @given(st.lists(hint_text | st.text(max_size=40), min_size=1, max_size=25))
 def test_lua_and_python_agree(texts: list[str]) -> None:
-    assert lua_results(texts) == [python_result(t) for t in texts]
+    expected = [python_result(t) for t in texts]
+    for lua in LUAS:
+        assert lua_results(texts, lua) == expected, lua
 
 
 def test_fuzzer_reaches_both_outcomes() -> None:
     """Guard against a fuzzer that only ever produces refusals (the agreement test would then prove little)."""
     texts = ["slurmplan:gpus=4;min=2;max=8;types=A100, h100", "slurmplan:gpus=0", "slurmplan:managed=no"]
-    got = lua_results(texts)
+    got = lua_results(texts, LUAS[-1])
     assert got == [python_result(t) for t in texts]
     assert got[0] == "OK slurmplan:gpus=4;min=2;max=8;types=a100,h100"
     assert got[1] == "ERR gpus"
