@@ -10,10 +10,11 @@ when the same decision was already sent (``JobState.sent``): the applier's journ
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from slurmplan.domain import Action, ActionKind, Assignment, Cell, Job, Plan, Reason
 from slurmplan.mechanism.problem import PENDING_STATES, RUNNING_STATES
+from slurmplan.mechanism.state import evolve
 from slurmplan.tick import JobState, ManagedJob, TickConfig
 
 PREFIX = "slurmplan:"
@@ -31,6 +32,7 @@ class RoundStamp:
     index: int
     lease_end: float
 
+    @property
     def text(self) -> str:
         return f"round {self.index} | lease until {time.strftime('%H:%M', time.gmtime(self.lease_end))}"
 
@@ -38,7 +40,7 @@ class RoundStamp:
 def decision_text(cell: Cell, plan: Plan | None, stamp: RoundStamp) -> str:
     """``slurmplan: a100x8 dp2 tp4 pp1 mb2 ga8 | round 17 | lease until 12:06`` (no plan: pure data parallel)."""
     plan = plan or Plan(dp=cell.gpus)
-    return f"{PREFIX} {cell.gpu_type}x{cell.gpus} {plan.short()} | {stamp.text()}"
+    return f"{PREFIX} {cell.gpu_type}x{cell.gpus} {plan.short()} | {stamp.text}"
 
 
 def split_comment(text: str) -> tuple[str, str]:
@@ -91,14 +93,14 @@ def _start(mj: ManagedJob, a: Assignment, st: JobState, stamp: RoundStamp) -> tu
         )
     if job.held:
         acts.append(Action(ActionKind.RELEASE, job.job_id, reason=f"{a.reason.value}: start as {a.cell.short()}"))
-    return acts, (replace(st, sent=key) if acts else st)
+    return acts, (evolve(st, sent=key) if acts else st)
 
 
 def _hold(job: Job, a: Assignment, st: JobState, stamp: RoundStamp) -> tuple[list[Action], JobState]:
     key = f"hold round {stamp.index}"
     if job.held or st.sent == key:
         return [], st
-    return [Action(ActionKind.HOLD, job.job_id, reason=f"{a.reason.value}: {a.detail}")], replace(st, sent=key)
+    return [Action(ActionKind.HOLD, job.job_id, reason=f"{a.reason.value}: {a.detail}")], evolve(st, sent=key)
 
 
 def _stop(job: Job, a: Assignment, st: JobState, now: float, config: TickConfig) -> tuple[list[Action], JobState]:
@@ -107,12 +109,12 @@ def _stop(job: Job, a: Assignment, st: JobState, now: float, config: TickConfig)
         act = Action(
             ActionKind.SIGNAL, job.job_id, signal=config.checkpoint_signal, reason=f"{a.reason.value}: {a.detail}"
         )
-        return [act], replace(st, signalled_at=now)
+        return [act], evolve(st, signalled_at=now)
     key = f"requeue-hold after signal at {st.signalled_at:.3f}"
     if now - st.signalled_at < config.grace_s or st.sent == key:
         return [], st
     why = f"still running {now - st.signalled_at:.0f}s after the checkpoint signal (grace {config.grace_s:.0f}s)"
-    return [Action(ActionKind.REQUEUE_HOLD, job.job_id, reason=why)], replace(st, sent=key)
+    return [Action(ActionKind.REQUEUE_HOLD, job.job_id, reason=why)], evolve(st, sent=key)
 
 
 def _annotate(job: Job, a: Assignment, st: JobState, stamp: RoundStamp) -> tuple[list[Action], JobState]:
@@ -122,7 +124,7 @@ def _annotate(job: Job, a: Assignment, st: JobState, stamp: RoundStamp) -> tuple
     key = f"annotate {comment}"
     if split_comment(job.admin_comment)[1] == decision or st.sent == key:
         return [], st
-    return [Action(ActionKind.ANNOTATE, job.job_id, admin_comment=comment, reason="lease renewed")], replace(
+    return [Action(ActionKind.ANNOTATE, job.job_id, admin_comment=comment, reason="lease renewed")], evolve(
         st, sent=key
     )
 

@@ -19,7 +19,7 @@ from slurmplan.mechanism.priorities import EPS, priorities, received_share
 from slurmplan.mechanism.problem import ProblemContext, build_problem
 from slurmplan.mechanism.reconfig import horizon_s
 from slurmplan.mechanism.round import RoundChoice, RunningInfo, plan_round
-from slurmplan.mechanism.state import advance
+from slurmplan.mechanism.state import advance, evolve
 from slurmplan.tick import JobState, SchedulerState, TickConfig, TickInput, TickOutput
 
 log = logging.getLogger(__name__)
@@ -172,7 +172,7 @@ def assign(
 
 def _next_state(st: JobState, a: Assignment, running: bool, new_round: bool) -> JobState:
     chosen = a.reason in _CHOSEN_REASONS and a.cell is not None
-    return replace(
+    return evolve(
         st,
         planned=a,
         current=a if running and a.reason is Reason.KEPT else st.current,
@@ -206,7 +206,7 @@ def decide(inp: TickInput, policy, state: SchedulerState) -> TickOutput:  # noqa
         acts, new_states[a.job_id] = job_actions(mj, a, st, inp.now, stamp, config)
         actions.extend(acts)
     for mj, a in ctx.excluded:
-        st = replace(states[mj.job.job_id], planned=None)
+        st = evolve(states[mj.job.job_id], planned=None)
         acts, new_states[mj.job.job_id] = job_actions(mj, a, st, inp.now, stamp, config)
         actions.extend(acts)
         assignments.append(a)

@@ -135,8 +135,7 @@ def _exclusion(mj: ManagedJob, capacity: Mapping[GpuType, int]) -> Assignment | 
         return None
     if job.state not in PENDING_STATES:
         return Assignment(job.job_id, Reason.WAITING, detail=f"job is {job.state.value}; decided once it settles")
-    feasible = [c for c in mj.candidates if c.throughput > 0 and c.cell.gpus <= capacity.get(c.cell.gpu_type, 0)]
-    if not feasible:
+    if not any(c.throughput > 0 and c.cell.gpus <= capacity.get(c.cell.gpu_type, 0) for c in mj.candidates):
         types = ", ".join(f"{t}:{n}" for t, n in sorted(capacity.items())) or "none"
         why = "no candidate configuration" if not mj.candidates else "no candidate fits the cluster"
         return Assignment(job.job_id, Reason.UNSCHEDULABLE, detail=f"{why} (usable GPUs {types})")
@@ -177,30 +176,46 @@ def build_problem(inp: TickInput, states: Mapping[JobId, JobState]) -> ProblemCo
             busy[mj.job.gpu_type] = busy.get(mj.job.gpu_type, 0) + mj.job.gpus
     capacity = {t: max(0, n - busy.get(t, 0)) for t, n in raw_capacity.items()}
 
-    cells = sorted({c.cell for mj in rows for c in mj.candidates}, key=lambda c: (c.gpu_type, c.gpus, c.stages))
-    col = {c: i for i, c in enumerate(cells)}
+    cells, throughput, table = _matrix(rows)
     by_shape: dict[tuple[GpuType, int], int] = {}
     for i, c in enumerate(cells):
         by_shape.setdefault((c.gpu_type, c.gpus), i)  # lowest stage count first (cells are sorted)
-    n, m = len(rows), len(cells)
-    throughput = np.zeros((n, m))
-    table: list[tuple[Candidate | None, ...]] = []
-    for j, mj in enumerate(rows):
-        line: list[Candidate | None] = [None] * m
-        for cand in mj.candidates:
-            c = col[cand.cell]
-            if line[c] is None or cand.throughput > line[c].throughput:  # type: ignore[union-attr]
-                line[c] = cand
-                throughput[j, c] = max(0.0, cand.throughput)
-        table.append(tuple(line))
     return ProblemContext(
-        problem=_assemble(inp, states, rows, tuple(cells), throughput, capacity, tuple(table), by_shape),
+        problem=_assemble(inp, states, rows, cells, throughput, capacity, table, by_shape),
         jobs=tuple(rows),
         running=np.array([mj.job.state in RUNNING_STATES for mj in rows], dtype=bool),
         pool=pool,
         excluded=tuple(excluded),
         steps_known=np.array([mj.hints.steps is not None for mj in rows], dtype=bool),
     )
+
+
+def _matrix(rows: list[ManagedJob]) -> tuple[tuple[Cell, ...], np.ndarray, tuple[tuple[Candidate | None, ...], ...]]:
+    """Columns (sorted Cells), the throughput matrix and the candidate behind each entry (best if repeated).
+
+    Cells are keyed by plain tuples: hashing and comparing the dataclass itself costs several times more, and
+    2,000 jobs x 20 candidates go through here every tick.
+    """
+    keyed = [[((c.cell.gpu_type, c.cell.gpus, c.cell.stages), c) for c in mj.candidates] for mj in rows]
+    first: dict[tuple[str, int, int], Cell] = {}
+    for line in keyed:
+        for key, cand in line:
+            if key not in first:
+                first[key] = cand.cell
+    keys = sorted(first)
+    col = {k: i for i, k in enumerate(keys)}
+    throughput = np.zeros((len(rows), len(keys)))
+    table: list[tuple[Candidate | None, ...]] = []
+    for j, line in enumerate(keyed):
+        best: list[Candidate | None] = [None] * len(keys)
+        for key, cand in line:
+            c = col[key]
+            old = best[c]
+            if old is None or cand.throughput > old.throughput:
+                best[c] = cand
+                throughput[j, c] = cand.throughput if cand.throughput > 0 else 0.0
+        table.append(tuple(best))
+    return tuple(first[k] for k in keys), throughput, tuple(table)
 
 
 def _assemble(

@@ -13,6 +13,13 @@ from slurmplan.mechanism.problem import PENDING_STATES, RUNNING_STATES
 from slurmplan.tick import JobState, ManagedJob, SchedulerState, TickInput
 
 
+def evolve(st: JobState, **changes: object) -> JobState:
+    """``dataclasses.replace`` for JobState, several times faster (it runs for every job on every tick)."""
+    fields = dict(st.__dict__)
+    fields.update(changes)
+    return JobState(**fields)  # type: ignore[arg-type]
+
+
 def running_cell(mj: ManagedJob, st: JobState) -> Assignment:
     """The assignment a running job is under: the remembered one if Slurm still agrees, else what Slurm shows."""
     job = mj.job
@@ -47,14 +54,15 @@ def advance(inp: TickInput, state: SchedulerState) -> dict[int, JobState]:
         job = mj.job
         st = state.jobs.get(job.job_id) or JobState(first_seen=now)
         if st.first_seen is None:
-            st = replace(st, first_seen=now)
+            st = evolve(st, first_seen=now)
         if job.state not in RUNNING_STATES:
-            out[job.job_id] = replace(st, current=None, signalled_at=None) if job.state in PENDING_STATES else st
+            reset = job.state in PENDING_STATES and (st.current is not None or st.signalled_at is not None)
+            out[job.job_id] = evolve(st, current=None, signalled_at=None) if reset else st
             continue
         current = running_cell(mj, st)
         ran = dt if job.start_time is None else min(dt, max(0.0, now - job.start_time))
         by_cell = dict(st.attained_by_cell)
         if ran > 0 and current.cell is not None:
             by_cell[current.cell] = by_cell.get(current.cell, 0.0) + ran
-        out[job.job_id] = replace(st, current=current, attained_s=st.attained_s + ran, attained_by_cell=by_cell)
+        out[job.job_id] = evolve(st, current=current, attained_s=st.attained_s + ran, attained_by_cell=by_cell)
     return out
