@@ -153,6 +153,17 @@ def keep_user_hints(action: Action, job: Job | None) -> Action:
     return replace(action, admin_comment=compose_admin_comment(hints, action.admin_comment))
 
 
+def untyped_update(action: Action, job: Job | None) -> Action:
+    """Keep an untyped GPU request untyped: Slurm 22.05 refuses to add a type to it; the node list picks it."""
+    if action.kind is not ActionKind.UPDATE or job is None or job.gpu_type or action.gpu_type is None:
+        return action
+    if not job.gpus_per_node and not action.nodelist:
+        return action  # a job without GPUs now: only a typed request can say which GPUs it gets
+    from dataclasses import replace
+
+    return replace(action, gpu_type=None)
+
+
 def drop_no_ops(actions: Sequence[Action], jobs: dict[int, Job]) -> list[Action]:
     """Diff before write: skip actions whose effect Slurm already shows (no needless scontrol calls).
 

@@ -8,11 +8,22 @@ the error is returned so the caller journals it and shows it in the job's admin 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from slurmplan.domain import Action, ActionKind, Candidate, Cluster, Hints, Job, Measurement, SlurmplanError
+from slurmplan.domain import (
+    Action,
+    ActionKind,
+    Candidate,
+    Cluster,
+    Hints,
+    Job,
+    JobState,
+    Measurement,
+    SlurmplanError,
+)
 from slurmplan.slurm.hints import find_hints, split_admin_comment
 from slurmplan.tick import ManagedJob
 
@@ -58,6 +69,24 @@ def classify_all(jobs: Sequence[Job], managed_partitions: Sequence[str]) -> list
     return [classify(job, managed_partitions) for job in jobs]
 
 
+def with_node_gpu_type(job: Job, cluster: Cluster) -> Job:
+    """A running job with an untyped GPU request (``--gres=gpu:N``) uses its nodes' GPU type: say so.
+
+    Managed jobs are best submitted untyped, because Slurm 22.05 cannot change the type of a pending job's
+    request (a typed-to-other-type update leaves it "never runnable", typed<->untyped is refused); the daemon
+    steers the type through the node list instead. Observed from the nodes, the type is exact.
+    """
+    if job.gpu_type or not job.nodes or not job.state.active:
+        return job
+    types = set()
+    for name in job.nodes:
+        try:
+            types.add(cluster.node(name).gpu_type)
+        except KeyError:
+            return job
+    return dataclasses.replace(job, gpu_type=types.pop()) if len(types) == 1 and None not in types else job
+
+
 def default_candidates(hints: Hints, cluster: Cluster, measurements: Sequence[Measurement]) -> tuple[Candidate, ...]:
     """The performance room's candidates for one job (imported late: ``perf`` is heavy and optional in tests)."""
     from slurmplan.perf.candidates import job_candidates
@@ -77,14 +106,32 @@ def managed_jobs(
     for ob in observed:
         if not ob.managed or ob.job.state.finished or ob.hints is None:
             continue
+        job = with_node_gpu_type(ob.job, cluster)
+        hints = with_request(ob.hints, ob.job)
         try:
-            cands = candidates_fn(ob.hints, cluster, measurements)
+            cands = candidates_fn(hints, cluster, measurements)
         except (SlurmplanError, ValueError, KeyError) as exc:
             log.warning("job %d: cannot price its hints: %s", ob.job.job_id, exc)
             refused.append(Observed(ob.job, None, _one_line(f"{type(exc).__name__}: {exc}")))
             continue
-        out.append(ManagedJob(job=ob.job, hints=ob.hints, candidates=cands, steps_done=0.0))
+        out.append(ManagedJob(job=job, hints=hints, candidates=cands, steps_done=0.0))
     return out, refused
+
+
+def with_request(hints: Hints, job: Job) -> Hints:
+    """Hints completed from the job's own Slurm request (GPU count and type) where the user left them out.
+
+    A job managed only by its partition has no hints at all; its ``--gres`` request is then what it asked for.
+    A *typed* pending request also restricts the types: Slurm 22.05 cannot move it to another type (see
+    ``with_node_gpu_type``), so offering the policy other types would only strand the job.
+    """
+    changes: dict[str, object] = {}
+    if hints.gpus is None and job.gpus > 0:
+        low, high = hints.min_gpus or job.gpus, hints.max_gpus or job.gpus
+        changes["gpus"] = min(max(job.gpus, low), high)
+    if job.gpu_type and job.state is JobState.PENDING and hints.gpu_types != (job.gpu_type,):
+        changes["gpu_types"] = (job.gpu_type,)
+    return dataclasses.replace(hints, **changes) if changes else hints  # type: ignore[arg-type]
 
 
 def bad_hint_annotation(ob: Observed) -> Action | None:

@@ -23,7 +23,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from slurmplan.control.act import ApplyReport, apply_rows, confirm, drop_no_ops, keep_user_hints, roll_forward
+from slurmplan.control.act import (
+    ApplyReport,
+    apply_rows,
+    confirm,
+    drop_no_ops,
+    keep_user_hints,
+    roll_forward,
+    untyped_update,
+)
 from slurmplan.control.config import DaemonConfig
 from slurmplan.control.journal import ActionStatus, Journal
 from slurmplan.control.lock import TickLock
@@ -161,7 +169,7 @@ class Daemon:
         t2 = time.perf_counter()
 
         jobs = {j.job_id: j for j in snapshot.jobs}
-        actions = [keep_user_hints(a, jobs.get(a.job_id)) for a in out.actions]
+        actions = [untyped_update(keep_user_hints(a, jobs.get(a.job_id)), jobs.get(a.job_id)) for a in out.actions]
         actions += [a for o in refused if (a := bad_hint_annotation(o)) is not None]
         actions = drop_no_ops(actions, jobs)
         report = TickReport(

@@ -49,7 +49,7 @@ def test_tick_manages_only_managed_jobs_and_annotates_bad_hints(tmp_path: Path) 
     assert {o.job.job_id for o in report.refused} == {3, 6}
     jobs = backend.jobs
     for job_id in (1, 4, 5):
-        assert jobs[job_id].state is JobState.RUNNING and jobs[job_id].gpu_type == "a100"
+        assert jobs[job_id].state is JobState.RUNNING and jobs[job_id].nodes == ("a1",)
     assert jobs[1].admin_comment.startswith("slurmplan:model=m;gpus=2 || slurmplan: a100x2 dp2")
     assert jobs[2] == _jobs()[1]  # unmanaged: untouched
     assert jobs[3].state is JobState.PENDING and not jobs[3].held
@@ -84,7 +84,7 @@ def test_failed_scontrol_stops_the_job_and_is_rolled_forward(tmp_path: Path) -> 
     backend.now += 5
     report = _daemon(tmp_path, backend).tick()
     assert report.rolled_forward.applied == 3
-    assert backend.jobs[1].state is JobState.RUNNING and backend.jobs[1].gpu_type == "a100"
+    assert backend.jobs[1].state is JobState.RUNNING and backend.jobs[1].nodes == ("a1",)
 
 
 def test_unreadable_cluster_skips_the_tick(tmp_path: Path) -> None:

@@ -1,0 +1,69 @@
+"""The operator commands read the journal a real tick wrote (tick on the in-memory cluster of memcluster)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from slurmplan.cli import main
+from slurmplan.control.config import DaemonConfig
+from slurmplan.control.journal import Journal
+from slurmplan.control.runner import Daemon
+from slurmplan.domain import Job
+from tests.control.memcluster import MemBackend, candidates, simple_decide
+
+
+@pytest.fixture
+def journal_setup(tmp_path: Path) -> tuple[Path, Path]:
+    db = tmp_path / "j.db"
+    cfg = tmp_path / "slurmplan.yaml"
+    cfg.write_text(f"database: {db}\nreport_dir: {tmp_path}/reports\n")
+    backend = MemBackend(
+        [Job(11, "train", admin_comment="slurmplan:model=m;gpus=2"), Job(12, "bad", comment="slurmplan:gpus=-1")]
+    )
+    daemon = Daemon(
+        DaemonConfig(database=db, report_dir=tmp_path / "reports"),
+        backend=backend,
+        policy="test",
+        candidates_fn=candidates,
+        decide_fn=simple_decide,
+    )
+    daemon.tick()
+    with Journal(db) as j:
+        j.record_event(11, "prolog", 1001.0, "a1")
+    return cfg, db
+
+
+def test_explain_shows_candidates_sources_and_decision(journal_setup: tuple[Path, Path], capsys) -> None:  # type: ignore[no-untyped-def]
+    cfg, _ = journal_setup
+    assert main(["explain", "11", "--config", str(cfg)]) == 0
+    out = capsys.readouterr().out
+    assert "scheduled a100x2" in out
+    assert "a100x2" in out and "v100x2" in out and "estimated" in out
+    assert "prolog" in out
+    assert main(["explain", "11", "--config", str(cfg), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [c["cell"] for c in data["candidates"]] == ["a100x2", "v100x2"]
+    assert data["candidates"][0]["throughput"] == 400.0
+    assert data["decision"]["reason"] == "scheduled"
+
+
+def test_explain_bad_hint_job_and_unknown_job(journal_setup: tuple[Path, Path], capsys) -> None:  # type: ignore[no-untyped-def]
+    cfg, _ = journal_setup
+    assert main(["explain", "12", "--config", str(cfg)]) == 0
+    assert "left alone, bad hints" in capsys.readouterr().out
+    assert main(["explain", "999", "--config", str(cfg)]) == 1
+    assert "999" in capsys.readouterr().err
+
+
+def test_history_for_one_job(journal_setup: tuple[Path, Path], capsys) -> None:  # type: ignore[no-untyped-def]
+    cfg, _ = journal_setup
+    assert main(["history", "--job", "11", "--config", str(cfg), "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    kinds = [r["kind"] for r in rows]
+    assert "decision" in kinds and "event" in kinds and kinds.count("action") == 4
+    assert {r["job_id"] for r in rows} == {11}
+    assert main(["history", "--config", str(cfg)]) == 0
+    assert "bad-hints" in capsys.readouterr().out
