@@ -66,6 +66,11 @@ class StopFlag:
             self._installed = False
 
     @property
-    def previous_is_python(self) -> bool:
-        """True when a Python handler was installed before ours, e.g. submitit's checkpoint-and-requeue."""
-        return callable(self.previous) and not isinstance(self.previous, signal.Handlers)
+    def previous_is_submitit(self) -> bool:
+        """True when submitit's checkpoint-and-requeue handler was installed before ours."""
+        handler = self.previous
+        if not callable(handler) or isinstance(handler, signal.Handlers):
+            return False
+        owner = getattr(handler, "__self__", None)
+        module = type(owner).__module__ if owner is not None else getattr(handler, "__module__", "")
+        return str(module).startswith("submitit")

@@ -206,10 +206,10 @@ def _report(trainer: Trainer, meter: ThroughputMeter, force: bool) -> float | No
 
 
 def _requeue(spec: TrainSpec, flag: StopFlag, assigned: AssignedPlan, is_main: bool) -> Outcome:
-    """After the checkpoint: hand over to submitit's handler if there was one, else requeue through Slurm."""
+    """After the checkpoint: hand over to submitit's handler when run by submitit, else requeue through Slurm."""
     if spec.requeue is RequeueMode.NONE:
         return Outcome.CHECKPOINTED
-    if spec.requeue is RequeueMode.AUTO and flag.previous_is_python:
+    if spec.requeue is RequeueMode.AUTO and flag.previous_is_submitit:
         previous = flag.previous
         flag.uninstall()
         log.info("delegating requeue to the handler installed before the launcher (submitit)")

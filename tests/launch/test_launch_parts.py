@@ -1,0 +1,151 @@
+"""The launcher's small parts: worker placement, sample order, signals, requeue countdown, reports, env."""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from slurmplan.control.codec import measurement_from_dict
+from slurmplan.domain import Measurement, Plan, ValidationError
+from slurmplan.launch.dist import DistEnv, first_host
+from slurmplan.launch.ests import WorkerSampler, assign_workers
+from slurmplan.launch.reports import ThroughputMeter, append_report, measurement_to_dict, report_path
+from slurmplan.launch.requeue import requeue_command, requeue_job
+from slurmplan.launch.signals import StopFlag, resolve_signal
+
+
+@given(st.integers(1, 64).flatmap(lambda p: st.tuples(st.just(p), st.integers(1, p))))
+def test_assignment_covers_every_worker_once_in_order(case: tuple[int, int]) -> None:
+    max_p, world = case
+    parts = assign_workers(max_p, world)
+    assert len(parts) == world
+    assert [v for part in parts for v in part] == list(range(max_p))
+    sizes = [len(p) for p in parts]
+    assert max(sizes) - min(sizes) <= 1 and min(sizes) >= 1
+
+
+def test_weighted_assignment_gives_faster_gpus_more_workers() -> None:
+    parts = assign_workers(8, 3, weights=[3.0, 1.5, 1.5])  # EasyScale's example: a V100 and two P100s
+    assert [len(p) for p in parts] == [4, 2, 2]
+
+
+@pytest.mark.parametrize(("max_p", "world"), [(0, 1), (2, 3), (4, 0)])
+def test_bad_assignment_is_refused(max_p: int, world: int) -> None:
+    with pytest.raises(ValidationError):
+        assign_workers(max_p, world)
+
+
+def test_sampler_steps_partition_each_epoch() -> None:
+    s = WorkerSampler(dataset_len=48, max_p=4, worker_batch=3, seed=1)
+    epoch0 = [i for step in range(4) for v in range(4) for i in s.indices(step, v)]
+    assert sorted(epoch0) == list(range(48))
+    assert epoch0 != list(range(48))  # shuffled
+    # micro-batches cut the worker's slice in order
+    assert s.indices(5, 2, 0, 1) + s.indices(5, 2, 1, 1) + s.indices(5, 2, 2, 1) == s.indices(5, 2)
+    epoch1 = [i for step in range(4, 8) for v in range(4) for i in s.indices(step, v)]
+    assert sorted(epoch1) == list(range(48)) and epoch1 != epoch0
+    assert WorkerSampler(48, 4, 3, seed=1).indices(6, 3) == s.indices(6, 3)  # a pure function
+
+
+@pytest.mark.parametrize(("name", "expected"), [("USR2", signal.SIGUSR2), ("SIGTERM", signal.SIGTERM), ("10", 10)])
+def test_resolve_signal(name: str, expected: int) -> None:
+    assert resolve_signal(name) == expected
+
+
+def test_resolve_signal_reads_environment_and_refuses_kill() -> None:
+    assert resolve_signal(None, {"SUBMITIT_PREEMPT_SIGNAL": "USR1"}) == signal.SIGUSR1
+    assert resolve_signal(None, {}) == signal.SIGUSR2
+    with pytest.raises(ValidationError):
+        resolve_signal("KILL")
+    with pytest.raises(ValidationError):
+        resolve_signal("NOPE")
+
+
+def test_stop_flag_only_sets_a_flag_and_restores_the_old_handler() -> None:
+    before = signal.getsignal(signal.SIGUSR2)
+    flag = StopFlag(signal.SIGUSR2).install()
+    try:
+        signal.raise_signal(signal.SIGUSR2)
+        assert flag.triggered
+        assert not flag.previous_is_submitit
+    finally:
+        flag.uninstall()
+    assert signal.getsignal(signal.SIGUSR2) == before
+
+
+def test_requeue_commands() -> None:
+    assert requeue_command("42", hold=True) == ("scontrol", "requeuehold", "42")
+    assert requeue_command("42", hold=False) == ("scontrol", "requeue", "42")
+
+
+def test_requeue_countdown_and_outside_slurm(tmp_path: Path) -> None:
+    assert not requeue_job(hold=False, max_requeues=3, env={}).requeued
+    done = requeue_job(hold=False, max_requeues=3, env={"SLURM_JOB_ID": "7", "SLURM_RESTART_COUNT": "3"})
+    assert not done.requeued and "limit 3" in done.message and done.command == ()
+    # A real command that fails (no controller here) is reported, not raised.
+    failed = requeue_job(hold=True, max_requeues=3, env={"SLURM_JOB_ID": "7"}, scontrol="false")
+    assert not failed.requeued and failed.command == ("false", "requeuehold", "7")
+
+
+def test_report_line_is_what_the_daemon_ingests(tmp_path: Path) -> None:
+    m = Measurement("gpt", "a100", 8, Plan(dp=2, tp=4, micro_batch=2), 123.5, memory_gb=30.5, job_id=77, time=1.0)
+    path = report_path({"SLURMPLAN_REPORT_DIR": str(tmp_path), "SLURM_JOB_ID": "77"})
+    assert path == tmp_path / "77.jsonl"
+    assert append_report(m, path) and append_report(m, path)
+    lines = path.read_text().splitlines()
+    assert len(lines) == 2
+    assert measurement_from_dict(json.loads(lines[0])) == m
+    assert set(measurement_to_dict(m)) == {
+        "job_id",
+        "model",
+        "gpu_type",
+        "gpus",
+        "nodes",
+        "plan",
+        "samples_per_s",
+        "memory_gb",
+        "time",
+    }
+
+
+def test_report_to_unwritable_folder_is_not_fatal(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    m = Measurement("m", "cpu", 1, Plan(), 1.0)
+    assert not append_report(m, blocker / "sub" / "1.jsonl")
+
+
+def test_meter_skips_warm_up_step() -> None:
+    meter = ThroughputMeter(every_s=0.0)
+    meter.step_done(100)
+    assert meter.take() is None
+    meter.step_done(100)
+    rate = meter.take()
+    assert rate is not None and rate > 0
+
+
+def test_dist_env_from_torchrun_srun_and_batch() -> None:
+    tr = DistEnv.from_env({"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "MASTER_ADDR": "h", "MASTER_PORT": "9"})
+    assert (tr.rank, tr.world_size, tr.local_rank, tr.master_addr, tr.master_port) == (3, 4, 1, "h", 9)
+    step = {
+        "SLURM_STEP_ID": "0",
+        "SLURM_PROCID": "5",
+        "SLURM_NTASKS": "8",
+        "SLURM_LOCALID": "1",
+        "SLURM_JOB_ID": "1234",
+        "SLURM_JOB_NODELIST": "gpu[03-05,9],cpu1",
+    }
+    sr = DistEnv.from_env(step)
+    assert (sr.rank, sr.world_size, sr.master_addr, sr.master_port) == (5, 8, "gpu03", 21234)
+    batch = DistEnv.from_env({"SLURM_PROCID": "0", "SLURM_NTASKS": "8", "SLURM_JOB_ID": "1"})
+    assert batch.world_size == 1  # a batch script without srun is one process
+
+
+@pytest.mark.parametrize(("nodelist", "host"), [("n1", "n1"), ("node[001-004]", "node001"), ("a[7],b", "a7")])
+def test_first_host(nodelist: str, host: str) -> None:
+    assert first_host(nodelist) == host
