@@ -48,7 +48,7 @@ def simulate(spec: RunSpec) -> SimResult:
     cluster = parse_cluster(spec.cluster)
     jobs = load_jobs(spec)
     table = load_gavel_table(spec.throughputs) if any(j.is_table_job for j in jobs) else None
-    workloads = build_workloads(jobs, cluster.gpus_by_type(), table)
+    workloads = build_workloads(jobs, cluster, table)
     policy = load_policy(spec.policy)
     log.info("simulating %d jobs on %s with %s", len(jobs), cluster, spec.policy)
     result = Simulation(workloads, cluster, policy, spec.options).run()

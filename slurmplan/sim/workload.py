@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
-from slurmplan.domain import Candidate, Cell, GpuType, Hints, ValidationError
+from slurmplan.domain import Candidate, Cell, Cluster, GpuType, Hints, ValidationError
 from slurmplan.perf.gavel_table import GavelTable
+from slurmplan.sim.cluster import ClusterSpec
 from slurmplan.sim.trace import TraceJob
 
 log = logging.getLogger(__name__)
@@ -80,10 +81,10 @@ def table_workload(job: TraceJob, table: GavelTable, gpu_types: Iterable[GpuType
     return Workload(job, job.hints(), cands, work, 1.0, requested_candidate(cands, job.gpu_type, job.gpus))
 
 
-def hint_workload(job: TraceJob, gpu_types: Mapping[GpuType, int], candidates_fn) -> Workload:
+def hint_workload(job: TraceJob, cluster: Cluster, candidates_fn) -> Workload:
     """A model job: candidates from the performance model; duration converted at the requested configuration."""
     hints = job.hints()
-    cands = tuple(candidates_fn(hints, gpu_types))
+    cands = tuple(candidates_fn(hints, cluster))
     requested = requested_candidate(cands, job.gpu_type, job.gpus)
     batch = hints.global_batch or next((c.plan.global_batch for c in cands if c.plan is not None), 1)
     if job.total_steps is not None:
@@ -99,22 +100,28 @@ def hint_workload(job: TraceJob, gpu_types: Mapping[GpuType, int], candidates_fn
 
 
 def perf_candidates_fn():
-    """``perf.candidates.job_candidates`` adapted to (hints, GPU counts by type); imported late (optional room)."""
+    """``perf.candidates.job_candidates(hints, cluster, measurements)``, imported late (another room's module)."""
     try:
         from slurmplan.perf.candidates import job_candidates
     except ImportError as exc:  # the performance model is another room's; say what is missing
         raise ValidationError("model", "hint jobs", f"slurmplan.perf.candidates to be importable ({exc})") from exc
 
-    def call(hints: Hints, gpu_types: Mapping[GpuType, int]) -> tuple[Candidate, ...]:
-        return tuple(job_candidates(hints, dict(gpu_types), ()))
+    def call(hints: Hints, cluster: Cluster) -> tuple[Candidate, ...]:
+        return tuple(job_candidates(hints, cluster, ()))
 
     return call
 
 
 def build_workloads(
-    jobs: Iterable[TraceJob], gpu_types: Mapping[GpuType, int], table: GavelTable | None, candidates_fn=None
+    jobs: Iterable[TraceJob], spec: ClusterSpec, table: GavelTable | None, candidates_fn=None
 ) -> dict[int, Workload]:
-    """Every job's workload, computed once (candidates never change during a simulation)."""
+    """Every job's workload, computed once (candidates never change during a simulation).
+
+    ``candidates_fn(hints, cluster)`` prices hint jobs; by default the performance model's ``job_candidates``
+    against the idle cluster (candidates describe what a job could run in, not what is free now).
+    """
+    gpu_types = spec.gpus_by_type()
+    cluster = Cluster(spec.nodes())
     out: dict[int, Workload] = {}
     memo: dict[Hints, tuple[Candidate, ...]] = {}
     for job in jobs:
@@ -124,17 +131,17 @@ def build_workloads(
             out[job.job_id] = table_workload(job, table, gpu_types)
         else:
             candidates_fn = candidates_fn or perf_candidates_fn()
-            out[job.job_id] = hint_workload(job, gpu_types, _memoised(candidates_fn, memo))
+            out[job.job_id] = hint_workload(job, cluster, _memoised(candidates_fn, memo))
     return out
 
 
 def _memoised(fn, memo: dict[Hints, tuple[Candidate, ...]]):
     """Jobs that differ only in length or deadline share candidates (the search is the costly part)."""
 
-    def call(hints: Hints, gpu_types: Mapping[GpuType, int]) -> tuple[Candidate, ...]:
+    def call(hints: Hints, cluster: Cluster) -> tuple[Candidate, ...]:
         key = replace(hints, steps=None, deadline=None)
         if key not in memo:
-            memo[key] = tuple(fn(hints, gpu_types))
+            memo[key] = tuple(fn(hints, cluster))
         return memo[key]
 
     return call

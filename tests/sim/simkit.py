@@ -20,7 +20,7 @@ def hours_job(table, job_id: int, hours: float, arrival: float = 0.0, gpus: int 
 
 def make_sim(table, jobs, cluster: str, policy: str, cost: float = 0.0, **opts) -> Simulation:
     spec = parse_cluster(cluster)
-    workloads = build_workloads(jobs, spec.gpus_by_type(), table)
+    workloads = build_workloads(jobs, spec, table)
     return Simulation(workloads, spec, load_policy(policy), SimOptions(reconfig_cost_s=cost, **opts))
 
 

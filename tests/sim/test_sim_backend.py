@@ -1,0 +1,111 @@
+"""The in-memory backend does what scontrol does on Slurm 22.05, action by action."""
+
+from __future__ import annotations
+
+import pytest
+
+from slurmplan.domain import Action, ActionKind, JobState
+from slurmplan.sim.backend import SimBackend, SimJob
+from slurmplan.sim.cluster import parse_cluster
+
+
+def backend(cost: float = 78.0) -> SimBackend:
+    return SimBackend(nodes=parse_cluster("v100:2x2,k80:1x2").nodes(), rate_fn=lambda *a: 10.0, reconfig_cost_s=cost)
+
+
+def submit(b: SimBackend, job_id: int, gpus: int = 2, gpu_type: str = "v100", work: float = 1000.0) -> SimJob:
+    job = SimJob(job_id=job_id, submit_time=b.now, work_total=work, gpu_type=gpu_type, gpus_per_node=gpus)
+    b.submit(job)
+    return job
+
+
+def act(b: SimBackend, kind: ActionKind, job_id: int, **kw) -> bool:
+    (result,) = b.apply([Action(kind, job_id, **kw)])
+    return result.ok
+
+
+def test_managed_jobs_are_submitted_held_and_start_on_release():
+    b = backend()
+    submit(b, 1)
+    (job,) = b.snapshot().jobs
+    assert job.held and job.state is JobState.PENDING and job.state_reason == "JobHeldAdmin"
+    assert act(b, ActionKind.RELEASE, 1)
+    (job,) = b.snapshot().jobs
+    assert job.state is JobState.RUNNING and job.nodes == ("v100-0000",)
+    assert b.snapshot().cluster.node("v100-0000").gpus_used == 2
+
+
+def test_release_on_a_busy_nodelist_waits_and_starts_when_the_gpus_free():
+    b = backend()
+    submit(b, 1)
+    act(b, ActionKind.RELEASE, 1)
+    submit(b, 2)
+    assert act(b, ActionKind.UPDATE, 2, nodelist=("v100-0000",), node_count=1)
+    assert act(b, ActionKind.RELEASE, 2)
+    assert b.jobs[2].state is JobState.PENDING  # its node is taken
+    done = b.advance(100.0)  # job 1: 1000 units at 10/s
+    assert [j.job_id for j in done] == [1]
+    assert b.jobs[2].state is JobState.RUNNING and b.jobs[2].nodes == ("v100-0000",)
+
+
+def test_update_changes_a_pending_request_but_only_the_comment_of_a_running_job():
+    b = backend()
+    submit(b, 1)
+    assert act(b, ActionKind.UPDATE, 1, gpu_type="k80", gpus_per_node=2, node_count=1)
+    act(b, ActionKind.RELEASE, 1)
+    assert b.jobs[1].nodes == ("k80-0000",)
+    assert not act(b, ActionKind.UPDATE, 1, gpu_type="v100")
+    assert act(b, ActionKind.UPDATE, 1, gpu_type="k80", admin_comment="slurmplan: k80x2")
+    assert b.snapshot().jobs[0].admin_comment == "slurmplan: k80x2"
+
+
+def test_hold_is_refused_for_a_running_job_and_unknown_jobs_are_refused():
+    b = backend()
+    submit(b, 1)
+    act(b, ActionKind.RELEASE, 1)
+    assert not act(b, ActionKind.HOLD, 1)
+    assert not act(b, ActionKind.RELEASE, 99)
+
+
+def test_signal_checkpoints_requeue_holds_and_costs_the_reconfiguration_on_restart():
+    b = backend(cost=78.0)
+    submit(b, 1)
+    act(b, ActionKind.RELEASE, 1)
+    b.advance(50.0)
+    assert act(b, ActionKind.SIGNAL, 1, signal="USR2")
+    job = b.jobs[1]
+    assert job.state is JobState.PENDING and job.held and job.restart_count == 1
+    assert job.work_done == pytest.approx(500.0)  # nothing lost: it checkpointed
+    assert b.busy_gpus == 0
+    act(b, ActionKind.RELEASE, 1)
+    assert b.next_completion() == pytest.approx(50.0 + 78.0 + 50.0)
+    # the forced requeue-hold that follows a signal finds it already back in the queue
+    assert act(b, ActionKind.SIGNAL, 1) and act(b, ActionKind.REQUEUE_HOLD, 1)
+
+
+def test_requeue_without_signal_loses_the_work_since_the_last_checkpoint():
+    b = backend(cost=0.0)
+    submit(b, 1)
+    act(b, ActionKind.RELEASE, 1)
+    b.advance(30.0)
+    assert act(b, ActionKind.REQUEUE, 1)
+    job = b.jobs[1]
+    assert job.work_done == 0.0
+    # REQUEUE leaves it released: Slurm starts it again at once
+    assert job.state is JobState.RUNNING and job.restart_count == 1
+
+
+def test_cancel_frees_the_gpus_and_ends_the_job():
+    b = backend()
+    submit(b, 1)
+    act(b, ActionKind.RELEASE, 1)
+    assert act(b, ActionKind.CANCEL, 1)
+    assert b.busy_gpus == 0 and b.finished[1].state is JobState.CANCELLED
+    assert b.snapshot().jobs == ()
+
+
+def test_time_never_goes_back():
+    b = backend()
+    b.advance(10.0)
+    with pytest.raises(ValueError):
+        b.advance(5.0)

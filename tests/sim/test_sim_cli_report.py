@@ -1,0 +1,81 @@
+"""The CLI end to end on tiny traces, and metrics checked against hand-computed values."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from slurmplan.cli import main
+from slurmplan.sim.metrics import fairness, summarize, utilization
+from slurmplan.sim.report import format_table
+from slurmplan.sim.result import JobRecord, SimResult
+from slurmplan.sim.trace import write_trace
+
+from .simkit import hours_job
+
+
+def test_trace_generate_then_simulate_json(tmp_path: Path, capsys):
+    trace = tmp_path / "g.jsonl"
+    assert main(["trace", "generate", "gavel-single", "--jobs", "6", "--rate", "4", "--out", str(trace)]) == 0
+    capsys.readouterr()
+    args = ["simulate", "--trace", str(trace), "--cluster", "v100:2,k80:2", "--policy", "las", "--round", "3600"]
+    code = main([*args, "--json"])
+    assert code == 0
+    (summary,) = json.loads(capsys.readouterr().out)
+    assert summary["policy"] == "las" and summary["jobs"] == 6 and summary["finished"] == 6
+    assert summary["avg_jct_h"] > 0 and 0 < summary["utilization"] <= 1
+
+
+def test_compare_prints_ratios_to_the_first_and_writes_plots(tmp_path: Path, capsys, table):
+    trace = tmp_path / "t.jsonl"
+    write_trace([hours_job(table, i, 1.0, arrival=60.0 * i) for i in range(4)], trace)
+    args = ["compare", "--trace", str(trace), "--cluster", "v100:1,k80:1", "--policies", "las,slurm_fifo"]
+    code = main([*args, "--workers", "1", "--zero-cost", "--plots", str(tmp_path / "plots"), "--out", str(tmp_path)])
+    assert code == 0
+    out = capsys.readouterr().out
+    lines = out.strip().splitlines()
+    assert lines[0].startswith("policy") and "x1st" in lines[0]
+    assert lines[1].startswith("las") and lines[1].split()[-1] == "1.00"
+    assert lines[2].startswith("slurm_fifo")
+    for name in ("jct_cdf.png", "utilization.png", "policies.png", "summary.csv", "jobs_las.csv"):
+        assert (tmp_path / "plots" / name).stat().st_size > 0
+    assert json.loads((tmp_path / "summary.json").read_text())[1]["policy"] == "slurm_fifo"
+
+
+def test_bad_trace_line_is_a_clear_cli_error(tmp_path: Path, capsys):
+    trace = tmp_path / "bad.jsonl"
+    trace.write_text('{"job_id": 0, "job_type": "A3C", "total_steps": 10}\n{"job_id": 1, "job_type": "A3C"}\n')
+    assert main(["simulate", "--trace", str(trace), "--policy", "las"]) == 1
+    err = capsys.readouterr().err
+    assert "bad.jsonl:2" in err and "total_steps" in err
+
+
+def _result(jobs, times, busy, active, end, gpus=2) -> SimResult:
+    return SimResult("p", "v100:2", gpus, 0.0, 360.0, tuple(jobs), tuple(times), tuple(busy), tuple(active), end)
+
+
+def test_metrics_by_hand():
+    jobs = [
+        JobRecord(0, 0.0, 1, "a", "guaranteed", True, 3600.0, 0.0, 3600.0, "completed", deadline_s=4000.0),
+        JobRecord(1, 0.0, 1, "a", "best-effort", True, 3600.0, 3600.0, 7200.0, "completed", deadline_s=5000.0),
+        JobRecord(2, 100.0, 4, "b", "guaranteed", True, 3600.0, state="pending"),
+    ]
+    # 1 GPU busy 0-7200 of 2 GPUs, then the run ends at 7200
+    res = _result(jobs, [0.0, 7200.0], [1, 0], [3, 1], 7200.0)
+    s = summarize(res)
+    assert s["avg_jct_h"] == pytest.approx(1.5)
+    assert s["median_jct_h"] == pytest.approx(1.5)
+    assert s["makespan_h"] == pytest.approx(2.0)
+    assert s["avg_queue_h"] == pytest.approx(0.5)
+    assert s["utilization"] == pytest.approx(0.5)
+    assert s["unfinished"] == 1
+    assert s["sla_misses"] == 1  # job 2 never ran; job 0 ran at full speed
+    assert s["deadline_misses"] == 1  # job 1 finished at 7200 > 5000
+    # 3 active jobs over each life: a 1-GPU job's fair share (2/3 GPU) is below its need, so T_iso = 1.5 h
+    rho = fairness(res, jobs[:2])
+    assert rho == pytest.approx([1 / 1.5, 2 / 1.5])
+    assert utilization(res, 0.0, 3600.0) == pytest.approx(0.5)
+    assert "p" in format_table([s, s]) and math.isnan(summarize(_result([], [], [], [], 0.0))["avg_jct_h"])

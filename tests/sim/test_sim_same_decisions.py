@@ -1,0 +1,68 @@
+"""The simulator is a second backend for the daemon's tick, never a second scheduler."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+from slurmplan.policy.registry import load_policy
+from slurmplan.tick import ManagedJob, TickInput, decide
+
+from .simkit import hours_job, make_sim
+
+
+def test_sim_imports_nothing_from_the_slurm_backend():
+    code = textwrap.dedent(
+        """
+        import json, sys
+        import slurmplan.sim.commands, slurmplan.sim.runner, slurmplan.sim.engine, slurmplan.sim.report
+        from slurmplan.sim.runner import RunSpec, simulate
+        from slurmplan.sim.trace import TraceJob
+        job = TraceJob(0, 0.0, 1, job_type="A3C", total_steps=100.0)
+        result = simulate(RunSpec((job,), "v100:1", "las"))
+        print(json.dumps([result.jobs[0].state, sorted(m for m in sys.modules if m.startswith("slurmplan.slurm"))]))
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    state, slurm_modules = json.loads(out.stdout.strip().splitlines()[-1])
+    assert state == "completed"
+    assert slurm_modules == []
+
+
+def test_each_tick_equals_decide_called_directly_on_the_same_snapshot(table):
+    jobs = [hours_job(table, i, 0.3 + 0.2 * (i % 3), arrival=200.0 * i, gpus=1 + (i % 2)) for i in range(8)]
+    sim = make_sim(table, jobs, "v100:2x2,k80:2x2", "las", cost=78.0)
+    policy = load_policy("las")
+    compared = 0
+    for _ in range(40):
+        before = sim.state
+        out = sim.step()
+        # what the daemon would build from the same snapshot: the backend's view plus hints and candidates
+        snap = sim.last_input
+        managed = tuple(
+            ManagedJob(
+                mj.job, sim.workloads[mj.job.job_id].hints, sim.workloads[mj.job.job_id].candidates, mj.steps_done
+            )
+            for mj in snap.jobs
+        )
+        again = decide(TickInput(snap.now, snap.cluster, managed, snap.config), policy, before)
+        assert again.actions == out.actions
+        assert again.assignments == out.assignments
+        compared += len(out.actions)
+        if not sim.backend.jobs and sim._next_arrival >= len(sim.arrivals):
+            break
+        sim.backend.advance(sim._next_event())
+    assert compared > 0
+
+
+def test_snapshot_is_what_the_backend_holds(table):
+    jobs = [hours_job(table, 0, 1.0), hours_job(table, 1, 1.0)]
+    sim = make_sim(table, jobs, "v100:1", "las")
+    sim.step()
+    snap = sim.backend.snapshot()
+    running = [j for j in snap.jobs if j.state.active]
+    assert len(running) == 1
+    assert snap.cluster.node(running[0].nodes[0]).gpus_used == 1
+    assert sum(j.held for j in snap.jobs) == 1
