@@ -205,3 +205,16 @@ def test_unschedulable_job_is_held_with_a_reason() -> None:
     job = mjob(1, {"a100": {16: 100.0}}, gpus=16, held=False)
     out = decide(TickInput(T0, cluster(a100=(1, 8)), (job,)), RequestedPolicy(), SchedulerState())
     assert kinds(out) == [(1, ActionKind.HOLD)] and by_job(out)[1].reason is Reason.UNSCHEDULABLE
+
+
+def test_time_shares_across_gpu_types_follow_x_despite_stickiness() -> None:
+    # X: each job half of the time on the a100, half on the v100. Moving to the v100 is a loss for a job, so
+    # stickiness alone would keep whoever holds the a100 there for ever; the deferred move must hand it over.
+    table = {"a100": {1: 10.0}, "v100": {1: 4.0}}
+    jobs = [mjob(1, table), mjob(2, table, submit=T0 + 1)]
+    half = {Cell("a100", 1): 0.5, Cell("v100", 1): 0.5}
+    mini = MiniCluster(cluster(a100=(1, 1), v100=(1, 1)), jobs)
+    state, _ = run_rounds(mini, FixedPolicy({1: half, 2: half}), rounds=20)
+    for job_id in (1, 2):
+        on_a100 = state.jobs[job_id].attained_by_cell[Cell("a100", 1)]
+        assert 0.35 * 20 * 360 <= on_a100 <= 0.65 * 20 * 360, (job_id, dict(state.jobs[job_id].attained_by_cell))

@@ -55,49 +55,73 @@ def greedy(
     capacity: Mapping[GpuType, int],
     info: RunningInfo,
     config: TickConfig,
-) -> tuple[np.ndarray, dict[int, str]]:
-    """Chosen column per row and, for running jobs that stayed or moved, the stickiness verdict text."""
+) -> tuple[np.ndarray, dict[int, str], np.ndarray]:
+    """Chosen column per row, stickiness notes per row, and which rows stay only on left-over GPUs.
+
+    A running job whose best pair is a move that does not pay (``reconfig.py``) is not moved there: the pair
+    is deferred, so the job stays where it is if its current column is picked later at its own priority or GPUs
+    of that type are left over at the end. Only when neither happens does it take the deferred move. Staying
+    therefore never takes GPUs that a higher-priority pair won, and X is still followed over rounds.
+    """
     n = problem.num_jobs
     chosen = np.full(n, -1, dtype=np.int64)
     notes: dict[int, str] = {}
     if n == 0 or not problem.cells:
-        return chosen, notes
+        return chosen, notes, np.zeros(n, dtype=bool)
     col_type, cap = _type_index(problem, capacity)
     gpus = np.array([c.gpus for c in problem.cells], dtype=np.int64)
     thr = problem.throughput
+    sticky = info.running & ~info.signalled & (info.current >= 0)
+    deferred = np.full(n, -1, dtype=np.int64)
     rows, cols = pick_order(x, priority, eligible)
     for j, c in zip(rows.tolist(), cols.tolist(), strict=True):
         if chosen[j] >= 0 or gpus[c] > cap[col_type[c]]:
             continue
         cur = int(info.current[j])
-        if info.running[j] and not info.signalled[j] and cur >= 0 and c != cur:
+        if sticky[j] and c != cur:
             verdict = judge_move(float(thr[j, cur]), float(thr[j, c]), float(info.horizon[j]), config)
+            if not verdict.move:
+                notes[j] = f"stays: {verdict.detail}"
+                deferred[j] = c if deferred[j] < 0 else deferred[j]
+                continue
             notes[j] = verdict.detail
-            if not verdict.move and gpus[cur] <= cap[col_type[cur]]:
-                c = cur
         chosen[j] = c
         cap[col_type[c]] -= gpus[c]
         if not cap.any():
             break
-    return chosen, notes
+    state = (chosen, deferred, cap, col_type, gpus)
+    kept = _settle_running(problem, x, priority, state, info.current, sticky & eligible, notes)
+    return chosen, notes, kept
 
 
-def keep_leftovers(
-    problem: AllocationProblem, chosen: np.ndarray, capacity: Mapping[GpuType, int], info: RunningInfo
+def _settle_running(
+    problem: AllocationProblem,
+    x: np.ndarray,
+    priority: np.ndarray,
+    state: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    current: np.ndarray,
+    candidates: np.ndarray,
+    notes: dict[int, str],
 ) -> np.ndarray:
-    """Running jobs the greedy passed over keep their column while GPUs of its type are left (work-conserving).
+    """Running jobs the greedy passed over keep their column on left-over GPUs, else take their deferred move.
 
-    They are considered after every job with a positive priority, so they never take GPUs a waiting job won.
+    Highest priority first; this runs after every pick, so it never takes GPUs a waiting job won.
     """
-    col_type, cap = _type_index(problem, capacity)
-    gpus = np.array([c.gpus for c in problem.cells], dtype=np.int64)
-    np.subtract.at(cap, col_type[chosen[chosen >= 0]], gpus[chosen[chosen >= 0]])
+    chosen, deferred, cap, col_type, gpus = state  # updated in place
     kept = np.zeros(problem.num_jobs, dtype=bool)
-    for j in np.flatnonzero(info.running & ~info.signalled & (info.current >= 0) & (chosen < 0)).tolist():
-        c = int(info.current[j])
-        if gpus[c] <= cap[col_type[c]]:
-            cap[col_type[c]] -= gpus[c]
-            kept[j] = True
+    rows = np.flatnonzero(candidates & (chosen < 0))
+    if rows.size == 0:
+        return kept
+    best = np.where(x[rows] > EPS, priority[rows], -np.inf).max(axis=1)
+    for j in rows[np.lexsort((rows, -best))].tolist():
+        cur, alt = int(current[j]), int(deferred[j])
+        if cur >= 0 and gpus[cur] <= cap[col_type[cur]]:
+            chosen[j], kept[j] = cur, True
+        elif alt >= 0 and gpus[alt] <= cap[col_type[alt]]:
+            chosen[j] = alt
+            notes[j] = f"its GPUs went to higher-priority jobs, so it moves although {notes[j][len('stays: ') :]}"
+        if chosen[j] >= 0:
+            cap[col_type[chosen[j]]] -= gpus[chosen[j]]
     return kept
 
 
@@ -114,9 +138,7 @@ def plan_round(
     n = problem.num_jobs
     eligible = np.ones(n, dtype=bool) if eligible is None else eligible
     capacity = problem.capacity if capacity is None else capacity
-    chosen, notes = greedy(problem, x, priority, eligible, capacity, info, config)
-    kept = keep_leftovers(problem, chosen, capacity, info)
-    col = np.where(kept, info.current, chosen)
+    col, notes, kept = greedy(problem, x, priority, eligible, capacity, info, config)
     masked = np.where(x > EPS, priority, -np.inf)
     best = masked.max(axis=1) if n and problem.cells else np.zeros(n)
     pri = np.where(col >= 0, priority[np.arange(n), np.maximum(col, 0)] if problem.cells else 0.0, best)
@@ -141,10 +163,11 @@ def _explain(
     if running and info.signalled[j]:
         return Reason.SCHEDULED, f"restarts as {cell.short()} after its checkpoint"
     if running and c == cur:
+        if note:
+            return Reason.KEPT, f"{note} (X {x[j, c]:.2f})"
         if kept:
             return Reason.KEPT, "kept: GPUs of its type left over after the round's picks"
-        text = "lease renewed" if not note else f"stays: {note}"
-        return Reason.KEPT, f"{text} (X {x[j, c]:.2f})"
+        return Reason.KEPT, f"lease renewed (X {x[j, c]:.2f})"
     if running:
         old = problem.cells[cur] if cur >= 0 else None
         reason = Reason.RESIZED if old is not None and old.gpu_type == cell.gpu_type else Reason.MOVED
