@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from slurmplan.domain import ValidationError
-from slurmplan.sim.cluster import GAVEL_CLUSTER
+from slurmplan.sim.cluster import CRIUS_CLUSTER, GAVEL_CLUSTER
 from slurmplan.sim.engine import SimOptions
 from slurmplan.sim.metrics import summarize
 from slurmplan.sim.report import format_table, to_json, write_outputs
@@ -52,9 +52,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     gen.add_argument("--rate", type=float, default=None, help="arrivals per hour (default 1.5 Gavel, 40 llm)")
     gen.add_argument("--seed", type=int, default=0)
     gen.add_argument("--window", default=None, help="A:B marks jobs A..B-1 as measured (Gavel traces)")
-    gen.add_argument("--models", default=None, help="comma-separated catalog models (llm; default all)")
+    gen.add_argument("--models", default=None, help="comma-separated catalog models (llm; default 0.1B-30B)")
     gen.add_argument("--gpu-types", default="a100,a40,a10,v100", help="requested types to draw from (llm)")
     gen.add_argument("--throughputs", default=None, help="Gavel-format throughput table")
+    gen.add_argument("--cluster", default=CRIUS_CLUSTER, help="cluster whose feasibility shapes requests (llm)")
     gen.add_argument("--out", required=True, help="output file")
     gen.set_defaults(func=cmd_trace_generate)
     check = tsub.add_parser("check", help="validate a trace; errors name the line and field")
@@ -105,18 +106,18 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def cmd_trace_generate(args: argparse.Namespace) -> int:
     from slurmplan.perf.gavel_table import load_gavel_table
-    from slurmplan.sim.generate import LlmTraceConfig, gavel_trace, llm_trace
+    from slurmplan.sim.generate import LLM_MODELS, LlmTraceConfig, gavel_trace, llm_trace, perf_feasible
     from slurmplan.sim.trace import write_trace
 
     if args.kind == "llm":
         config = LlmTraceConfig(
             num_jobs=args.jobs,
             rate_per_h=args.rate or 40.0,
-            models=tuple(m.strip() for m in args.models.split(",")) if args.models else (),
+            models=tuple(m.strip() for m in args.models.split(",")) if args.models else LLM_MODELS,
             gpu_types=tuple(t.strip().lower() for t in args.gpu_types.split(",")),
             seed=args.seed,
         )
-        jobs = llm_trace(config)
+        jobs = llm_trace(config, perf_feasible(args.cluster))
     else:
         window = None
         if args.window:

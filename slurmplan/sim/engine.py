@@ -71,6 +71,7 @@ class Simulation:
         )
         self.backend = SimBackend(nodes=cluster.nodes(), rate_fn=self._rate, reconfig_cost_s=options.reconfig_cost_s)
         self.backend.on_finish = self._finished
+        self._node_gpus = {g.gpu_type: g.gpus_per_node for g in cluster.groups}
         self.state = SchedulerState()
         self.arrivals: Sequence[Workload] = sorted(self.workloads.values(), key=lambda w: (w.trace.arrival_s, w.job_id))
         self._next_arrival = 0
@@ -107,6 +108,8 @@ class Simulation:
             w = self.arrivals[self._next_arrival]
             self._next_arrival += 1
             t = w.trace
+            gpu_type = t.gpu_type or (w.requested.cell.gpu_type if w.requested else None)
+            per_node = min(t.gpus, self._node_gpus.get(gpu_type, t.gpus)) if gpu_type else t.gpus
             self.backend.submit(
                 SimJob(
                     job_id=t.job_id,
@@ -114,9 +117,9 @@ class Simulation:
                     work_total=w.work_total,
                     account=t.account,
                     name=t.job_type or t.model or "",
-                    gpu_type=t.gpu_type or (w.requested.cell.gpu_type if w.requested else None),
-                    gpus_per_node=t.gpus,
-                    node_count=1,
+                    gpu_type=gpu_type,
+                    gpus_per_node=per_node,
+                    node_count=-(-t.gpus // per_node),
                 )
             )
 

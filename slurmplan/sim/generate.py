@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from slurmplan.domain import JobClass, ValidationError
@@ -87,12 +87,32 @@ PHILLY_GPUS: tuple[tuple[int, float], ...] = ((1, 0.35), (2, 0.15), (4, 0.2), (8
 """GPU-count mix in the spirit of the Philly trace (mostly small jobs, a tail of large ones)."""
 
 
+LLM_MODELS: tuple[str, ...] = (
+    "bert-large",
+    "roberta-large",
+    "t5-large",
+    "vit-b",
+    "gpt2-1.5b",
+    "megatron-1.7b",
+    "megatron-3.6b",
+    "llama2-7b",
+    "megatron-7.5b",
+    "llama2-13b",
+    "megatron-18b",
+    "llama-30b",
+)
+"""Catalog models of Rubick's and Crius's size range (0.1B-30B); the 70B+ ones need more than most requests."""
+
+FeasibleFn = Callable[[str, int, str], bool]
+"""(model, GPUs, GPU type) -> whether the performance model finds any plan for that request."""
+
+
 @dataclass(frozen=True)
 class LlmTraceConfig:
     num_jobs: int = 1000
     rate_per_h: float = 40.0
-    models: tuple[str, ...] = ()
-    """Catalog models to draw from; empty takes every model of ``perf.models.list_models()``."""
+    models: tuple[str, ...] = LLM_MODELS
+    """Catalog models to draw from."""
     gpu_types: tuple[str, ...] = ("a100", "a40", "a10", "v100")
     accounts: tuple[str, ...] = ("vision", "nlp", "speech", "research")
     guaranteed_accounts: tuple[str, ...] = ("nlp",)
@@ -109,10 +129,33 @@ class LlmTraceConfig:
     seed: int = 0
 
 
-def _catalog_models() -> tuple[str, ...]:
-    from slurmplan.perf.models import list_models
+def perf_feasible(cluster: str) -> FeasibleFn:
+    """Feasibility from the performance model on ``cluster`` (memoised: one search per model and size)."""
+    from slurmplan.domain import Cluster, Hints
+    from slurmplan.perf.candidates import job_candidates
+    from slurmplan.sim.cluster import parse_cluster
 
-    return tuple(list_models())
+    nodes = Cluster(parse_cluster(cluster).nodes())
+    memo: dict[tuple[str, int], set[tuple[str, int]]] = {}
+
+    def feasible(model: str, gpus: int, gpu_type: str) -> bool:
+        if (model, gpus) not in memo:
+            cands = job_candidates(Hints(model=model, gpus=gpus), nodes, ())
+            memo[(model, gpus)] = {(c.cell.gpu_type, c.cell.gpus) for c in cands if c.throughput > 0}
+        return (gpu_type, gpus) in memo[(model, gpus)]
+
+    return feasible
+
+
+def _workable(feasible: FeasibleFn | None, model: str, gpus: int, gpu_type: str, limit: int = 64) -> int | None:
+    """Rubick's rule: a request the model cannot run with becomes the next workable count (doubling)."""
+    if feasible is None:
+        return gpus
+    while gpus <= limit:
+        if feasible(model, gpus, gpu_type):
+            return gpus
+        gpus *= 2
+    return None
 
 
 def _draw_gpus(rng: random.Random, mix: Sequence[tuple[int, float]]) -> int:
@@ -124,9 +167,14 @@ def _draw_gpus(rng: random.Random, mix: Sequence[tuple[int, float]]) -> int:
     return mix[-1][0]
 
 
-def llm_trace(config: LlmTraceConfig = LlmTraceConfig()) -> list[TraceJob]:
-    """An LLM-heavy trace; every draw comes from one seeded stream, so it is a function of the config."""
-    models = config.models or _catalog_models()
+def llm_trace(config: LlmTraceConfig = LlmTraceConfig(), feasible: FeasibleFn | None = None) -> list[TraceJob]:
+    """An LLM-heavy trace; every draw comes from one seeded stream, so it is a function of the config.
+
+    With ``feasible`` (see ``perf_feasible``) a request the model cannot run with is raised to the next workable
+    GPU count and its duration shortened to keep its GPU-hours, as Rubick built its traces; a job with no
+    workable count up to 64 GPUs keeps its request (and will be reported unschedulable).
+    """
+    models = config.models
     if not models:
         raise ValidationError("models", models, "at least one catalog model", "llm trace")
     rng = random.Random(config.seed)
@@ -145,6 +193,9 @@ def llm_trace(config: LlmTraceConfig = LlmTraceConfig()) -> list[TraceJob]:
         deadline = None
         if rng.random() < config.deadline_share:
             deadline = t + rng.uniform(*config.deadline_slack) * duration
+        workable = _workable(feasible, model, gpus, gpu_type)
+        if workable is not None and workable != gpus:
+            duration, gpus = duration * gpus / workable, workable
         hints: dict[str, object] = {}
         if rng.random() < config.elastic_share:
             hints = {"min_gpus": max(1, gpus // 2), "max_gpus": gpus * 2}

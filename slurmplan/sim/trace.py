@@ -79,7 +79,8 @@ class TraceJob:
     def hints(self) -> Hints:
         """The hints a user would have given sbatch for this job (what the daemon would read)."""
         extra = dict(self.extra_hints)
-        types = tuple(extra.pop("gpu_types", ()) or ((self.gpu_type,) if self.gpu_type else ()))
+        # the requested type is Slurm's --gres request; only an explicit gpu_types hint restricts the types
+        types = tuple(extra.pop("gpu_types", ()))
         return Hints(
             managed=True,
             model=self.model,
