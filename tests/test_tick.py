@@ -34,8 +34,8 @@ def test_first_tick_holds_unchosen_and_starts_chosen_with_the_plan_comment() -> 
     policy = FixedPolicy({1: {Cell("a100", 8): 1.0}})
     out = decide(TickInput(T0, cluster(a100=(1, 8)), jobs), policy, SchedulerState())
     assert out.new_round and out.state.round_index == 1
-    assert kinds(out) == [(1, ActionKind.UPDATE), (2, ActionKind.HOLD)]
-    update = out.actions[0]
+    assert kinds(out) == [(2, ActionKind.HOLD), (1, ActionKind.UPDATE)]  # GPUs are freed before jobs start
+    update = out.actions[1]
     assert (update.gpu_type, update.gpus_per_node, update.node_count, update.nodelist) == ("a100", 8, 1, ("a100-0",))
     # T0 = 22:13:20 UTC; the lease ends one 6-minute round later.
     assert update.admin_comment == "slurmplan: a100x8 dp8 tp1 pp1 mb1 ga1 | round 1 | lease until 22:19"
@@ -46,7 +46,7 @@ def test_second_tick_with_the_same_input_emits_nothing_new() -> None:
     jobs = (mjob(1, {"a100": {2: 20.0}}, gpus=2), mjob(2, {"a100": {8: 70.0}}, gpus=8, held=False))
     inp = TickInput(T0, cluster(a100=(1, 8)), jobs)
     first = decide(inp, RequestedPolicy(), SchedulerState())
-    assert kinds(first) == [(1, ActionKind.UPDATE), (1, ActionKind.RELEASE), (2, ActionKind.HOLD)]
+    assert kinds(first) == [(2, ActionKind.HOLD), (1, ActionKind.UPDATE), (1, ActionKind.RELEASE)]
     second = decide(inp, RequestedPolicy(), first.state)
     assert not second.new_round and second.actions == ()
     later = decide(replace(inp, now=T0 + 60), RequestedPolicy(), second.state)

@@ -12,7 +12,16 @@ from dataclasses import replace
 
 import numpy as np
 
-from slurmplan.domain import Action, Allocation, AllocationProblem, Assignment, JobId, Reason, ValidationError
+from slurmplan.domain import (
+    Action,
+    ActionKind,
+    Allocation,
+    AllocationProblem,
+    Assignment,
+    JobId,
+    Reason,
+    ValidationError,
+)
 from slurmplan.mechanism.actions import RoundStamp, job_actions
 from slurmplan.mechanism.placement import Placed, PlacementRequest, place
 from slurmplan.mechanism.priorities import EPS, priorities, received_share
@@ -26,6 +35,17 @@ log = logging.getLogger(__name__)
 
 _CHOSEN_REASONS = (Reason.SCHEDULED, Reason.KEPT, Reason.MOVED, Reason.RESIZED)
 _MOVES = (Reason.MOVED, Reason.RESIZED)
+_PHASE = {
+    ActionKind.SIGNAL: 0,
+    ActionKind.REQUEUE: 0,
+    ActionKind.REQUEUE_HOLD: 0,
+    ActionKind.CANCEL: 0,
+    ActionKind.HOLD: 1,
+    ActionKind.UPDATE: 2,
+    ActionKind.RELEASE: 3,
+    ActionKind.ANNOTATE: 4,
+}
+"""Order of a tick's actions: free GPUs first (stop, hold), then update and release the jobs that start."""
 
 
 def align(allocation: Allocation | None, problem: AllocationProblem) -> np.ndarray:
@@ -210,6 +230,7 @@ def decide(inp: TickInput, policy, state: SchedulerState) -> TickOutput:  # noqa
         acts, new_states[mj.job.job_id] = job_actions(mj, a, st, inp.now, stamp, config)
         actions.extend(acts)
         assignments.append(a)
+    actions.sort(key=lambda a: _PHASE[a.kind])  # stable: job order kept within a phase
     if new_round:
         log.info("round %d: %d jobs, %d actions", round_index, problem.num_jobs, len(actions))
     out_state = SchedulerState(round_index, round_start, new_states, inp.now, allocation)
