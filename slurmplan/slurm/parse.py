@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from slurmplan.domain import ValidationError
 
@@ -156,3 +157,157 @@ def _compress_numbers(nums: list[int], width: int) -> str:
         if n is not None:
             start = prev = n
     return ",".join(spans)
+
+
+# ----------------------------------------------------------------------------------------------- GRES / TRES
+
+_GRES_RE = re.compile(r"^(?P<name>[A-Za-z][A-Za-z0-9_\-]*)(?::(?P<type>[A-Za-z0-9_.\-]+?))??(?::(?P<count>\d+))?$")
+_SUFFIXES = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
+_NULLS = ("", "(null)", "N/A", "none", "None")
+
+
+@dataclass(frozen=True)
+class Gres:
+    """One generic resource: ``gpu:a100:4`` -> name ``gpu``, type ``a100``, count 4.
+
+    ``indices`` are the device indices from ``(IDX:0-1,3)`` when Slurm printed them (``gres_used``);
+    ``sockets`` the socket affinity from ``(S:0-1)`` (``gres`` of a node).
+    """
+
+    name: str
+    type: str | None
+    count: int
+    indices: tuple[int, ...] | None = None
+    sockets: tuple[int, ...] | None = None
+
+    def format(self) -> str:
+        """Back to Slurm's form, without the parenthesised detail: ``gpu:a100:4``."""
+        parts = [self.name, *([self.type] if self.type else []), str(self.count)]
+        return ":".join(parts)
+
+
+def _int_list(text: str, field: str) -> tuple[int, ...] | None:
+    """``0-1,3`` -> (0, 1, 3); ``N/A`` -> None."""
+    if text in _NULLS:
+        return None
+    out: list[int] = []
+    for piece in text.split(","):
+        m = _RANGE_RE.match(piece)
+        if not m:
+            raise ValidationError(field, text, "index ranges like '0-1,3' or N/A")
+        lo = int(m.group(1))
+        hi = int(m.group(2)) if m.group(2) else lo
+        if hi < lo:
+            raise ValidationError(field, text, "ranges with low <= high")
+        out.extend(range(lo, hi + 1))
+    return tuple(out)
+
+
+def parse_gres_item(text: str) -> Gres:
+    """One item such as ``gpu:a100:4(S:0-1)``, ``gpu:a100:2(IDX:0-1)``, ``gres:gpu:a100:2`` or ``gres/gpu:a100=2``.
+
+    A missing count means 1 (``gres:gpu`` asks for one GPU), as Slurm reads it.
+    """
+    item = text.strip()
+    detail = ""
+    if item.endswith(")") and "(" in item:
+        item, _, detail = item.partition("(")
+        detail = detail[:-1]
+    if item.startswith(("gres:", "gres/")):
+        item = item[5:]
+    if "=" in item:  # TRES form: gpu:a100=2
+        item, _, count_s = item.partition("=")
+        if not count_s.isdigit():
+            raise ValidationError("gres", text, "a count after '=' such as 'gres/gpu:a100=2'")
+        item = f"{item}:{count_s}"
+    m = _GRES_RE.match(item)
+    if not m:
+        raise ValidationError("gres", text, "name[:type][:count] such as 'gpu:a100:4' or 'gres:gpu:a100:2'")
+    name, gtype, count = m.group("name"), m.group("type"), m.group("count")
+    details = _gres_details(detail, text) if detail else {}
+    indices = _int_list(details["IDX"], "gres index") if "IDX" in details else None
+    sockets = _int_list(details["S"], "gres socket") if "S" in details else None
+    return Gres(name, gtype, int(count) if count is not None else 1, indices, sockets)
+
+
+def _gres_details(detail: str, text: str) -> dict[str, str]:
+    """``IDX:0-1,3`` -> {"IDX": "0-1,3"}; a comma piece without a key continues the previous key's value."""
+    out: dict[str, str] = {}
+    key = None
+    for piece in detail.split(","):
+        k, sep, value = piece.partition(":")
+        if sep and not k[:1].isdigit():
+            key = k
+            out[key] = value
+        elif key is not None:
+            out[key] += "," + piece
+        else:
+            raise ValidationError("gres", text, "details like '(IDX:0-1)' or '(S:0-1)'")
+    return out
+
+
+def parse_gres(text: str | None) -> tuple[Gres, ...]:
+    """A comma-separated GRES list (a node's ``gres``/``gres_used``, a job's ``tres_per_node``)."""
+    if text is None or text.strip() in _NULLS:
+        return ()
+    return tuple(parse_gres_item(part) for part in split_top_level(text.strip()) if part.strip())
+
+
+def format_gres(items: Iterable[Gres]) -> str:
+    return ",".join(g.format() for g in items)
+
+
+def gpu_request(text: str | None) -> tuple[str | None, int]:
+    """(GPU type, count) of the ``gpu`` entries of a GRES string; (None, 0) when there are none.
+
+    When several typed entries are present (``gpu:a100:2,gpu:t4:1``) the type with the largest count wins,
+    since the domain describes a node or a request by one GPU type; counts are summed.
+    """
+    gpus = [g for g in parse_gres(text) if g.name == "gpu"]
+    if not gpus:
+        return None, 0
+    total = sum(g.count for g in gpus)
+    typed = sorted((g for g in gpus if g.type), key=lambda g: -g.count)
+    return (typed[0].type if typed else None), total
+
+
+def format_tres_per_node(gpu_type: str | None, gpus: int) -> str:
+    """The value ``scontrol update TresPerNode=`` takes: ``gres:gpu:a100:2``."""
+    if gpus < 0:
+        raise ValidationError("gpus", gpus, "a count >= 0")
+    return f"gres:gpu:{gpu_type}:{gpus}" if gpu_type else f"gres:gpu:{gpus}"
+
+
+def parse_size_mb(text: str) -> int:
+    """``1G`` -> 1024, ``500M`` -> 500, ``2048`` -> 2048 (Slurm's default unit for memory is MB)."""
+    m = re.match(r"^(\d+(?:\.\d+)?)([KMGTkmgt]?)$", text.strip())
+    if not m:
+        raise ValidationError("memory", text, "a number with an optional K/M/G/T suffix")
+    value, unit = float(m.group(1)), m.group(2).lower()
+    return int(round(value * _SUFFIXES[unit or "m"] / _SUFFIXES["m"]))
+
+
+def parse_tres(text: str | None) -> dict[str, int]:
+    """A TRES string such as ``cpu=2,mem=2G,node=1,billing=2,gres/gpu:a100=2`` -> ``{"cpu": 2, "mem": 2048,
+    "node": 1, "billing": 2, "gres/gpu:a100": 2}`` (memory in MB)."""
+    if text is None or text.strip() in _NULLS:
+        return {}
+    out: dict[str, int] = {}
+    for part in text.strip().split(","):
+        key, sep, value = part.partition("=")
+        if not sep or not key:
+            raise ValidationError("tres", text, "key=value pairs such as 'cpu=2,mem=2G,gres/gpu:a100=2'")
+        out[key] = parse_size_mb(value) if key == "mem" else _tres_count(value, text)
+    return out
+
+
+def _tres_count(value: str, text: str) -> int:
+    m = re.match(r"^(\d+)([KMGTkmgt]?)$", value)
+    if not m:
+        raise ValidationError("tres", text, "integer counts (optionally with K/M/G/T)")
+    return int(m.group(1)) * _SUFFIXES[m.group(2).lower()]
+
+
+def format_tres(tres: dict[str, int]) -> str:
+    """Inverse of :func:`parse_tres` (memory written in MB with an ``M`` suffix)."""
+    return ",".join(f"{k}={v}M" if k == "mem" else f"{k}={v}" for k, v in tres.items())

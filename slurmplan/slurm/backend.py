@@ -1,0 +1,357 @@
+"""The Slurm backend: one ``sinfo --json`` and one ``squeue --json`` per snapshot, ``scontrol``/``scancel``
+per action.
+
+It works on Slurm 22.05 (OpenAPI v0.0.38 data), where ``scontrol show --json`` does not exist yet and pyslurm
+cannot be built. Everything Slurm-specific ends here: nodes and jobs leave as domain values, and a reply of an
+unexpected shape raises :class:`SlurmOutputError` naming the field rather than passing a half-read value on.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from slurmplan.domain import (
+    Action,
+    ActionKind,
+    ActionResult,
+    Cluster,
+    Job,
+    JobState,
+    Node,
+    NodeState,
+    SlurmplanError,
+    Snapshot,
+    ValidationError,
+)
+from slurmplan.slurm.parse import compress_hostlist, expand_hostlist, format_tres_per_node, gpu_request
+from slurmplan.slurm.run import SlurmCommandError, run_slurm
+
+log = logging.getLogger(__name__)
+
+_INFINITE = 0xFFFFFFFE  # Slurm's INFINITE/NO_VAL for 32-bit fields
+_HELD_REASONS = ("JobHeldUser", "JobHeldAdmin")
+_JOB_STATES = {s.name: s for s in JobState}
+_JOB_STATES.update({"REQUEUE_HOLD": JobState.REQUEUED, "REQUEUE_FED": JobState.REQUEUED, "BOOT_FAIL": JobState.FAILED})
+_JOB_STATES.update({"DEADLINE": JobState.TIMEOUT, "RESIZING": JobState.RUNNING, "STOPPED": JobState.SUSPENDED})
+_NODE_BASE = {
+    "idle": NodeState.IDLE,
+    "mixed": NodeState.MIXED,
+    "allocated": NodeState.ALLOCATED,
+    "completing": NodeState.COMPLETING,
+    "down": NodeState.DOWN,
+    "error": NodeState.DOWN,
+    "future": NodeState.DOWN,
+    "drained": NodeState.DRAINED,
+    "draining": NodeState.DRAINED,
+    "unknown": NodeState.UNKNOWN,
+}
+DEFAULT_SIGNAL = "USR2"
+
+
+class SlurmOutputError(SlurmplanError):
+    """A Slurm command answered, but not in the shape this backend reads; the message names the field."""
+
+    def __init__(self, source: str, field: str, problem: str) -> None:
+        self.source = source
+        self.field = field
+        super().__init__(f"{source}: field {field!r}: {problem}")
+
+
+class _Reader:
+    """Typed access to one JSON record, raising :class:`SlurmOutputError` with the field's full path."""
+
+    def __init__(self, record: Any, source: str, path: str) -> None:
+        if not isinstance(record, Mapping):
+            raise SlurmOutputError(source, path, f"expected an object, got {type(record).__name__}")
+        self.record = record
+        self.source = source
+        self.path = path
+
+    def _get(self, key: str, required: bool) -> Any:
+        if key not in self.record:
+            if required:
+                raise SlurmOutputError(self.source, f"{self.path}.{key}", "missing")
+            return None
+        return self.record[key]
+
+    def int(self, key: str, default: int | None = 0, required: bool = True) -> int | None:
+        value = self._get(key, required)
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise SlurmOutputError(self.source, f"{self.path}.{key}", f"expected a number, got {value!r}")
+        return int(value)
+
+    def str(self, key: str, required: bool = True) -> str:
+        value = self._get(key, required)
+        if value is None:
+            return ""
+        if not isinstance(value, str):
+            raise SlurmOutputError(self.source, f"{self.path}.{key}", f"expected a string, got {value!r}")
+        return value
+
+    def strs(self, key: str, required: bool = False) -> tuple[str, ...]:
+        value = self._get(key, required)
+        if value is None:
+            return ()
+        if isinstance(value, str):
+            return tuple(v for v in value.split(",") if v)
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise SlurmOutputError(self.source, f"{self.path}.{key}", f"expected a list of strings, got {value!r}")
+        return tuple(value)
+
+    def parsed(self, key: str, parse: Any, required: bool = True) -> Any:
+        text = self.str(key, required)
+        try:
+            return parse(text)
+        except ValidationError as exc:
+            raise SlurmOutputError(self.source, f"{self.path}.{key}", str(exc)) from exc
+
+
+def _records(payload: Any, key: str, source: str) -> list[Any]:
+    if not isinstance(payload, Mapping):
+        raise SlurmOutputError(source, "(top level)", f"expected an object, got {type(payload).__name__}")
+    errors = payload.get("errors") or []
+    if errors:
+        raise SlurmOutputError(source, "errors", f"Slurm reported {errors!r}")
+    records = payload.get(key)
+    if not isinstance(records, list):
+        raise SlurmOutputError(source, key, f"expected a list, got {type(records).__name__}")
+    return records
+
+
+def node_from_json(record: Any, index: int = 0, source: str = "sinfo --json") -> Node:
+    """One entry of ``sinfo --json``'s ``nodes`` as a domain :class:`Node`."""
+    r = _Reader(record, source, f"nodes[{index}]")
+    base = r.str("state").lower()
+    flags = {f.upper() for f in r.strs("state_flags")}
+    state = _NODE_BASE.get(base, NodeState.UNKNOWN)
+    if flags & {"DRAIN", "FAIL", "MAINTENANCE"} and state is not NodeState.DOWN:
+        state = NodeState.DRAINED
+    elif flags & {"NOT_RESPONDING", "POWERED_DOWN", "POWER_DOWN", "REBOOT_ISSUED"}:
+        state = NodeState.DOWN
+    elif "COMPLETING" in flags and state is NodeState.IDLE:
+        state = NodeState.COMPLETING
+    gpu_type, gpus = r.parsed("gres", gpu_request)
+    used_type, used = r.parsed("gres_used", gpu_request, required=False)
+    return Node(
+        name=r.str("name"),
+        state=state,
+        gpu_type=gpu_type.lower() if gpu_type else None,
+        gpus=gpus,
+        gpus_used=min(used, gpus) if gpus else 0,
+        cpus=r.int("cpus") or 0,
+        cpus_used=r.int("alloc_cpus", required=False) or 0,
+        memory_mb=r.int("real_memory") or 0,
+        memory_used_mb=r.int("alloc_memory", required=False) or 0,
+        features=r.strs("active_features") or r.strs("features"),
+        partitions=r.strs("partitions"),
+    )
+
+
+def _time_limit_s(minutes: int | None) -> int | None:
+    if minutes is None or minutes <= 0 or minutes >= _INFINITE:
+        return None
+    return minutes * 60
+
+
+def job_from_json(
+    record: Any, index: int = 0, source: str = "squeue --json", gpu_types: frozenset[str] = frozenset()
+) -> Job:
+    """One entry of ``squeue --json``'s ``jobs`` as a domain :class:`Job` (totals for CPUs and memory).
+
+    An untyped GPU request constrained to one feature that names a GPU type in ``gpu_types``
+    (``--gres=gpu:2 --constraint=v100``) reads as a request for that type.
+    """
+    r = _Reader(record, source, f"jobs[{index}]")
+    state_name = r.str("job_state").upper()
+    state = _JOB_STATES.get(state_name, JobState.OTHER)
+    reason = r.str("state_reason", required=False)
+    node_count = max(1, r.int("node_count") or 1)
+    gpu_type, per_node = r.parsed("tres_per_node", gpu_request, required=False)
+    if not per_node:
+        job_type, per_job = r.parsed("tres_per_job", gpu_request, required=False)
+        if per_job:
+            gpu_type, per_node = job_type, math.ceil(per_job / node_count)
+    feature = r.str("features", required=False).strip().lower()
+    if per_node and gpu_type is None and feature in gpu_types:
+        gpu_type = feature
+    cpus = r.int("cpus", required=False) or 1
+    per_node_mem = r.int("memory_per_node", default=None, required=False)
+    per_cpu_mem = r.int("memory_per_cpu", default=None, required=False)
+    if per_node_mem is not None and 0 < per_node_mem < _INFINITE:
+        memory_mb = per_node_mem * node_count
+    elif per_cpu_mem is not None and 0 < per_cpu_mem < _INFINITE:
+        memory_mb = per_cpu_mem * cpus
+    else:
+        memory_mb = 0
+    start = r.int("start_time", required=False) or 0
+    priority = r.int("priority", required=False)
+    held = state is JobState.PENDING and (reason in _HELD_REASONS or priority == 0)
+    return Job(
+        job_id=r.int("job_id") or 0,
+        name=r.str("name", required=False),
+        user=r.str("user_name", required=False),
+        account=r.str("account", required=False),
+        partition=r.str("partition", required=False),
+        state=state,
+        state_reason="" if reason == "None" else reason,
+        gpu_type=gpu_type.lower() if gpu_type else None,
+        gpus_per_node=per_node,
+        node_count=node_count,
+        nodes=r.parsed("nodes", expand_hostlist, required=False),
+        cpus=cpus,
+        memory_mb=memory_mb,
+        time_limit_s=_time_limit_s(r.int("time_limit", default=None, required=False)),
+        submit_time=float(r.int("submit_time", required=False) or 0),
+        start_time=float(start) if start and state is not JobState.PENDING else None,
+        comment=r.str("comment", required=False),
+        admin_comment=r.str("admin_comment", required=False),
+        restart_count=r.int("restart_cnt", required=False) or 0,
+        held=held,
+    )
+
+
+def snapshot_from_json(sinfo: Any, squeue: Any, now: float) -> Snapshot:
+    """Build a snapshot from the two parsed JSON documents (pure: tested on recorded output)."""
+    nodes = tuple(node_from_json(n, i) for i, n in enumerate(_records(sinfo, "nodes", "sinfo --json")))
+    types = frozenset(n.gpu_type for n in nodes if n.gpu_type)
+    jobs = tuple(job_from_json(j, i, gpu_types=types) for i, j in enumerate(_records(squeue, "jobs", "squeue --json")))
+    return Snapshot(time=now, cluster=Cluster(nodes=nodes), jobs=jobs)
+
+
+def action_commands(action: Action, current_request: str | None = None) -> list[list[str]]:
+    """The Slurm command lines that carry out ``action`` (pure; an empty list means nothing to do).
+
+    ``current_request`` is the job's ``tres_per_node`` now; an UPDATE of the GPU request depends on it (see
+    :func:`_gpu_fields`). Raises :class:`ValidationError` for an action Slurm cannot carry out.
+    """
+    jid = str(action.job_id)
+    kind = action.kind
+    if kind is ActionKind.HOLD:
+        return [["scontrol", "hold", jid]]
+    if kind is ActionKind.RELEASE:
+        return [["scontrol", "release", jid]]
+    if kind is ActionKind.REQUEUE:
+        return [["scontrol", "requeue", jid]]
+    if kind is ActionKind.REQUEUE_HOLD:
+        return [["scontrol", "requeuehold", jid]]
+    if kind is ActionKind.CANCEL:
+        return [["scancel", jid]]
+    if kind is ActionKind.SIGNAL:
+        return [["scancel", f"--signal={action.signal or DEFAULT_SIGNAL}", "--batch", jid]]
+    if kind is ActionKind.ANNOTATE:
+        return [["scontrol", "update", f"jobid={jid}", f"AdminComment={action.admin_comment or ''}"]]
+    if kind is ActionKind.UPDATE:
+        fields = _update_fields(action, current_request)
+        return [["scontrol", "update", f"jobid={jid}", *fields]] if fields else []
+    raise ValidationError("action kind", kind, f"one of {', '.join(k.value for k in ActionKind)}", "slurm backend")
+
+
+def _gpu_fields(action: Action, current_request: str | None) -> list[str]:
+    """How to change a pending job's GPU request on Slurm 22.05, checked on this platform:
+
+    * the count of a typed request can change (``TresPerNode=gres:gpu:a100:1``);
+    * the *type* of a typed request cannot: Slurm accepts the update but the job then stays pending forever
+      with reason BadConstraints, so it is refused here with the reason;
+    * a typed request cannot become untyped (Slurm refuses "with and without type identification");
+    * an untyped request (``--gres=gpu:N``) moves between types through the node feature named after the
+      type: ``TresPerNode=gres:gpu:N Features=TYPE``. Managed jobs are therefore best submitted untyped
+      with ``--constraint=TYPE``, and nodes should carry their GPU type as a feature.
+    """
+    assert action.gpus_per_node is not None
+    current_type, current_count = gpu_request(current_request) if current_request else (None, 0)
+    typed_now = current_type is not None
+    if typed_now and action.gpu_type is not None and action.gpu_type != current_type:
+        raise ValidationError(
+            "gpu_type",
+            action.gpu_type,
+            f"{current_type} only: Slurm 22.05 cannot change the GPU type of a job submitted with a typed "
+            f"request ({current_request}); submit with --gres=gpu:N --constraint=TYPE to let slurmplan move it",
+            f"update job {action.job_id}",
+        )
+    if typed_now:
+        return [f"TresPerNode={format_tres_per_node(current_type, action.gpus_per_node)}"]
+    fields = [f"TresPerNode={format_tres_per_node(None, action.gpus_per_node)}"]
+    if action.gpu_type is not None:
+        fields.append(f"Features={action.gpu_type}")
+    return fields
+
+
+def _update_fields(action: Action, current_request: str | None) -> list[str]:
+    fields: list[str] = []
+    if action.gpus_per_node is not None:
+        fields += _gpu_fields(action, current_request)
+    elif action.gpu_type is not None:
+        raise ValidationError("gpus_per_node", None, "a GPU count whenever gpu_type is set", "update action")
+    if action.node_count is not None:
+        if action.node_count < 1:
+            raise ValidationError("node_count", action.node_count, "an integer >= 1", "update action")
+        fields.append(f"NumNodes={action.node_count}")
+    if action.nodelist is not None:
+        fields.append(f"ReqNodeList={compress_hostlist(action.nodelist) if action.nodelist else ''}")
+    if action.admin_comment is not None:
+        fields.append(f"AdminComment={action.admin_comment}")
+    return fields
+
+
+class SlurmBackend:
+    """:class:`~slurmplan.domain.ClusterBackend` over Slurm's command-line tools.
+
+    ``env`` is laid over the process environment for every command (e.g. ``{"SLURM_CONF": ...}`` of a
+    development cluster).
+    """
+
+    def __init__(self, env: Mapping[str, str] | None = None, timeout: float = 60.0) -> None:
+        self.env = dict(env or {})
+        self.timeout = timeout
+
+    def _json(self, argv: Sequence[str]) -> Any:
+        proc = run_slurm(argv, self.env, timeout=self.timeout)
+        try:
+            return json.loads(proc.stdout)
+        except json.JSONDecodeError as exc:
+            raise SlurmOutputError(" ".join(argv), "(document)", f"not JSON ({exc})") from exc
+
+    def snapshot(self) -> Snapshot:
+        """Nodes and jobs at one instant: one ``sinfo --json`` and one ``squeue --json`` (all states)."""
+        now = time.time()
+        sinfo = self._json(["sinfo", "--json"])
+        squeue = self._json(["squeue", "--json", "--states=all"])
+        return snapshot_from_json(sinfo, squeue, now)
+
+    def apply(self, actions: list[Action]) -> list[ActionResult]:
+        """Carry out each action in order. A refused action is reported (``ok=False`` with Slurm's message)
+        and the next one still runs; only a Slurm that cannot be run at all raises.
+
+        When an UPDATE changes a GPU request, one ``squeue --json`` first reads the jobs' current requests.
+        """
+        requests: dict[int, str] = {}
+        if any(a.kind is ActionKind.UPDATE and a.gpus_per_node is not None for a in actions):
+            for i, record in enumerate(_records(self._json(["squeue", "--json"]), "jobs", "squeue --json")):
+                r = _Reader(record, "squeue --json", f"jobs[{i}]")
+                requests[r.int("job_id") or 0] = r.str("tres_per_node", required=False)
+        return [self._apply_one(a, requests.get(a.job_id)) for a in actions]
+
+    def _apply_one(self, action: Action, current_request: str | None) -> ActionResult:
+        try:
+            commands = action_commands(action, current_request)
+        except ValidationError as exc:
+            return ActionResult(action, False, str(exc))
+        if not commands:
+            return ActionResult(action, True, "nothing to change")
+        messages: list[str] = []
+        for argv in commands:
+            proc = run_slurm(argv, self.env, timeout=self.timeout, check=False)
+            text = (proc.stderr.strip() or proc.stdout.strip()).replace("\n", " ")
+            if proc.returncode != 0:
+                log.info("job %s: %s refused: %s", action.job_id, action.kind.value, text)
+                return ActionResult(action, False, str(SlurmCommandError(argv, proc.returncode, proc.stderr)))
+            if text:
+                messages.append(text)
+        return ActionResult(action, True, "; ".join(messages) or "ok")

@@ -1,0 +1,251 @@
+"""The Slurm backend against a real local cluster: snapshots read back what sbatch submitted, and every action
+kind changes the queue as ``squeue --json`` then shows. Plus the pure JSON mapping on recorded 22.05 output
+and the errors (a failing command, a missing command, an unexpected JSON shape)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from slurmplan.domain import Action, ActionKind, JobState, NodeState, ValidationError
+from slurmplan.slurm.backend import SlurmBackend, SlurmOutputError, action_commands, snapshot_from_json
+from slurmplan.slurm.run import SlurmCommandError, run_slurm
+
+DATA = Path(__file__).parent / "data"
+LOOP = "while true; do sleep 0.2; done\n"
+
+
+def _recorded() -> tuple[dict, dict]:
+    return (
+        json.loads((DATA / "sinfo_22.05.json").read_text()),
+        json.loads((DATA / "squeue_22.05.json").read_text()),
+    )
+
+
+# ---------------------------------------------------------------------------------------- pure JSON mapping
+
+
+def test_recorded_snapshot_maps_nodes_and_jobs():
+    snap = snapshot_from_json(*_recorded(), now=123.0)
+    a100 = snap.cluster.node("a100n1")
+    assert (a100.gpu_type, a100.gpus, a100.gpus_used, a100.state) == ("a100", 4, 2, NodeState.MIXED)
+    assert a100.partitions == ("gpu", "debug") and "nvlink" in a100.features
+    assert snap.cluster.gpus_by_type() == {"a100": 8, "v100": 8, "t4": 4}
+    jobs = {j.job_id: j for j in snap.jobs}
+    assert (jobs[1].gpu_type, jobs[1].gpus_per_node, jobs[1].nodes, jobs[1].comment) == (
+        "a100",
+        2,
+        ("a100n1",),
+        "hello",
+    )
+    assert (jobs[2].node_count, jobs[2].gpus, jobs[2].time_limit_s) == (2, 8, 1800)
+    assert jobs[3].held and jobs[3].state is JobState.PENDING
+    assert jobs[4].gpu_type is None and jobs[4].gpus == 0
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "field"),
+    [
+        (("nodes", 0, "gres"), 4, "nodes[0].gres"),
+        (("nodes", 1, "cpus"), "many", "nodes[1].cpus"),
+        (("jobs", 2, "job_id"), None, "jobs[2].job_id"),
+        (("jobs", 0, "tres_per_node"), "gres:gpu:a100:x", "jobs[0].tres_per_node"),
+    ],
+)
+def test_unexpected_shape_names_the_field(path, value, field):
+    sinfo, squeue = _recorded()
+    doc = {"nodes": sinfo, "jobs": squeue}[path[0]]
+    target = doc[path[0]][path[1]]
+    if value is None:
+        del target[path[2]]
+    else:
+        target[path[2]] = value
+    with pytest.raises(SlurmOutputError, match=field.replace("[", r"\[").replace("]", r"\]")):
+        snapshot_from_json(sinfo, squeue, now=0.0)
+
+
+def test_drain_flag_folds_into_drained():
+    sinfo, squeue = _recorded()
+    sinfo = copy.deepcopy(sinfo)
+    sinfo["nodes"][1]["state_flags"] = ["DRAIN"]
+    node = snapshot_from_json(sinfo, squeue, 0.0).cluster.nodes[1]
+    assert node.state is NodeState.DRAINED and node.gpus_free == 0
+
+
+def test_action_commands():
+    upd = Action(ActionKind.UPDATE, 7, "v100", 2, 2, ("v100n1", "v100n2"), "slurmplan: v100x4")
+    assert action_commands(upd, "gres:gpu:v100:4") == [
+        [
+            "scontrol",
+            "update",
+            "jobid=7",
+            "TresPerNode=gres:gpu:v100:2",
+            "NumNodes=2",
+            "ReqNodeList=v100n[1-2]",
+            "AdminComment=slurmplan: v100x4",
+        ]
+    ]
+    untyped = action_commands(Action(ActionKind.UPDATE, 7, "t4", 1), "gres:gpu:2")
+    assert untyped == [["scontrol", "update", "jobid=7", "TresPerNode=gres:gpu:1", "Features=t4"]]
+    with pytest.raises(ValidationError, match="cannot change the GPU type"):
+        action_commands(Action(ActionKind.UPDATE, 7, "t4", 1), "gres:gpu:a100:2")
+    assert action_commands(Action(ActionKind.SIGNAL, 7)) == [["scancel", "--signal=USR2", "--batch", "7"]]
+    assert action_commands(Action(ActionKind.UPDATE, 7)) == []
+
+
+def test_missing_command_raises_naming_it():
+    with pytest.raises(SlurmCommandError, match="no-such-slurm-binary.*could not run.*not found"):
+        run_slurm(["no-such-slurm-binary", "--json"])
+
+
+# ----------------------------------------------------------------------------------- against the dev cluster
+
+
+@pytest.mark.slurm
+def test_failing_scontrol_names_command_status_stderr(devcluster):
+    with pytest.raises(SlurmCommandError) as info:
+        run_slurm(["scontrol", "hold", "999999"], devcluster.env)
+    err = info.value
+    assert err.returncode not in (0, None)
+    assert "scontrol hold 999999" in str(err) and f"exit status {err.returncode}" in str(err)
+    assert "Invalid job id" in err.stderr and err.stderr in str(err)
+
+
+@pytest.mark.slurm
+def test_snapshot_reads_submitted_gpu_job(devcluster):
+    backend = SlurmBackend(devcluster.env)
+    job_id = devcluster.sbatch(LOOP, "--gres=gpu:a100:2", "--comment=snap", "--time=10", "-J", "snapjob")
+    devcluster.wait_state(job_id, "RUNNING")
+    snap = backend.snapshot()
+    job = next(j for j in snap.jobs if j.job_id == job_id)
+    assert (job.state, job.gpu_type, job.gpus_per_node, job.comment, job.name) == (
+        JobState.RUNNING,
+        "a100",
+        2,
+        "snap",
+        "snapjob",
+    )
+    assert job.time_limit_s == 600 and job.start_time and len(job.nodes) == 1
+    node = snap.cluster.node(job.nodes[0])
+    assert node.gpu_type == "a100" and node.gpus_used >= 2
+    assert {n.name for n in snap.cluster.nodes} == set(devcluster.cluster.layout.node_names())
+    devcluster.run("scancel", str(job_id))
+
+
+@pytest.mark.slurm
+def test_hold_update_type_and_release(devcluster):
+    """An untyped request with a type constraint moves to another GPU type while held, then runs there."""
+    backend = SlurmBackend(devcluster.env)
+    job_id = devcluster.sbatch(LOOP, "--hold", "--gres=gpu:2", "--constraint=a100", "--time=10")
+    devcluster.wait_state(job_id, "PENDING")
+    assert next(j for j in backend.snapshot().jobs if j.job_id == job_id).gpu_type == "a100"
+    results = backend.apply(
+        [
+            Action(ActionKind.HOLD, job_id),
+            Action(ActionKind.UPDATE, job_id, "t4", 1, 1, None, "slurmplan: t4x1 dp1"),
+        ]
+    )
+    assert all(r.ok for r in results), results
+    record = devcluster.squeue_job(job_id)
+    assert (record["tres_per_node"], record["features"]) == ("gres:gpu:1", "t4")
+    assert record["admin_comment"] == "slurmplan: t4x1 dp1"
+    assert record["priority"] == 0
+    job = next(j for j in backend.snapshot().jobs if j.job_id == job_id)
+    assert job.held and (job.gpu_type, job.gpus_per_node) == ("t4", 1)
+    (released,) = backend.apply([Action(ActionKind.RELEASE, job_id)])
+    assert released.ok
+    running = devcluster.wait_state(job_id, "RUNNING")
+    assert running["nodes"].startswith("t4n")
+    devcluster.run("scancel", str(job_id))
+
+
+@pytest.mark.slurm
+def test_typed_request_count_changes_type_change_refused(devcluster):
+    backend = SlurmBackend(devcluster.env)
+    job_id = devcluster.sbatch(LOOP, "--hold", "--gres=gpu:a100:2", "--time=10")
+    devcluster.wait_state(job_id, "PENDING")
+    (refused,) = backend.apply([Action(ActionKind.UPDATE, job_id, "t4", 1)])
+    assert not refused.ok and "cannot change the GPU type" in refused.message
+    assert devcluster.squeue_job(job_id)["tres_per_node"] == "gres:gpu:a100:2"
+    (count,) = backend.apply([Action(ActionKind.UPDATE, job_id, "a100", 1, nodelist=("a100n2",))])
+    assert count.ok, count
+    record = devcluster.squeue_job(job_id)
+    assert (record["tres_per_node"], record["required_nodes"]) == ("gres:gpu:a100:1", "a100n2")
+    backend.apply([Action(ActionKind.RELEASE, job_id)])
+    assert devcluster.wait_state(job_id, "RUNNING")["nodes"] == "a100n2"
+    devcluster.run("scancel", str(job_id))
+
+
+@pytest.mark.slurm
+def test_update_refused_for_running_job_is_reported_not_raised(devcluster):
+    backend = SlurmBackend(devcluster.env)
+    job_id = devcluster.sbatch(LOOP, "--gres=gpu:t4:1", "--time=10")
+    devcluster.wait_state(job_id, "RUNNING")
+    (result,) = backend.apply([Action(ActionKind.UPDATE, job_id, "t4", 2)])
+    assert not result.ok and "scontrol update" in result.message and "no longer pending" in result.message
+    (again,) = backend.apply([Action(ActionKind.RELEASE, job_id)])  # not held: harmless either way
+    assert isinstance(again.ok, bool)
+    devcluster.run("scancel", str(job_id))
+
+
+@pytest.mark.slurm
+def test_signal_reaches_batch_script_trap(devcluster):
+    marker = devcluster.jobs_dir / "got-usr2"
+    marker.unlink(missing_ok=True)
+    script = f"trap 'echo caught > {marker}; exit 0' USR2\n{LOOP}"
+    job_id = devcluster.sbatch(script, "--gres=gpu:v100:1", "--time=10")
+    devcluster.wait_state(job_id, "RUNNING")
+    (result,) = SlurmBackend(devcluster.env).apply([Action(ActionKind.SIGNAL, job_id, signal="USR2")])
+    assert result.ok, result
+    record = devcluster.wait_state(job_id, "COMPLETED")
+    assert record["exit_code"] == 0 or record["exit_code"] == {"status": "SUCCESS", "return_code": 0}
+    assert marker.read_text().strip() == "caught"
+
+
+@pytest.mark.slurm
+def test_requeue_running_job(devcluster):
+    job_id = devcluster.sbatch(LOOP, "--gres=gpu:v100:1", "--time=10")
+    devcluster.wait_state(job_id, "RUNNING")
+    (result,) = SlurmBackend(devcluster.env).apply([Action(ActionKind.REQUEUE, job_id)])
+    assert result.ok, result
+    record = devcluster.wait_for(
+        job_id, lambda j: j["restart_cnt"] == 1 and j["job_state"] != "COMPLETING", what="requeued"
+    )
+    assert record["job_state"] in ("PENDING", "REQUEUED", "RUNNING", "CONFIGURING")
+    assert record["priority"] > 0  # requeued, not held
+    devcluster.run("scancel", str(job_id))
+
+
+@pytest.mark.slurm
+def test_requeue_hold_then_release(devcluster):
+    backend = SlurmBackend(devcluster.env)
+    job_id = devcluster.sbatch(LOOP, "--gres=gpu:v100:1", "--time=10")
+    devcluster.wait_state(job_id, "RUNNING")
+    (result,) = backend.apply([Action(ActionKind.REQUEUE_HOLD, job_id)])
+    assert result.ok, result
+    record = devcluster.wait_for(
+        job_id, lambda j: j["job_state"] == "PENDING" and j["priority"] == 0, what="pending and held"
+    )
+    assert record["restart_cnt"] == 1
+    job = next(j for j in backend.snapshot().jobs if j.job_id == job_id)
+    assert job.held and job.state is JobState.PENDING and job.restart_count == 1
+    (released,) = backend.apply([Action(ActionKind.RELEASE, job_id)])
+    assert released.ok
+    devcluster.wait_for(job_id, lambda j: j["priority"] > 0, what="released")
+    devcluster.run("scancel", str(job_id))
+
+
+@pytest.mark.slurm
+def test_annotate_and_cancel(devcluster):
+    backend = SlurmBackend(devcluster.env)
+    job_id = devcluster.sbatch(LOOP, "--gres=gpu:t4:1", "--time=10")
+    devcluster.wait_state(job_id, "RUNNING")
+    results = backend.apply([Action(ActionKind.ANNOTATE, job_id, admin_comment="slurmplan: t4x1 | round 3")])
+    assert results[0].ok
+    assert devcluster.squeue_job(job_id)["admin_comment"] == "slurmplan: t4x1 | round 3"
+    (cancel,) = backend.apply([Action(ActionKind.CANCEL, job_id)])
+    assert cancel.ok
+    devcluster.wait_state(job_id, "CANCELLED")
