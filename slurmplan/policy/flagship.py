@@ -7,9 +7,10 @@
   scaled by the same largest feasible factor and the status says so;
 - weighted fairness across Slurm accounts by water filling (Gavel's hierarchical policy) over Gavel's
   normalised effective throughput, fairness or FIFO inside an account;
-- a final pass that hands out leftover capacity and pays ``change_penalty`` (a fraction of the job's fair
-  level) for each running job that stays in its current column, allowed to lower any level by at most
-  ``level_slack`` (default 3%, the same margin as Rubick's 0.97 reconfiguration rule).
+- a final pass that hands out leftover capacity and pays ``change_penalty`` (in units of a one-GPU equal
+  share) for each running job that stays in its current column. By default it may not lower any job's fair
+  level (``level_slack: 0``), so the policy never does worse than LAS on max-min; a site may allow a few
+  percent (e.g. 0.03, Rubick's 0.97 margin) to trade fairness for fewer reconfigurations.
 """
 
 from __future__ import annotations
@@ -34,15 +35,14 @@ def sla_floors(problem: AllocationProblem) -> np.ndarray:
     return np.where(guaranteed, sla, 0.0)
 
 
-def stay_bonus(problem: AllocationProblem, idx, levels: np.ndarray, weights: np.ndarray, penalty: float):
-    """Per-variable bonus: ``penalty * level_m / w_m`` on the variable of each running job's current column."""
+def stay_bonus(problem: AllocationProblem, idx, levels: np.ndarray, penalty: float) -> np.ndarray:
+    """Per-variable bonus: ``penalty * level_m`` on the variable of each running job's current column."""
     bonus = np.zeros(idx.size)
     if problem.current is None or penalty <= 0:
         return bonus
     cur = np.asarray(problem.current, dtype=int)
     on_current = cur[idx.rows] == idx.cols
-    w = np.maximum(weights, 1e-12)
-    per_job = penalty * np.where(levels > 0, levels, 1.0) / w
+    per_job = penalty * np.where(levels > 0, levels, 1.0)
     bonus[on_current] = per_job[idx.rows[on_current]]
     return bonus
 
@@ -52,8 +52,11 @@ class Slurmplan(Policy):
     PARAMS: ClassVar = {
         "inner": Param(str, "fairness", "'fairness' or 'fifo' inside an account", one_of("fairness", "fifo")),
         "max_iterations": Param(int, 8, "a positive integer (water-filling levels)", positive),
+        "min_gain": Param(
+            float, 0.05, "a number in [0, 1): stop water filling below this relative gain", lambda v: 0 <= v < 1
+        ),
         "change_penalty": Param(float, 0.05, "a number >= 0 (fraction of the job's fair level)", non_negative),
-        "level_slack": Param(float, 0.03, "a number in [0, 1)", lambda v: 0 <= v < 1),
+        "level_slack": Param(float, 0.0, "a number in [0, 1)", lambda v: 0 <= v < 1),
         "sla": Param(bool, True, "true (enforce guaranteed jobs' SLA) or false"),
     }
 
@@ -67,7 +70,11 @@ class Slurmplan(Policy):
         if self.params["sla"]:
             floors, phi = feasible_floors(idx, sla_floors(problem), self.solver)
             status = "optimal" if phi >= 1 - 1e-6 else f"sla-scaled:{phi:.3f}"
-        first = max_min(
+        # The stickiness bonus is relative to each job's fair level, which is only known after the levels are
+        # found; the level of the equal-share allocation (score 1 per unit weight) stands in for it.
+        penalty = self.params["change_penalty"]
+        bonus = stay_bonus(problem, idx, np.ones(problem.num_jobs), penalty)
+        res = max_min(
             idx,
             score,
             weights,
@@ -76,30 +83,11 @@ class Slurmplan(Policy):
             water_filling=True,
             max_iterations=self.params["max_iterations"],
             reweight=lambda frozen: entity_weights(problem, inner, frozen),
-            efficiency_pass=False,
+            efficiency_pass=True,
+            bonus=bonus,
+            level_slack=self.params["level_slack"],
+            min_gain=self.params["min_gain"],
         )
-        if not first.ok:
+        if not res.ok:
             return self.empty(problem, "infeasible")
-        bonus = stay_bonus(
-            problem, idx, first.levels, np.where(weights > 0, weights, 1.0), self.params["change_penalty"]
-        )
-        final = _final_pass(idx, score, weights, first.levels, floors, bonus, self.params["level_slack"], self.solver)
-        x = final if final is not None else first.x
-        return self.result(problem, idx.dense(x), first.t, status)
-
-
-def _final_pass(idx, score, weights, levels, floors, bonus, slack, solver) -> np.ndarray | None:
-    """Efficiency plus stickiness at fixed levels (one LP through waterfill's machinery, zero iterations)."""
-    res = max_min(
-        idx,
-        score,
-        weights,
-        solver,
-        floor_thr=floors,
-        max_iterations=0,
-        efficiency_pass=True,
-        bonus=bonus,
-        level_slack=slack,
-        start_levels=levels,
-    )
-    return res.x if res.ok else None
+        return self.result(problem, idx.dense(res.x), res.t, status)

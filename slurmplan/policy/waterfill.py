@@ -62,7 +62,40 @@ def feasible_floors(idx: lp.LpIndex, floor: np.ndarray, solver: str) -> tuple[np
     phi = float(res.x[-1]) if res.ok else 0.0
     if phi < 1.0 - 1e-6:
         log.warning("throughput floors cannot all be met: scaled to %.3f of what was asked", phi)
-    return floor * max(phi - 1e-6, 0.0), phi
+    # Back off a hair below the solver's phi so the later LPs, with more rows, stay feasible.
+    return floor * (1.0 if phi >= 1 - 1e-9 else max(phi - 1e-6, 0.0)), phi
+
+
+class _RebuildModel:
+    """HighsModel's interface over ``lp.solve`` (rebuilds each run): for the cvxpy solvers and cross-checks."""
+
+    def __init__(self, c, a_ub, b_ub, lo, hi, solver: str) -> None:
+        self.c, self.a, self.b = np.array(c, dtype=float), sp.lil_matrix(a_ub), np.array(b_ub, dtype=float)
+        self.lo, self.hi, self.solver = np.array(lo, dtype=float), np.array(hi, dtype=float), solver
+
+    def set_cost(self, c) -> None:
+        self.c = np.array(c, dtype=float)
+
+    def set_col_bounds(self, col: int, lo: float, hi: float) -> None:
+        self.lo[col], self.hi[col] = lo, hi
+
+    def set_row_upper(self, rows, upper) -> None:
+        self.b[rows] = upper
+
+    def set_coeffs(self, rows, col: int, values) -> None:
+        for r, v in zip(rows.tolist(), np.asarray(values).tolist(), strict=True):
+            self.a[r, col] = v
+
+    def run(self) -> lp.LpResult:
+        return lp.solve(self.c, sp.csr_matrix(self.a), self.b, (self.lo, self.hi), self.solver)
+
+
+def _model(c, a, b, lo, hi, solver: str):
+    if solver == "highs":
+        from slurmplan.policy.highs import HighsModel
+
+        return HighsModel(c, a, b, lo, hi)
+    return _RebuildModel(c, a, b, lo, hi, solver)
 
 
 def max_min(
@@ -78,29 +111,46 @@ def max_min(
     efficiency_pass: bool = True,
     bonus: np.ndarray | None = None,
     level_slack: float = 0.0,
-    start_levels: np.ndarray | None = None,
+    min_gain: float = 0.0,
 ) -> MaxMinResult:
     """Maximise ``min_m score_m(X) / w_m`` over jobs with ``w_m > 0`` (and, with water filling, the next minima).
 
     ``score`` holds one coefficient per variable (job m's score is ``sum score[v] x[v]`` over its variables);
     ``floor_thr`` are per-job lower bounds on effective throughput (already feasible, see feasible_floors);
     ``reweight(frozen)`` gives new weights once some jobs froze (the hierarchical policy's redistribution);
-    ``efficiency_pass`` ends with one LP that maximises the weighted sum of scores keeping every level, so no
+    ``efficiency_pass`` ends with one LP that maximises the total score keeping every level, so no
     capacity is left idle that a job could use (the max-min LP alone is indifferent to it). ``bonus`` (one
     value per variable) is added to that pass's objective and ``level_slack`` lets it lower every level by
     that fraction: the flagship uses both to keep running jobs where they are when it costs little fairness.
+    ``min_gain`` stops water filling once a level raises the active jobs by less than that fraction of the
+    highest level reached (each such level typically freezes a single job whose SLA floor already lifts it
+    above the water); the efficiency pass still hands out whatever capacity is left.
+
+    One LP model is built once and edited between levels (t's coefficients, the level bounds, then the
+    objective), so with HiGHS every solve after the first is a warm-started simplex.
     """
     n, nj = idx.size, idx.num_jobs
     s_mat = idx.per_job(score)
     has_var = np.bincount(idx.rows, minlength=nj) > 0
     w = np.where(has_var, np.asarray(weights, dtype=float), 0.0)
     a0, b0 = lp.base_constraints(idx, extra_vars=1)
-    fixed_rows, fixed_b = [a0], [b0]
+    blocks, rhs = [a0], [b0]
     if floor_thr is not None and (floor_thr > 0).any():
         need = floor_thr > 0
-        fixed_rows.append(sp.hstack([-idx.per_job(idx.thr)[need], sp.csr_matrix((need.sum(), 1))], format="csr"))
-        fixed_b.append(-floor_thr[need])
-    levels = np.zeros(nj) if start_levels is None else np.asarray(start_levels, dtype=float).copy()
+        blocks.append(sp.hstack([-idx.per_job(idx.thr)[need], sp.csr_matrix((need.sum(), 1))], format="csr"))
+        rhs.append(-floor_thr[need])
+    first_job_row = sum(blk.shape[0] for blk in blocks)
+    job_rows = np.arange(first_job_row, first_job_row + nj)
+    blocks.append(sp.hstack([-s_mat, sp.csr_matrix(w[:, None])], format="csr"))
+    rhs.append(np.zeros(nj))
+    c = np.zeros(n + 1)
+    c[-1] = -1.0
+    lo, hi = np.zeros(n + 1), np.concatenate([np.ones(n), [np.inf]])
+    model = _model(c, sp.vstack(blocks, format="csr"), np.concatenate(rhs), lo, hi, solver)
+
+    ceiling = np.zeros(nj)
+    np.maximum.at(ceiling, idx.rows, score)
+    levels = np.zeros(nj)
     frozen = ~has_var
     """Bottlenecked jobs (or jobs that can use nothing); a job with weight 0 is inactive but not frozen."""
     x = np.zeros(n)
@@ -109,22 +159,26 @@ def max_min(
         active = ~frozen & (w > 0)
         if not active.any():
             break
+        if it > 0:
+            model.set_coeffs(job_rows, n, np.where(active, w, 0.0))
+            model.set_row_upper(job_rows, -np.where(active, levels, levels * (1 - _LEVEL_SLACK)))
         it += 1
-        res = _level_lp(s_mat, w, levels, active, fixed_rows, fixed_b, n, solver)
+        res = model.run()
         if not res.ok:
             if it == 1:
                 return MaxMinResult(False, x, levels, float("nan"), it, res.message)
             break
-        x, t = res.x[:n], float(res.x[n])
+        x, t = res.x[:n], max(float(res.x[n]), 0.0)
         if it == 1:
             first_t = t
+        gain = float((w[active] * t).max())
         levels = np.where(active, levels + w * t, levels)
-        if not water_filling:
+        if not water_filling or (it > 1 and gain < min_gain * max(levels.max(), 1e-300)):
             break
-        duals = res.duals_ub[-int(active.sum()) - nj : -nj] if res.duals_ub is not None else None
-        tight = np.zeros(nj, dtype=bool)
-        if duals is not None:
-            tight[np.nonzero(active)[0]] = np.abs(duals) > _DUAL_TOL
+        duals = res.duals_ub[job_rows] if res.duals_ub is not None else np.zeros(nj)
+        # A positive dual proves a job cannot rise; so does having reached its own ceiling (a full row in its
+        # best-scoring column), which degenerate simplex duals often fail to show.
+        tight = active & ((np.abs(duals) > _DUAL_TOL) | (levels >= ceiling * (1 - 1e-9)))
         if not tight.any():
             log.debug("water filling: no dual identified a bottleneck; stopping after %d levels", it)
             break
@@ -132,43 +186,15 @@ def max_min(
         if reweight is not None:
             w = np.where(has_var & ~frozen, reweight(frozen), 0.0)
     if efficiency_pass:
-        inv_w = w_sum_weights(weights, has_var)
-        better = _efficiency(s_mat, inv_w, levels * (1 - level_slack), fixed_rows, fixed_b, n, solver, bonus)
-        if better is not None:
-            x = better
+        # Unweighted total score: weights already shaped the levels; favouring low-weight jobs here would undo it.
+        gain_coef = s_mat.T @ np.ones(nj) if bonus is None else s_mat.T @ np.ones(nj) + bonus
+        model.set_coeffs(job_rows, n, np.zeros(nj))
+        model.set_row_upper(job_rows, -levels * (1 - level_slack) * (1 - _LEVEL_SLACK))
+        model.set_col_bounds(n, 0.0, 0.0)
+        model.set_cost(np.concatenate([-gain_coef, [0.0]]))
+        res = model.run()
+        if res.ok:
+            x = res.x[:n]
         elif it == 0:
             return MaxMinResult(False, x, levels, first_t, it, "efficiency pass failed")
     return MaxMinResult(True, x, levels, first_t, it)
-
-
-def w_sum_weights(weights: np.ndarray, has_var: np.ndarray) -> np.ndarray:
-    """Weights for the efficiency pass: each job's score counted once, scaled by 1/w like the max-min."""
-    w = np.asarray(weights, dtype=float)
-    return np.where(has_var & (w > 0), 1.0 / np.maximum(w, 1e-12), 1.0)
-
-
-def _level_lp(s_mat, w, levels, active, fixed_rows, fixed_b, n, solver) -> lp.LpResult:
-    """max t s.t. score_m >= level_m + w_m t (active m), score_m >= level_m (all m), fixed rows."""
-    act = np.nonzero(active)[0]
-    t_rows = sp.hstack([-s_mat[act], sp.csr_matrix(w[act][:, None])], format="csr")
-    keep = sp.hstack([-s_mat, sp.csr_matrix((s_mat.shape[0], 1))], format="csr")
-    a = sp.vstack([*fixed_rows, t_rows, keep], format="csr")
-    b = np.concatenate([*fixed_b, -levels[act], -levels * (1 - _LEVEL_SLACK)])
-    c = np.zeros(n + 1)
-    c[-1] = -1.0
-    lo = np.zeros(n + 1)
-    hi = np.concatenate([np.ones(n), [np.inf]])
-    return lp.solve(c, a, b, (lo, hi), solver)
-
-
-def _efficiency(s_mat, inv_w, levels, fixed_rows, fixed_b, n, solver, bonus=None) -> np.ndarray | None:
-    """max sum_m score_m / w_m (+ bonus) keeping every job at or above its level (None if the LP fails)."""
-    keep = sp.hstack([-s_mat, sp.csr_matrix((s_mat.shape[0], 1))], format="csr")
-    a = sp.vstack([*fixed_rows, keep], format="csr")
-    b = np.concatenate([*fixed_b, -levels * (1 - _LEVEL_SLACK)])
-    gain = s_mat.T @ inv_w if bonus is None else s_mat.T @ inv_w + bonus
-    c = np.concatenate([-gain, [0.0]])
-    lo = np.zeros(n + 1)
-    hi = np.concatenate([np.ones(n), [0.0]])
-    res = lp.solve(c, a, b, (lo, hi), solver)
-    return res.x[:n] if res.ok else None

@@ -1,0 +1,77 @@
+"""One LP kept alive in HiGHS across a sequence of small changes (warm starts).
+
+Water filling and the flagship solve the same LP several times with a few coefficients, bounds or the
+objective changed. Rebuilding it each time through ``scipy.optimize.linprog`` costs a full solve (~0.5 s at
+2,048 jobs); changing the live model and re-running dual/primal simplex from the previous basis costs a
+fraction of that. highspy comes with cvxpy (its HIGHS interface), so this adds no dependency.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import highspy
+import numpy as np
+import scipy.sparse as sp
+
+from slurmplan.policy.lp import LpResult
+
+log = logging.getLogger(__name__)
+
+_IPM_ABOVE = 4000
+"""Variables above which the first solve uses interior point (then crossover, which yields a warm basis)."""
+
+
+class HighsModel:
+    """``min c @ v`` s.t. ``a_ub @ v <= b_ub``, ``lo <= v <= hi``, editable in place and re-solved warm."""
+
+    def __init__(self, c: np.ndarray, a_ub: sp.spmatrix, b_ub: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> None:
+        self.n = len(c)
+        self.m = a_ub.shape[0]
+        a = sp.csc_matrix(a_ub)
+        lp = highspy.HighsLp()
+        lp.num_col_ = self.n
+        lp.num_row_ = self.m
+        lp.col_cost_ = np.asarray(c, dtype=float)
+        lp.col_lower_ = np.where(np.isfinite(lo), lo, -highspy.kHighsInf)
+        lp.col_upper_ = np.where(np.isfinite(hi), hi, highspy.kHighsInf)
+        lp.row_lower_ = np.full(self.m, -highspy.kHighsInf)
+        lp.row_upper_ = np.asarray(b_ub, dtype=float)
+        lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+        lp.a_matrix_.start_ = a.indptr
+        lp.a_matrix_.index_ = a.indices
+        lp.a_matrix_.value_ = a.data
+        self._h = highspy.Highs()
+        self._h.setOptionValue("output_flag", False)
+        self._h.passModel(lp)
+        self._runs = 0
+
+    def set_cost(self, c: np.ndarray) -> None:
+        self._h.changeColsCost(self.n, np.arange(self.n, dtype=np.int32), np.asarray(c, dtype=float))
+
+    def set_col_bounds(self, col: int, lo: float, hi: float) -> None:
+        self._h.changeColBounds(col, lo, hi if np.isfinite(hi) else highspy.kHighsInf)
+
+    def set_row_upper(self, rows: np.ndarray, upper: np.ndarray) -> None:
+        rows = np.asarray(rows, dtype=np.int32)
+        lower = np.full(len(rows), -highspy.kHighsInf)
+        self._h.changeRowsBounds(len(rows), rows, lower, np.asarray(upper, dtype=float))
+
+    def set_coeffs(self, rows: np.ndarray, col: int, values: np.ndarray) -> None:
+        for r, v in zip(rows.tolist(), np.asarray(values, dtype=float).tolist(), strict=True):
+            self._h.changeCoeff(r, col, v)
+
+    def run(self) -> LpResult:
+        """Solve (interior point the first time on large models, then simplex from the last basis)."""
+        first_large = self._runs == 0 and self.n > _IPM_ABOVE
+        self._h.setOptionValue("solver", "ipm" if first_large else "simplex")
+        self._runs += 1
+        self._h.run()
+        status = self._h.getModelStatus()
+        if status != highspy.HighsModelStatus.kOptimal:
+            text = self._h.modelStatusToString(status)
+            log.warning("LP %s", text)
+            return LpResult(False, text.lower(), np.zeros(self.n), float("nan"), None, text)
+        sol = self._h.getSolution()
+        obj = self._h.getInfo().objective_function_value
+        return LpResult(True, "optimal", np.asarray(sol.col_value), float(obj), np.asarray(sol.row_dual))
