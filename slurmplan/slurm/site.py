@@ -214,3 +214,29 @@ def install_site(layout: SiteLayout, *, dry_run: bool = False, build: bool = Tru
         results.append(InstallResult(layout.plugin_dir / "slurmplan_spank.so", "skipped", note="plugin not built"))
     edits, skipped = conf_edits(layout)
     return results + install(edits, layout, dry_run=dry_run) + skipped
+
+
+# ------------------------------------------------------------------------------------------------- plan-env
+
+
+def job_admin_comment(job_id: int) -> str:
+    """The job's admin comment from ``squeue --json`` (what a job script can read on a cluster without the plugin)."""
+    import json
+
+    from slurmplan.slurm.run import run_slurm
+
+    data = json.loads(run_slurm(["squeue", "--json", "--states=all", "-j", str(job_id)]).stdout)
+    for job in data.get("jobs", []):
+        if job.get("job_id") == job_id:
+            return str(job.get("admin_comment") or "")
+    raise ValidationError("job_id", job_id, "a job squeue knows", "plan-env")
+
+
+def plan_env_for_job(job_id: int, admin_comment: str | None = None) -> dict[str, str]:
+    """The ``SLURMPLAN_*`` variables the SPANK plugin would export, from the decision in the admin comment."""
+    from slurmplan.slurm.hints import parse_decision, plan_environment
+
+    decision = parse_decision(job_admin_comment(job_id) if admin_comment is None else admin_comment)
+    if decision is None:
+        return {}
+    return {**plan_environment(*decision), "SLURMPLAN_PLAN_SOURCE": "admin-comment"}

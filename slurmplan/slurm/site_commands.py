@@ -6,11 +6,13 @@ import argparse
 import json
 import logging
 import os
+import shlex
 from dataclasses import asdict
 from pathlib import Path
 
 from slurmplan.control.hook import EVENTS, run_hook
-from slurmplan.slurm.site import DEFAULT_CONFIG, DEFAULT_PLUGIN_DIR, SiteLayout, install_site
+from slurmplan.domain import ValidationError
+from slurmplan.slurm.site import DEFAULT_CONFIG, DEFAULT_PLUGIN_DIR, SiteLayout, install_site, plan_env_for_job
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +34,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     inst.add_argument("--json", action="store_true", help="print the results as JSON")
     inst.set_defaults(func=_install)
     site.set_defaults(func=lambda _args: site.print_help() or 2)
+
+    env = site_sub.add_parser(
+        "plan-env",
+        help="print the job's assigned plan as SLURMPLAN_* variables (for job scripts on clusters without the "
+        'SPANK plugin): eval "$(slurmplan site plan-env --shell)"',
+    )
+    env.add_argument("--job-id", type=int, default=None, help="the job (default $SLURM_JOB_ID)")
+    env.add_argument("--shell", action="store_true", help="print `export NAME=value` lines")
+    env.add_argument("--json", action="store_true", help="print a JSON object")
+    env.set_defaults(func=_plan_env)
 
     hook = subparsers.add_parser(
         "hook",
@@ -58,6 +70,23 @@ def _install(args: argparse.Namespace) -> int:
         extra = f" (backup {r.backup})" if r.backup else (f" ({r.note})" if r.note else "")
         print(f"{verb}{r.status:9} {layout.at(r.dest)}{extra}")
     return 0
+
+
+def _plan_env(args: argparse.Namespace) -> int:
+    job_id = args.job_id
+    if job_id is None:
+        raw = os.environ.get("SLURM_JOB_ID", "")
+        if not raw.isdigit():
+            raise ValidationError("--job-id", raw, "a job id, or run inside a job (SLURM_JOB_ID)", "plan-env")
+        job_id = int(raw)
+    values = plan_env_for_job(job_id)
+    if args.json:
+        print(json.dumps(values, sort_keys=True))
+    else:
+        prefix = "export " if args.shell else ""
+        for name, value in values.items():
+            print(f"{prefix}{name}={shlex.quote(value)}")
+    return 0 if values else 1
 
 
 def _hook(args: argparse.Namespace) -> int:
