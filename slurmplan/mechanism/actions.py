@@ -10,9 +10,10 @@ when the same decision was already sent (``JobState.sent``): the applier's journ
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from slurmplan.domain import Action, ActionKind, Assignment, Cell, Job, Plan, Reason
+from slurmplan.domain import Action, ActionKind, Assignment, Cell, Job, JobId, Plan, Reason
 from slurmplan.mechanism.problem import PENDING_STATES, RUNNING_STATES
 from slurmplan.mechanism.state import evolve
 from slurmplan.tick import JobState, ManagedJob, TickConfig
@@ -20,6 +21,18 @@ from slurmplan.tick import JobState, ManagedJob, TickConfig
 PREFIX = "slurmplan:"
 SEPARATOR = " || "
 """Admin comment layout shared with ``slurm/hints.py``: ``<hints> || <decision>`` (hints never rewritten)."""
+
+PHASE = {
+    ActionKind.SIGNAL: 0,
+    ActionKind.REQUEUE: 0,
+    ActionKind.REQUEUE_HOLD: 0,
+    ActionKind.CANCEL: 0,
+    ActionKind.HOLD: 1,
+    ActionKind.UPDATE: 2,
+    ActionKind.RELEASE: 3,
+    ActionKind.ANNOTATE: 4,
+}
+"""Order of a tick's actions: free GPUs first (stop, hold), then update and release the jobs that start."""
 
 STOPPING = (Reason.PREEMPTED, Reason.MOVED, Reason.RESIZED, Reason.SCHEDULED)
 """Reasons that, for a running job, mean it must leave its current configuration."""
@@ -146,3 +159,23 @@ def job_actions(
         if a.reason is Reason.KEPT:
             return _annotate(job, a, st, stamp)
     return [], st
+
+
+def plan_actions(
+    decided: Sequence[tuple[ManagedJob, Assignment]],
+    states: Mapping[JobId, JobState],
+    now: float,
+    stamp: RoundStamp,
+    config: TickConfig,
+) -> tuple[list[Action], dict[JobId, JobState]]:
+    """Actions for every decided job, ordered so GPUs are freed (stop, hold) before jobs are started.
+
+    ``states`` must hold each job's state after this tick's decision; the returned states record what was sent.
+    """
+    actions: list[Action] = []
+    out: dict[JobId, JobState] = {}
+    for mj, a in decided:
+        acts, out[mj.job.job_id] = job_actions(mj, a, states[mj.job.job_id], now, stamp, config)
+        actions.extend(acts)
+    actions.sort(key=lambda a: PHASE[a.kind])  # stable: job order is kept within a phase
+    return actions, out

@@ -13,8 +13,6 @@ from dataclasses import replace
 import numpy as np
 
 from slurmplan.domain import (
-    Action,
-    ActionKind,
     Allocation,
     AllocationProblem,
     Assignment,
@@ -22,7 +20,7 @@ from slurmplan.domain import (
     Reason,
     ValidationError,
 )
-from slurmplan.mechanism.actions import RoundStamp, job_actions
+from slurmplan.mechanism.actions import RoundStamp, plan_actions
 from slurmplan.mechanism.placement import Placed, PlacementRequest, place
 from slurmplan.mechanism.priorities import EPS, priorities, received_share
 from slurmplan.mechanism.problem import ProblemContext, build_problem
@@ -35,17 +33,6 @@ log = logging.getLogger(__name__)
 
 _CHOSEN_REASONS = (Reason.SCHEDULED, Reason.KEPT, Reason.MOVED, Reason.RESIZED)
 _MOVES = (Reason.MOVED, Reason.RESIZED)
-_PHASE = {
-    ActionKind.SIGNAL: 0,
-    ActionKind.REQUEUE: 0,
-    ActionKind.REQUEUE_HOLD: 0,
-    ActionKind.CANCEL: 0,
-    ActionKind.HOLD: 1,
-    ActionKind.UPDATE: 2,
-    ActionKind.RELEASE: 3,
-    ActionKind.ANNOTATE: 4,
-}
-"""Order of a tick's actions: free GPUs first (stop, hold), then update and release the jobs that start."""
 
 
 def align(allocation: Allocation | None, problem: AllocationProblem) -> np.ndarray:
@@ -218,19 +205,15 @@ def decide(inp: TickInput, policy, state: SchedulerState) -> TickOutput:  # noqa
     pri = priorities(x, received_share(problem, states, inp.now))
     choice = plan_round(problem, x, pri, info, config) if new_round else replay(ctx, x, pri, states, info, config)
     assignments = assign(ctx, choice, x, states, info)
-    actions: list[Action] = []
-    new_states: dict[JobId, JobState] = {}
-    for j, a in enumerate(assignments):
-        mj = ctx.jobs[j]
-        st = _next_state(states[a.job_id], a, bool(ctx.running[j]), new_round)
-        acts, new_states[a.job_id] = job_actions(mj, a, st, inp.now, stamp, config)
-        actions.extend(acts)
+    decided = [(mj, a) for mj, a in zip(ctx.jobs, assignments, strict=True)]
+    after = {
+        a.job_id: _next_state(states[a.job_id], a, bool(ctx.running[j]), new_round) for j, a in enumerate(assignments)
+    }
     for mj, a in ctx.excluded:
-        st = evolve(states[mj.job.job_id], planned=None)
-        acts, new_states[mj.job.job_id] = job_actions(mj, a, st, inp.now, stamp, config)
-        actions.extend(acts)
+        decided.append((mj, a))
+        after[a.job_id] = evolve(states[a.job_id], planned=None)
         assignments.append(a)
-    actions.sort(key=lambda a: _PHASE[a.kind])  # stable: job order kept within a phase
+    actions, new_states = plan_actions(decided, after, inp.now, stamp, config)
     if new_round:
         log.info("round %d: %d jobs, %d actions", round_index, problem.num_jobs, len(actions))
     out_state = SchedulerState(round_index, round_start, new_states, inp.now, allocation)

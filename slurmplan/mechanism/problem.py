@@ -20,7 +20,6 @@ from slurmplan.domain import (
     Cell,
     Cluster,
     GpuType,
-    JobClass,
     JobId,
     Reason,
 )
@@ -237,6 +236,7 @@ def _assemble(
     # Jobs without a step count look as long as the longest known one: finish-time policies stay finite.
     steps = np.where(np.isnan(steps), known.max() if known.size else 1.0, np.maximum(steps, 0.0))
     ar = np.arange(n)
+    # The requested configuration's throughput for every job; policies enforce it for guaranteed jobs only.
     sla = np.where(requested >= 0, throughput[ar, np.maximum(requested, 0)], 0.0) if n else np.zeros(0)
     return AllocationProblem(
         job_ids=tuple(mj.job.job_id for mj in rows),
@@ -252,9 +252,7 @@ def _assemble(
         accounts=tuple(mj.job.account for mj in rows),
         account_weights=dict(inp.config.account_weights) or None,
         job_class=tuple(mj.hints.job_class for mj in rows),
-        sla_throughput=np.where(
-            np.array([mj.hints.job_class is JobClass.GUARANTEED for mj in rows], dtype=bool), sla, 0.0
-        ).reshape(n),
+        sla_throughput=sla.reshape(n),
         requested=requested,
         current=current,
         cost_per_gpu_hour=dict(inp.config.cost_per_gpu_hour) or None,

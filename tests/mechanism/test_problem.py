@@ -58,7 +58,7 @@ def test_per_job_vectors_requested_sla_steps_deadline_accounts() -> None:
     ctx = build_problem(TickInput(T0, cluster(a100=(1, 8)), (guaranteed, best_effort)), {})
     p = ctx.problem
     assert p.requested.tolist() == [1, 0]
-    np.testing.assert_allclose(p.sla_throughput, [18.0, 0.0])
+    np.testing.assert_allclose(p.sla_throughput, [18.0, 11.0])  # the policy enforces it for guaranteed jobs
     np.testing.assert_allclose(p.steps_remaining, [600.0, 600.0])  # unknown steps look like the longest known
     np.testing.assert_allclose(p.deadline, [3600.0, np.inf])
     assert p.accounts == ("vision", "nlp")
