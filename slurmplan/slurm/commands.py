@@ -6,8 +6,10 @@ import argparse
 import json
 import sys
 
+from slurmplan.slurm.backend import SlurmBackend
 from slurmplan.slurm.devcluster import DevCluster, default_state_dir, install_packages
 from slurmplan.slurm.devlayout import load_layout
+from slurmplan.slurm.status import render_status, status_dict
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -36,6 +38,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
             p.add_argument("--timeout", type=float, default=90.0, help="seconds to wait for the nodes (default 90)")
         p.set_defaults(func=_devcluster)
 
+    st = subparsers.add_parser(
+        "status",
+        help="GPUs per type, nodes by state, and jobs with their GPU requests",
+        description="A summary of the Slurm cluster as slurmplan sees it (one sinfo --json, one squeue --json). "
+        "Uses $SLURM_CONF like the Slurm commands; --slurm-conf overrides it.",
+    )
+    st.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    st.add_argument("--all", action="store_true", help="include finished jobs Slurm still remembers")
+    st.add_argument("--slurm-conf", metavar="FILE", help="the slurm.conf to use (e.g. a dev cluster's)")
+    st.set_defaults(func=_status)
+
 
 def _devcluster(args: argparse.Namespace) -> int:
     if getattr(args, "install", False):
@@ -61,3 +74,14 @@ def _devcluster(args: argparse.Namespace) -> int:
     if status.running:
         print(f"\nexport SLURM_CONF={status.slurm_conf}")
     return 0 if args.devcluster_command == "down" or status.running else 1
+
+
+def _status(args: argparse.Namespace) -> int:
+    env = {"SLURM_CONF": args.slurm_conf} if args.slurm_conf else None
+    snapshot = SlurmBackend(env).snapshot()
+    if args.json:
+        json.dump(status_dict(snapshot, args.all), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(render_status(snapshot, args.all))
+    return 0

@@ -1,0 +1,122 @@
+"""What ``slurmplan status`` shows: GPUs per type, nodes by state, jobs with their GPU requests.
+
+Pure functions from a :class:`~slurmplan.domain.Snapshot` to a JSON-able summary and to text laid out like
+sinfo/squeue, so an admin reads it at a glance and a script reads the same facts with ``--json``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import asdict
+from typing import Any
+
+from slurmplan.domain import Job, Node, Snapshot
+from slurmplan.slurm.parse import compress_hostlist
+
+
+def gpu_summary(snapshot: Snapshot) -> dict[str, dict[str, int]]:
+    """Per GPU type: total (all nodes), usable (nodes that can run jobs), used and free."""
+    out: dict[str, dict[str, int]] = {}
+    for node in snapshot.cluster.nodes:
+        if not node.gpu_type:
+            continue
+        row = out.setdefault(node.gpu_type, {"total": 0, "usable": 0, "used": 0, "free": 0})
+        row["total"] += node.gpus
+        row["used"] += node.gpus_used
+        if node.state.schedulable:
+            row["usable"] += node.gpus
+        row["free"] += node.gpus_free
+    return dict(sorted(out.items()))
+
+
+def _node_dict(node: Node) -> dict[str, Any]:
+    data = asdict(node)
+    data["state"] = node.state.value
+    data["gpus_free"] = node.gpus_free
+    return data
+
+
+def _job_dict(job: Job) -> dict[str, Any]:
+    data = asdict(job)
+    data["state"] = job.state.value
+    data["gpus"] = job.gpus
+    return data
+
+
+def status_dict(snapshot: Snapshot, include_finished: bool = False) -> dict[str, Any]:
+    jobs = [j for j in snapshot.jobs if include_finished or not j.state.finished]
+    return {
+        "time": snapshot.time,
+        "gpus": gpu_summary(snapshot),
+        "nodes_by_state": dict(sorted(Counter(n.state.value for n in snapshot.cluster.nodes).items())),
+        "nodes": [_node_dict(n) for n in snapshot.cluster.nodes],
+        "jobs": [_job_dict(j) for j in jobs],
+    }
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    return [fmt.format(*headers).rstrip(), *(fmt.format(*r).rstrip() for r in rows)]
+
+
+def gpu_request_text(job: Job) -> str:
+    """``a100:2 x 2 nodes``, ``gpu:1`` (any type) or ``-`` (no GPUs)."""
+    if not job.gpus_per_node:
+        return "-"
+    text = f"{job.gpu_type or 'gpu'}:{job.gpus_per_node}"
+    return text + (f" x {job.node_count} nodes" if job.node_count > 1 else "")
+
+
+def render_status(snapshot: Snapshot, include_finished: bool = False) -> str:
+    """sinfo/squeue-like text: GPU table, node states, node table, job table."""
+    lines = ["GPUS"]
+    summary = gpu_summary(snapshot)
+    lines += _table(
+        ["TYPE", "TOTAL", "USED", "FREE", "UNUSABLE"],
+        [
+            [t, str(r["total"]), str(r["used"]), str(r["free"]), str(r["total"] - r["usable"])]
+            for t, r in summary.items()
+        ],
+    )
+    by_state: dict[str, list[str]] = {}
+    for node in snapshot.cluster.nodes:
+        by_state.setdefault(node.state.value, []).append(node.name)
+    lines += ["", "NODES BY STATE"]
+    lines += _table(
+        ["STATE", "COUNT", "NODELIST"], [[s, str(len(n)), compress_hostlist(n)] for s, n in sorted(by_state.items())]
+    )
+    lines += ["", "NODES"]
+    lines += _table(
+        ["NODE", "STATE", "GPU", "GPUS(USED/TOTAL)", "CPUS(USED/TOTAL)", "MEM_MB(USED/TOTAL)", "PARTITIONS"],
+        [
+            [
+                n.name,
+                n.state.value,
+                n.gpu_type or "-",
+                f"{n.gpus_used}/{n.gpus}",
+                f"{n.cpus_used}/{n.cpus}",
+                f"{n.memory_used_mb}/{n.memory_mb}",
+                ",".join(n.partitions),
+            ]
+            for n in snapshot.cluster.nodes
+        ],
+    )
+    jobs = [j for j in snapshot.jobs if include_finished or not j.state.finished]
+    lines += ["", "JOBS"]
+    lines += _table(
+        ["JOBID", "NAME", "USER", "STATE", "GPUS", "NODES(REASON)", "ADMIN_COMMENT"],
+        [
+            [
+                str(j.job_id),
+                j.name[:20],
+                j.user,
+                j.state.value + (" (held)" if j.held else ""),
+                gpu_request_text(j),
+                compress_hostlist(j.nodes) if j.nodes else f"({j.state_reason or 'None'})",
+                j.admin_comment,
+            ]
+            for j in jobs
+        ],
+    )
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,85 @@
+"""``slurmplan status``: the summary on recorded 22.05 output, and the real CLI against the dev cluster."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from slurmplan.slurm.backend import snapshot_from_json
+from slurmplan.slurm.status import gpu_summary, render_status, status_dict
+
+DATA = Path(__file__).parent / "data"
+
+
+def _snapshot():
+    sinfo = json.loads((DATA / "sinfo_22.05.json").read_text())
+    squeue = json.loads((DATA / "squeue_22.05.json").read_text())
+    squeue["jobs"][3]["job_state"] = "CANCELLED"  # job 4 ran when recorded
+    return snapshot_from_json(sinfo, squeue, now=0.0)
+
+
+def test_gpu_summary_counts_used_and_free():
+    summary = gpu_summary(_snapshot())
+    assert summary["a100"] == {"total": 8, "usable": 8, "used": 2, "free": 6}
+    assert summary["v100"] == {"total": 8, "usable": 8, "used": 8, "free": 0}
+    assert summary["t4"]["free"] == 4
+
+
+def test_status_dict_drops_finished_jobs_unless_asked():
+    snap = _snapshot()
+    assert [j["job_id"] for j in status_dict(snap)["jobs"]] == [1, 2, 3]
+    assert 4 in [j["job_id"] for j in status_dict(snap, include_finished=True)["jobs"]]
+    assert status_dict(snap)["nodes_by_state"] == {"idle": 3, "mixed": 3}
+    assert status_dict(snap)["jobs"][0]["gpus"] == 2
+
+
+def test_render_status_reads_like_squeue():
+    text = render_status(_snapshot())
+    assert "TYPE  TOTAL  USED  FREE" in text
+    assert "v100:4 x 2 nodes" in text
+    assert "pending (held)" in text and "(JobHeldUser)" in text
+    assert "a100n[1-2]" in text or "a100n2" in text
+
+
+@pytest.mark.slurm
+def test_cli_status_json_on_dev_cluster(devcluster):
+    proc = subprocess.run(
+        [sys.executable, "-m", "slurmplan.cli", "status", "--json", "--slurm-conf", devcluster.env["SLURM_CONF"]],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    data = json.loads(proc.stdout)
+    nodes = {n["name"]: n for n in data["nodes"]}
+    for spec in devcluster.cluster.layout.nodes:
+        assert nodes[spec.name]["gpu_type"] == spec.gpu_type
+        assert nodes[spec.name]["gpus"] == spec.gpus
+        assert nodes[spec.name]["state"] in ("idle", "mixed", "allocated")
+    total = sum(n.gpus for n in devcluster.cluster.layout.nodes)
+    assert sum(r["total"] for r in data["gpus"].values()) == total
+
+
+@pytest.mark.slurm
+def test_cli_devcluster_status(devcluster):
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "slurmplan.cli",
+            "devcluster",
+            "status",
+            "--json",
+            "--state-dir",
+            str(devcluster.cluster.paths.root),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["running"] and data["cluster_name"] == devcluster.cluster.cluster_name
+    assert {d["name"] for d in data["daemons"]} >= {"munged", "slurmctld"}
