@@ -14,6 +14,7 @@ from slurmplan.domain import SlurmplanError
 # ``func`` (taking the parsed args, returning an exit code) on every parser it adds.
 COMMAND_MODULES: tuple[str, ...] = (
     # "slurmplan.<room>.commands",
+    "slurmplan.perf.commands",
     "slurmplan.slurm.commands",
     "slurmplan.sim.commands",
     "slurmplan.control.commands",

@@ -131,6 +131,14 @@ def _cell_candidate(model: ModelSpec, spec: GpuSpec, cell: Cell, batch: int, cal
     return _with_needs(cell, plan, throughput, source, spec, best.gpu_memory_gb, best.host_memory_gb)
 
 
+def plan_needs(plan: Plan, spec: GpuSpec, gpus: int, host_gb_per_gpu: float) -> tuple[int, int]:
+    """(CPUs, host memory MB) a job needs on ``gpus`` GPUs with ``plan``: a few CPUs per GPU for data loading,
+    the node's whole CPU share per GPU with offload (the CPU runs the optimizer)."""
+    share = max(1, spec.cpus_per_node // spec.gpus_per_node)
+    cpus_per_gpu = share if plan.offload else min(BASE_CPUS_PER_GPU, share)
+    return cpus_per_gpu * gpus, int(round(host_gb_per_gpu * gpus * GB / 1e6))
+
+
 def _with_needs(
     cell: Cell,
     plan: Plan,
@@ -140,16 +148,15 @@ def _with_needs(
     gpu_memory_gb: float,
     host_gb_per_gpu: float,
 ) -> Candidate:
-    cpus_per_gpu = spec.cpus_per_node // spec.gpus_per_node if plan.offload else BASE_CPUS_PER_GPU
-    cpus_per_gpu = max(1, min(cpus_per_gpu, spec.cpus_per_node // spec.gpus_per_node or 1))
+    cpus, host_mb = plan_needs(plan, spec, cell.gpus, host_gb_per_gpu)
     return Candidate(
         cell=cell,
         throughput=float(throughput),
         plan=plan,
         source=source,
         nodes=math.ceil(cell.gpus / spec.gpus_per_node),
-        cpus=cpus_per_gpu * cell.gpus,
-        host_memory_mb=int(round(host_gb_per_gpu * cell.gpus * GB / 1e6)),
+        cpus=cpus,
+        host_memory_mb=host_mb,
         gpu_memory_gb=round(gpu_memory_gb, 3),
     )
 
@@ -262,4 +269,12 @@ def best_candidate(cands: Sequence[Candidate]) -> Candidate | None:
     return max(cands, key=lambda c: (c.throughput, -c.cell.gpus))
 
 
-__all__ = ["TypeShape", "best_candidate", "cluster_shapes", "gpu_counts", "job_candidates", "stage_counts"]
+__all__ = [
+    "TypeShape",
+    "best_candidate",
+    "cluster_shapes",
+    "gpu_counts",
+    "job_candidates",
+    "plan_needs",
+    "stage_counts",
+]

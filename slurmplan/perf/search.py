@@ -18,6 +18,11 @@ from slurmplan.perf.models import ModelSpec
 from slurmplan.perf.plans import PlanSpace, enumerate_plans
 from slurmplan.perf.rubick import DEFAULT_CONSTANTS, IterationTime, RubickConstants, predict
 
+OFFLOAD_MARGIN = 0.02
+"""An offload plan ranks first only if more than 2 % faster than the best plan that keeps states on the GPU."""
+ZERO_MARGIN = 0.002
+"""Per ZeRO stage: a tie-breaker toward less sharding (fewer collectives to go wrong)."""
+
 
 @dataclass(frozen=True)
 class RankedPlan:
@@ -89,8 +94,11 @@ def search_plans(
     memory = estimate_memory(model, space, gpu)
     timing = predict(model, space, gpu, constants, cpus_per_gpu)
     feasible = np.flatnonzero(memory.fits)
-    # Highest throughput first; ties go to the plan with less GPU memory (more headroom).
-    order = feasible[np.lexsort((memory.total[feasible], -timing.throughput[feasible]))]
+    # Highest throughput first, but a plan that takes host memory and CPUs (offload) or more sharding must be
+    # clearly faster to rank above a simpler one; exact ties go to the plan with less GPU memory.
+    simplicity = 1.0 + OFFLOAD_MARGIN * space.offload + ZERO_MARGIN * space.zero_stage
+    score = timing.throughput / simplicity
+    order = feasible[np.lexsort((memory.total[feasible], -score[feasible]))]
     return PlanSearch(model=model, gpu=gpu, space=space, memory=memory, timing=timing, order=order)
 
 
