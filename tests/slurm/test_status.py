@@ -33,7 +33,7 @@ def test_status_dict_drops_finished_jobs_unless_asked():
     snap = _snapshot()
     assert [j["job_id"] for j in status_dict(snap)["jobs"]] == [1, 2, 3]
     assert 4 in [j["job_id"] for j in status_dict(snap, include_finished=True)["jobs"]]
-    assert status_dict(snap)["nodes_by_state"] == {"idle": 3, "mixed": 3}
+    assert status_dict(snap)["nodes_by_state"] == {"idle": 2, "mixed": 4}
     assert status_dict(snap)["jobs"][0]["gpus"] == 2
 
 
