@@ -17,8 +17,9 @@ prediction before it has run, and lets fitting (``perf.fit``) correct it. The se
 Choices where the paper is silent (rubick.md 6): offload moves fp16 gradients down and fp16 parameters up, 4
 bytes per local parameter; under offload the DP sync is counted in ``T_oo`` only; gradient accumulation with
 pp == 1 uses Rubick's GA formula, with pp > 1 the replica's micro-batches are the pipeline's (1F1B, interleaving
-divides the fill by v and multiplies the pipeline traffic by v); ZeRO-3 moves 1.5x the DP volume (parameter
-all-gather); checkpointing repeats the forward TP all-reduces (1.5x the TP volume). Communication is in fp16.
+divides the fill by v and multiplies the pipeline traffic by v); ZeRO-3 reduce-scatters gradients once and
+all-gathers parameters in the forward and backward of every micro-batch ((1 + 2m) (d-1)/d P instead of
+2 (d-1)/d P), and its offload variant fetches parameters over PCIe per micro-batch too; checkpointing repeats the forward TP all-reduces (1.5x the TP volume). Communication is in fp16.
 """
 
 from __future__ import annotations
@@ -138,7 +139,8 @@ def predict(
 
     b_dp, b_tp, b_pp = bandwidths(space, gpu)
     params = model.parameters
-    v_dp = params * 2.0 * (d - 1.0) / (d * t * p) * np.where(z >= 3, 1.5, 1.0)
+    # ZeRO-3 reduce-scatters gradients once and all-gathers parameters twice (forward, backward) per micro-batch.
+    v_dp = params * (d - 1.0) / (d * t * p) * np.where(z >= 3, 1.0 + 2.0 * m, 2.0)
     v_tp = 8.0 * (t - 1.0) * b * s * h * n_layers / (d * t) * np.where(gc, 1.5, 1.0)
     v_pp = np.where(p > 1, 2.0 * p * b * s * h / (d * t) * v, 0.0)
     comm_dp = BYTES_PER_ELEMENT * v_dp / b_dp
@@ -148,7 +150,9 @@ def predict(
     local_params = params / (t * p)
     opt_gpu = k.k_opt * local_params / np.where(z >= 1, d, 1.0) * OPT_BYTES_PER_PARAM / (gpu.mem_bandwidth_gbps * 1e9)
     opt_cpu = k.k_opt_off * 1e-9 * local_params / (d * cpus)
-    t_off = np.where(off, 2.0 * BYTES_PER_ELEMENT * local_params / d / (gpu.pcie_gbps * 1e9), 0.0)
+    # Gradients down and parameters up once per step; ZeRO-3 offload also fetches parameters per micro-batch.
+    off_volume = BYTES_PER_ELEMENT * (2.0 + np.where(z >= 3, 2.0 * m, 0.0)) * local_params / d
+    t_off = np.where(off, off_volume / (gpu.pcie_gbps * 1e9), 0.0)
     optimizer = np.where(off, opt_cpu, opt_gpu)
 
     sync_dp = np.where(off, 0.0, comm_dp)
