@@ -91,6 +91,10 @@ class TickOutput:
     state: SchedulerState
     new_round: bool
     """True when this tick started a new round (recomputed X and priorities)."""
+    wake_at: float | None = None
+    """Earliest time before the next round at which a tick has work: a grace period that expires (forced
+    requeue). Jobs signalled this tick are restarted in their new configuration by the first tick after they
+    have left, so a caller that learns of that (the simulator) may tick again at once."""
 
 
 def decide(inp: TickInput, policy: Any, state: SchedulerState) -> TickOutput:

@@ -17,7 +17,7 @@ from mechanism.helpers import (
     node,
 )
 
-from slurmplan.domain import ActionKind, Cell, Cluster, JobState, Reason
+from slurmplan.domain import ActionKind, Cell, Cluster, JobState, Reason, SlurmplanError
 from slurmplan.tick import SchedulerState, TickConfig, TickInput, TickOutput, decide
 
 
@@ -218,3 +218,53 @@ def test_time_shares_across_gpu_types_follow_x_despite_stickiness() -> None:
     for job_id in (1, 2):
         on_a100 = state.jobs[job_id].attained_by_cell[Cell("a100", 1)]
         assert 0.35 * 20 * 360 <= on_a100 <= 0.65 * 20 * 360, (job_id, dict(state.jobs[job_id].attained_by_cell))
+
+
+def test_chosen_job_that_no_nodes_fit_is_unplaceable_and_held() -> None:
+    # 9 free GPUs in all (5 of 8 held by others on each node), but 8 GPUs cannot be split equally over 3 nodes.
+    base = Cluster(tuple(node(f"a100-{i}", "a100", 8, used=5) for i in range(3)))
+    job = mjob(1, {"a100": {8: 80.0}}, gpus=8, held=False)
+    out = decide(TickInput(T0, base, (job,)), RequestedPolicy(), SchedulerState())
+    a = by_job(out)[1]
+    assert a.reason is Reason.UNPLACEABLE and "9 GPUs on 3 nodes" in a.detail
+    assert kinds(out) == [(1, ActionKind.HOLD)]
+
+
+def test_job_spread_over_more_nodes_than_predicted_says_so() -> None:
+    base = Cluster(tuple(node(f"a100-{i}", "a100", 8, used=4) for i in range(2)))
+    out = decide(TickInput(T0, base, (mjob(1, {"a100": {8: 80.0}}, gpus=8),)), RequestedPolicy(), SchedulerState())
+    a = by_job(out)[1]
+    assert a.nodes == ("a100-0", "a100-1") and a.gpus_per_node == 4
+    assert "spread over 2 nodes" in a.detail
+
+
+class FailingPolicy:
+    """A policy whose solver fails from the second call on (a real outcome of an infeasible LP)."""
+
+    name = "failing"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def allocate(self, problem):
+        self.calls += 1
+        if self.calls > 1:
+            raise SlurmplanError("solver status infeasible")
+        return RequestedPolicy().allocate(problem)
+
+
+def test_a_failing_policy_keeps_the_previous_rounds_allocation() -> None:
+    policy = FailingPolicy()
+    inp = TickInput(T0, cluster(a100=(1, 1)), (mjob(1, {"a100": {1: 10.0}}),))
+    first = decide(inp, policy, SchedulerState())
+    second = decide(replace(inp, now=T0 + 360), policy, first.state)
+    assert second.new_round and policy.calls == 2
+    assert second.allocation is first.allocation
+    assert by_job(second)[1].reason is Reason.SCHEDULED
+
+
+def test_wake_at_names_the_grace_expiry() -> None:
+    running = mjob(1, {"a100": {1: 10.0}}, state=JobState.RUNNING, nodes=("a100-0",))
+    jobs = (running, mjob(2, {"a100": {1: 10.0}}))
+    out = decide(TickInput(T0, cluster(a100=(1, 1)), jobs), FixedPolicy({2: {Cell("a100", 1): 1.0}}), SchedulerState())
+    assert kinds(out)[0] == (1, ActionKind.SIGNAL) and out.wake_at == T0 + TickConfig().grace_s

@@ -16,8 +16,10 @@ from slurmplan.domain import (
     Allocation,
     AllocationProblem,
     Assignment,
+    Candidate,
     JobId,
     Reason,
+    SlurmplanError,
     ValidationError,
 )
 from slurmplan.mechanism.actions import RoundStamp, plan_actions
@@ -171,10 +173,17 @@ def assign(
                 throughput=float(p.throughput[j, c]),
                 priority=pri,
                 share=float(x[j, c]),
-                detail=detail,
+                detail=detail + _spread_note(len(where.nodes), cand),
             )
         )
     return out
+
+
+def _spread_note(nodes: int, cand: Candidate | None) -> str:
+    """Say so when a job runs on more nodes than its throughput was predicted for (fragmented GPUs)."""
+    if cand is None or nodes <= max(1, cand.nodes):
+        return ""
+    return f"; spread over {nodes} nodes, throughput predicted for {max(1, cand.nodes)}"
 
 
 def _next_state(st: JobState, a: Assignment, running: bool, new_round: bool) -> JobState:
@@ -199,8 +208,7 @@ def decide(inp: TickInput, policy, state: SchedulerState) -> TickOutput:  # noqa
     ctx = build_problem(inp, states)
     problem = ctx.problem
     info = running_info(ctx, states, config)
-    solve = new_round and problem.num_jobs > 0
-    allocation = policy.allocate(problem) if solve else (None if new_round else state.allocation)
+    allocation = _allocate(policy, problem, state) if new_round else state.allocation
     x = align(allocation, problem)
     pri = priorities(x, received_share(problem, states, inp.now))
     choice = plan_round(problem, x, pri, info, config) if new_round else replay(ctx, x, pri, states, info, config)
@@ -217,4 +225,18 @@ def decide(inp: TickInput, policy, state: SchedulerState) -> TickOutput:  # noqa
     if new_round:
         log.info("round %d: %d jobs, %d actions", round_index, problem.num_jobs, len(actions))
     out_state = SchedulerState(round_index, round_start, new_states, inp.now, allocation)
-    return TickOutput(tuple(actions), tuple(assignments), allocation, out_state, new_round)
+    grace_ends = [s.signalled_at + config.grace_s for s in new_states.values() if s.signalled_at is not None]
+    wake = min((t for t in grace_ends if t > inp.now), default=None)
+    return TickOutput(tuple(actions), tuple(assignments), allocation, out_state, new_round, wake)
+
+
+def _allocate(policy, problem: AllocationProblem, state: SchedulerState) -> Allocation | None:  # noqa: ANN001
+    """The policy's X for a new round; if the policy fails, the previous round's X (logged), not a dead tick."""
+    if problem.num_jobs == 0:
+        return None
+    try:
+        return policy.allocate(problem)
+    except SlurmplanError as exc:
+        name = getattr(policy, "name", type(policy).__name__)
+        log.error("policy %s failed, keeping the previous round's allocation: %s", name, exc)
+        return state.allocation
