@@ -15,6 +15,7 @@ import logging
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from statistics import median
 
 from slurmplan.domain import Cell, GpuType, Plan, ThroughputSource, ValidationError
@@ -75,6 +76,7 @@ def _measured_cells(rows: tuple[MeasuredRow, ...]) -> dict[tuple[GpuType, int, i
     return cells
 
 
+@lru_cache(maxsize=1024)
 def calibrate(model: ModelSpec, rows: tuple[MeasuredRow, ...]) -> Calibration:
     """The calibration for one model from its measurement rows (see the module docstring)."""
     if not rows:

@@ -36,6 +36,8 @@ from slurmplan.perf.search import search_plans
 
 log = logging.getLogger(__name__)
 
+MAX_MEASUREMENTS = 256
+"""Only a model's latest measurements are used (bounded fit cost and cache keys)."""
 BASE_CPUS_PER_GPU = 4
 """CPUs a GPU's process gets without offload (data loading); offload plans take the node's share per GPU."""
 
@@ -68,7 +70,12 @@ def cluster_shapes(cluster: Cluster | Mapping[GpuType, int]) -> tuple[TypeShape,
     shapes: list[TypeShape] = []
     if isinstance(cluster, Mapping):
         for gpu_type, total in sorted(cluster.items()):
-            spec = catalog.get(gpu_type)
+            name = catalog.resolve(gpu_type)
+            if name is None or total <= 0:
+                if name is None:
+                    log.warning("gpu type %r is not in the hardware catalog; no candidates on it", gpu_type)
+                continue
+            spec = catalog.get(name)
             shapes.append(TypeShape(gpu_type, int(total), spec.gpus_per_node, spec.cpus_per_node, spec.host_memory_gb))
         return tuple(shapes)
     totals = cluster.gpus_by_type(usable_only=True)
@@ -234,6 +241,7 @@ def _job_key(hints: Hints) -> _JobKey:
 
 
 def _measurement_key(model: str, measurements: Sequence[Measurement]) -> tuple[tuple, ...]:
+    """The hashable essentials of the model's most recent measurements (at most ``MAX_MEASUREMENTS``)."""
     rows = []
     for m in measurements:
         try:
@@ -242,7 +250,7 @@ def _measurement_key(model: str, measurements: Sequence[Measurement]) -> tuple[t
             continue
         if name == model and m.samples_per_s > 0:
             rows.append((m.gpu_type, m.gpus, m.plan, float(m.samples_per_s), m.nodes))
-    return tuple(sorted(rows, key=repr))
+    return tuple(sorted(rows[-MAX_MEASUREMENTS:], key=repr))
 
 
 def job_candidates(
@@ -257,9 +265,44 @@ def job_candidates(
     an empty tuple means the job cannot run anywhere in this cluster. Raises ValidationError for a missing or
     unknown model or bad sizes.
     """
-    key = _job_key(hints)
     shapes = cluster_shapes(cluster)
+    try:
+        key = _job_key(hints)
+    except ValidationError as exc:
+        table = _table_candidates(hints, shapes) if exc.field == "model" and hints.model else None
+        if table is None:
+            raise
+        return table
     return _cached(key, shapes, _measurement_key(key.model, measurements))
+
+
+def _table_candidates(hints: Hints, shapes: tuple[TypeShape, ...]) -> tuple[Candidate, ...] | None:
+    """Opaque job types known only by measured throughputs (Gavel's table, steps/s): one Candidate per GPU type
+    at the job's own GPU count, source TABLE. None when ``hints.model`` is not a table job type either."""
+    from slurmplan.perf.gavel_table import load_gavel_table  # the simulator room's module, loaded on demand
+
+    try:
+        table = load_gavel_table()
+    except ValidationError as exc:
+        log.debug("no Gavel table: %s", exc)
+        return None
+    if hints.model not in table.job_types:
+        return None
+    scale = hints.gpus or 1
+    by_type = {shape.gpu_type: shape for shape in shapes if shape.total_gpus >= scale}
+    try:
+        rows = table.candidates(str(hints.model), scale, tuple(by_type))
+    except ValidationError:
+        return ()
+    return tuple(
+        Candidate(
+            c.cell,
+            c.throughput,
+            source=ThroughputSource.TABLE,
+            nodes=math.ceil(scale / by_type[c.cell.gpu_type].gpus_per_node),
+        )
+        for c in rows
+    )
 
 
 def best_candidate(cands: Sequence[Candidate]) -> Candidate | None:

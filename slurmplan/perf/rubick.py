@@ -19,7 +19,8 @@ bytes per local parameter; under offload the DP sync is counted in ``T_oo`` only
 pp == 1 uses Rubick's GA formula, with pp > 1 the replica's micro-batches are the pipeline's (1F1B, interleaving
 divides the fill by v and multiplies the pipeline traffic by v); ZeRO-3 reduce-scatters gradients once and
 all-gathers parameters in the forward and backward of every micro-batch ((1 + 2m) (d-1)/d P instead of
-2 (d-1)/d P), and its offload variant fetches parameters over PCIe per micro-batch too; checkpointing repeats the forward TP all-reduces (1.5x the TP volume). Communication is in fp16.
+2 (d-1)/d P), and its offload variant fetches parameters over PCIe per micro-batch too; checkpointing repeats
+the forward TP all-reduces (1.5x the TP volume). Communication is in fp16.
 """
 
 from __future__ import annotations

@@ -94,3 +94,17 @@ def test_restricting_gpu_types_and_caching_returns_equal_results() -> None:
     first = job_candidates(hints, _cluster())
     assert first and {c.cell.gpu_type for c in first} == {"v100"}
     assert job_candidates(hints, _cluster()) == first
+
+
+def test_opaque_table_job_types_get_table_candidates() -> None:
+    cands = job_candidates(Hints(model="ResNet-50 (batch size 64)", gpus=2), {"v100": 8, "k80": 8, "a100": 8})
+    by_type = {c.cell.gpu_type: c for c in cands}
+    assert set(by_type) == {"v100", "k80"}  # Gavel measured no A100
+    assert all(c.source is ThroughputSource.TABLE and c.cell.gpus == 2 and c.plan is None for c in cands)
+    assert by_type["v100"].throughput > by_type["k80"].throughput
+    assert job_candidates(Hints(model="ResNet-50 (batch size 64)", gpus=3), {"v100": 8}) == ()
+
+
+def test_unknown_gpu_types_in_a_cluster_are_skipped() -> None:
+    cands = job_candidates(Hints(model="bert-large", gpus=1, global_batch=64), {"mystery": 8, "t4": 4})
+    assert cands and {c.cell.gpu_type for c in cands} == {"t4"}
