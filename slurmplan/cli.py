@@ -19,6 +19,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "slurmplan.sim.commands",
     "slurmplan.control.commands",
     "slurmplan.slurm.site_commands",
+    "slurmplan.policy.commands",
 )
 
 

@@ -176,6 +176,8 @@ def solve(
 ) -> LpResult:
     """Minimise ``c @ v`` s.t. ``a_ub @ v <= b_ub``, ``a_eq @ v == b_eq``, ``lo <= v <= hi`` (inf allowed)."""
     lo, hi = bounds
+    if len(c) == 0:
+        return LpResult(True, "optimal", np.zeros(0), 0.0, np.zeros(a_ub.shape[0]), "no variables")
     if solver == "highs":
         return _solve_highs(c, a_ub, b_ub, lo, hi, a_eq, b_eq)
     return _solve_cvxpy(c, a_ub, b_ub, lo, hi, a_eq, b_eq, solver)
