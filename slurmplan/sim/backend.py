@@ -346,20 +346,28 @@ class SimBackend:
         return min((j.finish_eta(self.now) for j in self.running.values()), default=math.inf)
 
     def advance(self, t: float) -> list[SimJob]:
-        """Move the clock to ``t``, progressing running jobs; jobs done by then complete. Returns them."""
+        """Move the clock to ``t``; jobs that finish on the way complete at their exact time, in order.
+
+        A completion frees GPUs at once, and Slurm's own pass starts any released job waiting for them (the
+        daemon only reacts at its next tick). Returns the completed jobs.
+        """
         if t < self.now:
             raise ValueError(f"time cannot go back: {t} < {self.now}")
-        self.now = t
         done = []
-        for job in list(self.running.values()):
-            self._progress(job)
-            if job.work_done >= job.work_total * (1 - 1e-12) or job.finish_eta(t) <= t:
-                job.work_done = job.work_total
-                self._free(job)
-                self._end(job, JobState.COMPLETED)
-                done.append(job)
-        if done:
+        while True:
+            due = min(self.running.values(), key=lambda j: (j.finish_eta(self.now), j.job_id), default=None)
+            if due is None or due.finish_eta(self.now) > t:
+                break
+            self.now = max(self.now, due.finish_eta(self.now))
+            self._progress(due)
+            due.work_done = due.work_total
+            self._free(due)
+            self._end(due, JobState.COMPLETED)
+            done.append(due)
             self.schedule_pending()
+        self.now = t
+        for job in self.running.values():
+            self._progress(job)
         return done
 
     def work_snapshot(self) -> Mapping[JobId, float]:

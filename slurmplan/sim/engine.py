@@ -35,6 +35,8 @@ class SimOptions:
     """Round length; None takes the policy's own ``config.round_s``."""
     event_ticks: bool = True
     """Tick at arrivals and completions too (a daemon with a short interval), not only at round boundaries."""
+    tick_s: float = 0.0
+    """The daemon's tick interval: events are seen at the next tick of this grid (0: at the event itself)."""
     stop_when_window_done: bool = False
     """Stop once every ``in_window`` job finished (Gavel measures a window while later jobs keep arriving)."""
     max_time_s: float = math.inf
@@ -75,6 +77,7 @@ class Simulation:
         self.state = SchedulerState()
         self.arrivals: Sequence[Workload] = sorted(self.workloads.values(), key=lambda w: (w.trace.arrival_s, w.job_id))
         self._next_arrival = 0
+        self._origin = 0.0
         self._managed: dict[int, ManagedJob] = {}
         self._reasons: dict[int, Reason] = {}
         self._window_left = sum(1 for w in self.arrivals if w.trace.in_window)
@@ -173,14 +176,23 @@ class Simulation:
             next_round = now + self.tick_config.round_s
         candidates = [next_round]
         if self.options.event_ticks:
+            event = self.backend.next_completion()
             if self._next_arrival < len(self.arrivals):
-                candidates.append(self.arrivals[self._next_arrival].trace.arrival_s)
-            candidates.append(self.backend.next_completion())
+                event = min(event, self.arrivals[self._next_arrival].trace.arrival_s)
+            candidates.append(self._on_grid(event))
         else:
             candidates.append(self._round_after(self.backend.next_completion(), start))
             if self._next_arrival < len(self.arrivals):
                 candidates.append(self._round_after(self.arrivals[self._next_arrival].trace.arrival_s, start))
         return max(min(candidates), now)
+
+    def _on_grid(self, t: float) -> float:
+        """The daemon's first tick at or after ``t`` (ticks every ``tick_s`` from the start of the run)."""
+        step = self.options.tick_s
+        if step <= 0 or not math.isfinite(t):
+            return t
+        k = math.ceil((t - self._origin) / step - 1e-9)
+        return self._origin + k * step
 
     def _round_after(self, t: float, start: float) -> float:
         if not math.isfinite(t):
@@ -209,6 +221,7 @@ class Simulation:
         wall = time.perf_counter()
         if self.arrivals:
             self.backend.now = self.arrivals[0].trace.arrival_s
+        self._origin = self.backend.now
         self._bar = _progress_bar(len(self.arrivals), self.options.progress)
         idle = 0
         try:

@@ -1,0 +1,64 @@
+"""Simulator speed: a two-week, 13,000-job LLM-heavy trace on the 1,280-GPU Crius cluster (goal: < 5 min, 2 cores).
+
+    python benchmarks/bench_sim.py                      # the issue's benchmark (one run)
+    python benchmarks/bench_sim.py --days 1 --repeat 3  # a short version while developing (median of 3)
+
+Prints wall seconds per run (median over ``--repeat``), with where the time went: building candidates (once per
+job), the tick's ``decide`` (policy + mechanism, shared with the daemon), and the simulator's own bookkeeping.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+from slurmplan.policy.registry import load_policy
+from slurmplan.sim.cluster import CRIUS_CLUSTER, parse_cluster
+from slurmplan.sim.engine import SimOptions, Simulation
+from slurmplan.sim.generate import LlmTraceConfig, llm_trace, perf_feasible
+from slurmplan.sim.metrics import summarize
+from slurmplan.sim.workload import build_workloads
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--jobs-per-day", type=float, default=13000 / 14)
+    parser.add_argument("--days", type=float, default=14.0)
+    parser.add_argument("--policy", default="las")
+    parser.add_argument("--cluster", default=CRIUS_CLUSTER)
+    parser.add_argument("--round", type=float, default=300.0, help="round length (Crius used 5-minute rounds)")
+    parser.add_argument("--tick", type=float, default=30.0, help="daemon tick interval (0: tick at every event)")
+    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+
+    jobs_n = int(args.jobs_per_day * args.days)
+    spec = parse_cluster(args.cluster)
+    t0 = time.perf_counter()
+    config = LlmTraceConfig(num_jobs=jobs_n, rate_per_h=args.jobs_per_day / 24, seed=args.seed)
+    jobs = llm_trace(config, perf_feasible(args.cluster))
+    t_trace = time.perf_counter() - t0
+    walls, decides, cands = [], [], []
+    summary = {}
+    for _ in range(args.repeat):
+        t1 = time.perf_counter()
+        workloads = build_workloads(jobs, spec, None)
+        cands.append(time.perf_counter() - t1)
+        sim = Simulation(workloads, spec, load_policy(args.policy), SimOptions(round_s=args.round, tick_s=args.tick))
+        result = sim.run()
+        walls.append(time.perf_counter() - t1)
+        decides.append(result.decide_s)
+        summary = summarize(result)
+    print(f"trace: {jobs_n} jobs over {args.days:g} days on {spec} ({spec.total_gpus} GPUs), policy {args.policy}")
+    print(f"trace generation: {t_trace:.1f} s")
+    print(f"median wall per run: {statistics.median(walls):.1f} s  (goal < 300 s for the 14-day trace)")
+    print(f"  candidates: {statistics.median(cands):.1f} s, decide: {statistics.median(decides):.1f} s")
+    print(
+        f"  ticks {summary['ticks']}, rounds {summary['rounds']}, finished {summary['finished']}/{summary['jobs']}, "
+        f"avg JCT {summary['avg_jct_h']:.2f} h, utilization {summary['utilization']:.3f}"
+    )
+
+
+if __name__ == "__main__":
+    main()
