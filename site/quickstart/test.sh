@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Quick start (b): on a fresh Debian 12 machine, as root: install everything the tests need and run them all.
+# The Slurm tests start their own local clusters (in temporary directories) and stop them again.
+# Exits non-zero when ruff finds a problem, when a test fails, or when no test ran at all.
+# Arguments, if any, replace the default pytest target `tests/` (e.g. `bash site/quickstart/test.sh tests/slurm`).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+if [ "$(id -u)" -ne 0 ]; then
+    echo "test.sh: run as root (the Slurm tests run Slurm's daemons)" >&2
+    exit 1
+fi
+
+echo "== install Slurm, munge, Lua and a C toolchain (Debian packages)"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends \
+    slurmctld slurmd slurm-client munge libslurm-dev \
+    lua5.3 liblua5.3-dev gcc make libc6-dev python3 python3-pip >/dev/null
+
+echo "== install slurmplan with its test and launcher extras"
+export PIP_BREAK_SYSTEM_PACKAGES=1 # Debian's Python refuses system-wide pip installs without it (PEP 668)
+python3 -m pip install -q torch==2.13.0 # the CPU build where the index offers it; pinned only here
+python3 -m pip install -q -e '.[dev,launch]'
+
+echo "== ruff"
+python3 -m ruff check .
+
+echo "== pytest"
+status=0
+if [ "$#" -eq 0 ]; then set -- tests/; fi
+python3 -m pytest "$@" || status=$?
+if [ "$status" -eq 5 ]; then
+    echo "test.sh: pytest collected no tests" >&2
+    exit 1
+fi
+exit "$status"
