@@ -174,7 +174,7 @@ class Simulation:
         next_round = start + self.tick_config.round_s
         if next_round <= now:
             next_round = now + self.tick_config.round_s
-        candidates = [next_round]
+        candidates = [self._on_grid(next_round)]  # the daemon notices a round is due at its next tick
         if self.options.event_ticks:
             event = self.backend.next_completion()
             if self._next_arrival < len(self.arrivals):

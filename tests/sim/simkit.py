@@ -26,3 +26,12 @@ def make_sim(table, jobs, cluster: str, policy: str, cost: float = 0.0, **opts) 
 
 def run(table, jobs, cluster: str, policy: str, cost: float = 0.0, **opts) -> SimResult:
     return make_sim(table, jobs, cluster, policy, cost, **opts).run()
+
+
+def run_jobs(jobs, cluster: str, policy: str, cost: float = 0.0, **opts) -> SimResult:
+    """Run jobs that may be model (hint) jobs: candidates come from the performance model."""
+    from slurmplan.perf.gavel_table import load_gavel_table
+
+    spec = parse_cluster(cluster)
+    workloads = build_workloads(jobs, spec, load_gavel_table())
+    return Simulation(workloads, spec, load_policy(policy), SimOptions(reconfig_cost_s=cost, **opts)).run()

@@ -87,3 +87,37 @@ def test_every_finished_job_did_exactly_its_work(table):
         # never faster than alone on the fastest type
         assert j.jct_s >= j.dedicated_s * (1 - 1e-9)
     assert not math.isnan(summarize(res)["ftf_mean"])
+
+
+def test_the_daemon_tick_grid_delays_starts_but_not_completions(table):
+    jobs = [hours_job(table, 0, 1.0), hours_job(table, 1, 0.5, arrival=10.0), hours_job(table, 2, 1.0, arrival=20.0)]
+    res = run(table, jobs, "v100:1", "slurm_fifo", tick_s=45.0)
+    got = by_id(res)
+    assert got[0].finish_s == pytest.approx(3600.0)  # completions are exact
+    # job 1 is seen at the first tick after 3600 on the 45 s grid (3600 = 80 x 45, so at once)
+    assert got[1].first_start_s == pytest.approx(3600.0)
+    assert got[1].finish_s == pytest.approx(5400.0)
+    # job 1 ends at 5400 = 120 x 45: again on the grid; job 2 follows it at once
+    assert got[2].first_start_s == pytest.approx(5400.0)
+
+
+def test_a_start_waits_for_the_next_tick_when_a_job_ends_between_ticks(table):
+    jobs = [hours_job(table, 0, 1000 / 3600), hours_job(table, 1, 0.5, arrival=1.0)]
+    res = run(table, jobs, "v100:1", "slurm_fifo", tick_s=300.0)
+    got = by_id(res)
+    assert got[0].finish_s == pytest.approx(1000.0)
+    assert got[1].first_start_s == pytest.approx(1200.0)  # next tick of the 300 s grid
+
+
+def test_a_model_job_runs_at_the_performance_models_throughput():
+    from slurmplan.sim.trace import TraceJob
+
+    from .simkit import run_jobs
+
+    job = TraceJob(0, 0.0, 4, model="gpt2-1.5b", gpu_type="a100", duration_s=3600.0)
+    res = run_jobs([job], "a100:1x4", "slurm_fifo")
+    (rec,) = res.jobs
+    assert rec.state == "completed"
+    # slurm_fifo runs the user's own request, so the job takes exactly its duration
+    assert rec.jct_s == pytest.approx(3600.0, rel=1e-6)
+    assert rec.dedicated_s == pytest.approx(3600.0, rel=1e-9)
