@@ -66,7 +66,7 @@ def _stage_profile(
     for kind in (DP, TP):
         per_gpu_batch = mb / gpus if kind == DP else mb
         width = h if kind == DP else h / gpus
-        work = per_gpu_batch * s * width
+        work = per_gpu_batch * s * h * width
         eff = gpu.effective_flops * work / (work + EFFICIENCY_HALF_WORK)
         flops = 3.0 * fwd * mb / gpus
         tp_comm = 0.0 if kind == DP or gpus == 1 else 8.0 * (gpus - 1) / gpus * mb * s * h * layers * 2.0 / intra

@@ -21,6 +21,13 @@ divides the fill by v and multiplies the pipeline traffic by v); ZeRO-3 reduce-s
 all-gathers parameters in the forward and backward of every micro-batch ((1 + 2m) (d-1)/d P instead of
 2 (d-1)/d P), and its offload variant fetches parameters over PCIe per micro-batch too; checkpointing repeats
 the forward TP all-reduces (1.5x the TP volume). Communication is in fp16.
+
+Where slurmplan departs from the paper, for pp > 1 only: Rubick's ``V_tp = 8 (t-1) b s h l / (d t)`` is not divided
+by p and its ``V_pp = 2 p b s h / (d t)`` sums all p stage boundaries, which serialises the whole pipeline; that is
+close for p <= 4 (Rubick's runs) but predicts a third of Megatron's measured 163 TFLOP/s for the 1T model at
+p = 64 (thesis Table 4.1). In 1F1B each GPU's critical path holds its own stage's l/p layers and one boundary per
+micro-batch slot, so slurmplan uses ``V_tp = 8 (t-1) b s h (l/p) / (d t) * F`` and ``V_pp = 2 b s h / (d t) * v F``
+with the fill factor ``F = (m + (p-1)/v) / m``; both equal Rubick's at p = 1.
 """
 
 from __future__ import annotations
@@ -36,8 +43,9 @@ from slurmplan.perf.plans import PlanSpace
 
 BYTES_PER_ELEMENT = 2.0
 OPT_BYTES_PER_PARAM = 32.0
-EFFICIENCY_HALF_WORK = 5.0e5
-"""GEMM work (micro-batch x seq x hidden / tp) at which a GPU reaches half its asymptotic efficiency."""
+EFFICIENCY_HALF_WORK = 1.0e9
+"""Size of a layer's GEMMs (micro-batch x seq x hidden x hidden / tp, i.e. FLOPs / 2 of one h x h product) at
+which a GPU reaches half its catalog efficiency: small micro-batches, narrow models and wide TP run slower."""
 
 
 @dataclass(frozen=True)
@@ -114,7 +122,7 @@ def bandwidths(space: PlanSpace, gpu: GpuSpec) -> tuple[np.ndarray, np.ndarray, 
 
 def compute_efficiency(model: ModelSpec, micro_batch: np.ndarray, tp: np.ndarray) -> np.ndarray:
     """Fraction of the GPU's effective FLOP/s reached: small GEMMs (small micro-batch, large tp) run slower."""
-    work = micro_batch * model.seq_len * model.hidden / tp
+    work = micro_batch * model.seq_len * model.hidden * model.hidden / tp
     return work / (work + EFFICIENCY_HALF_WORK)
 
 
@@ -142,8 +150,10 @@ def predict(
     params = model.parameters
     # ZeRO-3 reduce-scatters gradients once and all-gathers parameters twice (forward, backward) per micro-batch.
     v_dp = params * (d - 1.0) / (d * t * p) * np.where(z >= 3, 1.0 + 2.0 * m, 2.0)
-    v_tp = 8.0 * (t - 1.0) * b * s * h * n_layers / (d * t) * np.where(gc, 1.5, 1.0)
-    v_pp = np.where(p > 1, 2.0 * p * b * s * h / (d * t) * v, 0.0)
+    # Per GPU, on its critical path: its own stage's layers and boundary, over the pipeline's m + (p-1)/v slots.
+    fill = (m + (p - 1.0) / v) / m
+    v_tp = 8.0 * (t - 1.0) * b * s * h * n_layers / (d * t * p) * fill * np.where(gc, 1.5, 1.0)
+    v_pp = np.where(p > 1, 2.0 * b * s * h / (d * t) * fill * v, 0.0)
     comm_dp = BYTES_PER_ELEMENT * v_dp / b_dp
     comm_tp = BYTES_PER_ELEMENT * v_tp / b_tp
     comm_pp = BYTES_PER_ELEMENT * v_pp / b_pp
