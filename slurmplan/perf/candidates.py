@@ -32,7 +32,7 @@ from slurmplan.perf.calibration import Calibration, calibrate
 from slurmplan.perf.hardware import GpuSpec, default_catalog, with_node_shape
 from slurmplan.perf.memory import GB
 from slurmplan.perf.models import ModelSpec, get_model, list_models
-from slurmplan.perf.search import search_plans
+from slurmplan.perf.search import PlanSearch, search_plans
 
 log = logging.getLogger(__name__)
 
@@ -122,11 +122,9 @@ def _resolve_spec(shape: TypeShape) -> GpuSpec | None:
     )
 
 
-def _cell_candidate(model: ModelSpec, spec: GpuSpec, cell: Cell, batch: int, calib: Calibration) -> Candidate | None:
-    search = search_plans(model, spec, cell.gpus, batch, calib.constants, stages=cell.stages)
-    best = search.best()
+def _cell_candidate(search: PlanSearch, spec: GpuSpec, cell: Cell, calib: Calibration) -> Candidate | None:
+    best = search.best_with_stages(cell.stages)
     if best is None:
-        log.debug("%s %s: %s", model.name, cell.short(), search.why_infeasible())
         return None
     throughput, source = best.throughput * calib.ratio(cell.gpu_type), calib.source
     measured = calib.measured(cell)
@@ -204,8 +202,11 @@ def _cached(key: _JobKey, shapes: tuple[TypeShape, ...], measured: tuple[tuple, 
         if spec is None:
             continue
         for n in gpu_counts(key.gpus, key.min_gpus, key.max_gpus, shape.total_gpus):
+            search = search_plans(model, spec, n, key.global_batch, calib.constants)  # all stage counts at once
+            if not search.feasible_count:
+                log.debug("%s on %s x%d: %s", model.name, shape.gpu_type, n, search.why_infeasible())
             for stages in stage_counts(model, n):
-                cand = _cell_candidate(model, spec, Cell(shape.gpu_type, n, stages), key.global_batch, calib)
+                cand = _cell_candidate(search, spec, Cell(shape.gpu_type, n, stages), calib)
                 if cand is not None:
                     cands.append(cand)
     return tuple(_monotone(cands))

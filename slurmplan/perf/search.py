@@ -69,6 +69,11 @@ class PlanSearch:
     def best(self) -> RankedPlan | None:
         return self.ranked(0) if self.feasible_count else None
 
+    def best_with_stages(self, stages: int) -> RankedPlan | None:
+        """The best feasible plan with exactly ``stages`` pipeline stages (a Crius Cell's stage count)."""
+        hits = np.flatnonzero(self.space.pp[self.order] == stages)
+        return self.ranked(int(hits[0])) if hits.size else None
+
     def why_infeasible(self) -> str:
         """Why no plan fits: the reason of the plan that came closest (least GPU memory), or why none exist."""
         if len(self.space) == 0:
