@@ -227,6 +227,8 @@ def _job_key(hints: Hints) -> _JobKey:
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
             raise ValidationError(name, value, "a positive integer", "hints")
     low, high = hints.min_gpus or 1, hints.max_gpus or max(requested * 2, 1)
+    if hints.workers:  # EasyScale: never more GPUs than logical workers
+        high = min(high, hints.workers)
     if low > high:
         raise ValidationError("min_gpus", low, f"at most max_gpus={high}", "hints")
     types = tuple(sorted(str(t).lower() for t in hints.gpu_types))
@@ -257,13 +259,16 @@ def _measurement_key(model: str, measurements: Sequence[Measurement]) -> tuple[t
 def job_candidates(
     hints: Hints,
     cluster: Cluster | Mapping[GpuType, int],
-    measurements: Sequence[Measurement] = (),
+    measurements: Sequence[Measurement] | None = (),
 ) -> tuple[Candidate, ...]:
     """Every feasible Cell of a job on the cluster's GPU types, each with its best plan and samples/s.
 
     ``cluster`` is a ``Cluster`` (node shapes from its nodes) or a ``{gpu_type: total GPUs}`` mapping (node
     shapes from the catalog). ``hints.gpu_types``, when set, restricts the types. Infeasible Cells are omitted;
-    an empty tuple means the job cannot run anywhere in this cluster. Raises ValidationError for a missing or
+    an empty tuple means the job cannot run anywhere in this cluster. When more GPUs of a type would be predicted
+    slower (e.g. DP crossing nodes at a small global batch), the larger Cell keeps the smaller one's plan, so
+    ``plan.gpus`` may be below ``cell.gpus``. A hint model that is not in the model catalog but is a job type of
+    Gavel's measured table gets TABLE candidates (steps/s, no plan). Raises ValidationError for a missing or
     unknown model or bad sizes.
     """
     shapes = cluster_shapes(cluster)
@@ -274,7 +279,7 @@ def job_candidates(
         if table is None:
             raise
         return table
-    return _cached(key, shapes, _measurement_key(key.model, measurements))
+    return _cached(key, shapes, _measurement_key(key.model, measurements or ()))
 
 
 def _table_candidates(hints: Hints, shapes: tuple[TypeShape, ...]) -> tuple[Candidate, ...] | None:

@@ -108,3 +108,9 @@ def test_opaque_table_job_types_get_table_candidates() -> None:
 def test_unknown_gpu_types_in_a_cluster_are_skipped() -> None:
     cands = job_candidates(Hints(model="bert-large", gpus=1, global_batch=64), {"mystery": 8, "t4": 4})
     assert cands and {c.cell.gpu_type for c in cands} == {"t4"}
+
+
+def test_workers_cap_gpus_and_none_measurements_and_hf_names() -> None:
+    cands = job_candidates(Hints(model="meta-llama/Llama-2-7b-hf", gpus=8, workers=8, global_batch=256),
+                           {"a100": 64}, None)  # fmt: skip
+    assert cands and max(c.cell.gpus for c in cands) == 8
