@@ -57,9 +57,11 @@ def fit_points(model: ModelSpec, rows: tuple[MeasuredRow, ...]) -> list[FitPoint
         if name is None:
             log.warning("measurement on unknown gpu type %r ignored", gpu_type)
             continue
-        gpn = max(1, math.ceil(gpus / max(nodes, 1)))
-        spec = with_node_shape(catalog.get(name), gpn)
-        points.append(FitPoint(model=model, gpu=spec, plan=plan, samples_per_s=sps, gpu_type=gpu_type))
+        typical = catalog.get(name)
+        gpn = max(1, math.ceil(gpus / max(nodes, 1)))  # the placement measured: GPUs per node used
+        spec = with_node_shape(typical, gpn)
+        cpus = typical.cpus_per_node / typical.gpus_per_node  # the job's CPU share, not the whole node's
+        points.append(FitPoint(model, spec, plan, sps, gpu_type=gpu_type, cpus_per_gpu=cpus))
     return points
 
 
@@ -93,7 +95,7 @@ def calibrate(model: ModelSpec, rows: tuple[MeasuredRow, ...]) -> Calibration:
             log.warning("fit for %s failed (%s); using ratios", model.name, exc)
     logs: dict[GpuType, list[float]] = {}
     for point in points:
-        predicted = predict_plan(point.model, point.gpu, point.plan)
+        predicted = predict_plan(point.model, point.gpu, point.plan, cpus_per_gpu=point.cpus_per_gpu)
         if predicted > 0:
             logs.setdefault(point.gpu_type, []).append(math.log(point.samples_per_s / predicted))
     if not logs:
