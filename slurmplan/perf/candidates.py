@@ -30,7 +30,7 @@ from slurmplan.domain import (
 )
 from slurmplan.perf.calibration import Calibration, calibrate
 from slurmplan.perf.hardware import GpuSpec, default_catalog, with_node_shape
-from slurmplan.perf.memory import GB
+from slurmplan.perf.memory import GB, plan_memory
 from slurmplan.perf.models import ModelSpec, get_model, list_models
 from slurmplan.perf.search import PlanSearch, search_plans
 
@@ -123,17 +123,17 @@ def _resolve_spec(shape: TypeShape) -> GpuSpec | None:
 
 
 def _cell_candidate(search: PlanSearch, spec: GpuSpec, cell: Cell, calib: Calibration) -> Candidate | None:
+    measured = calib.measured(cell)
+    if measured is not None:  # it ran: trust the measurement over the memory model and the estimate
+        plan, throughput = measured
+        est = plan_memory(search.model, plan, spec)
+        gpu_gb, host_gb = float(est.total[0]) / GB, float(est.host[0]) / GB
+        return _with_needs(cell, plan, throughput, ThroughputSource.MEASURED, spec, gpu_gb, host_gb)
     best = search.best_with_stages(cell.stages)
     if best is None:
         return None
-    throughput, source = best.throughput * calib.ratio(cell.gpu_type), calib.source
-    measured = calib.measured(cell)
-    if measured is not None:
-        plan, throughput = measured
-        source = ThroughputSource.MEASURED
-    else:
-        plan = best.plan
-    return _with_needs(cell, plan, throughput, source, spec, best.gpu_memory_gb, best.host_memory_gb)
+    throughput = best.throughput * calib.ratio(cell.gpu_type)
+    return _with_needs(cell, best.plan, throughput, calib.source, spec, best.gpu_memory_gb, best.host_memory_gb)
 
 
 def plan_needs(plan: Plan, spec: GpuSpec, gpus: int, host_gb_per_gpu: float) -> tuple[int, int]:

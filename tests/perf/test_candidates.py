@@ -114,3 +114,13 @@ def test_workers_cap_gpus_and_none_measurements_and_hf_names() -> None:
     cands = job_candidates(Hints(model="meta-llama/Llama-2-7b-hf", gpus=8, workers=8, global_batch=256),
                            {"a100": 64}, None)  # fmt: skip
     assert cands and max(c.cell.gpus for c in cands) == 8
+
+
+def test_a_measured_cell_is_kept_even_when_the_memory_model_says_it_cannot_fit() -> None:
+    hints = Hints(model="llama2-70b", gpus=2, global_batch=64)
+    assert job_candidates(hints, {"t4": 4}) == ()
+    plan = Plan(dp=2, micro_batch=1, grad_accum=32, checkpointing=True, zero_stage=3, offload=True)
+    m = Measurement(model="llama2-70b", gpu_type="t4", gpus=2, plan=plan, samples_per_s=0.01)
+    (cand,) = job_candidates(hints, {"t4": 4}, [m])
+    assert cand.source is ThroughputSource.MEASURED and cand.plan == plan and cand.throughput == 0.01
+    assert cand.gpu_memory_gb > 15  # the memory model's figure is still reported
