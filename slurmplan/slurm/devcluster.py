@@ -17,6 +17,7 @@ import shutil
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -200,12 +201,8 @@ class DevCluster:
             current = self.paths.slurm_conf.read_text()
         except (OSError, ValueError) as exc:
             raise DevClusterError(f"{self.paths.root} has running daemons but no readable configuration") from exc
-        wanted = (
-            self._render(state["slurmctld_port"], state["node_ports"])
-            if set(state.get("node_ports", {})) == set(self.layout.node_names())
-            else None
-        )
-        if wanted != current:
+        same_nodes = set(state.get("node_ports", {})) == set(self.layout.node_names())
+        if not same_nodes or self._render(state["slurmctld_port"], state["node_ports"]) != current:
             raise DevClusterError(
                 f"the cluster in {self.paths.root} runs with another layout; run `slurmplan devcluster down` first"
             )
@@ -268,7 +265,7 @@ class DevCluster:
             return None
         return pid if str(self.paths.root) in procs.cmdline(pid) else None
 
-    def _wait_for(self, cond, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
+    def _wait_for(self, cond: Callable[[], bool], timeout: float, what: str) -> None:
         deadline = time.monotonic() + timeout
         while not cond():
             if time.monotonic() > deadline:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -194,15 +195,20 @@ def test_update_refused_for_running_job_is_reported_not_raised(devcluster):
 @pytest.mark.slurm
 def test_signal_reaches_batch_script_trap(devcluster):
     marker = devcluster.jobs_dir / "got-usr2"
+    ready = devcluster.jobs_dir / "trap-ready"
     marker.unlink(missing_ok=True)
-    script = f"trap 'echo caught > {marker}; exit 0' USR2\n{LOOP}"
+    ready.unlink(missing_ok=True)
+    script = f"trap 'echo caught > {marker}; exit 0' USR2\ntouch {ready}\n{LOOP}"
     job_id = devcluster.sbatch(script, "--gres=gpu:v100:1", "--time=10")
     devcluster.wait_state(job_id, "RUNNING")
+    deadline = time.monotonic() + 30
+    while not ready.exists() and time.monotonic() < deadline:  # RUNNING comes before the trap is set
+        time.sleep(0.1)
     (result,) = SlurmBackend(devcluster.env).apply([Action(ActionKind.SIGNAL, job_id, signal="USR2")])
     assert result.ok, result
-    record = devcluster.wait_state(job_id, "COMPLETED")
-    assert record["exit_code"] == 0 or record["exit_code"] == {"status": "SUCCESS", "return_code": 0}
+    record = devcluster.wait_state(job_id, "COMPLETED", "FAILED", "CANCELLED")
     assert marker.read_text().strip() == "caught"
+    assert record["job_state"] == "COMPLETED"
 
 
 @pytest.mark.slurm

@@ -50,8 +50,12 @@ def test_up_is_idempotent(devcluster):
     assert {d.name: d.pid for d in status.daemons} == before
 
 
-def test_down_stops_every_process_and_job(devcluster_factory):
-    handle = devcluster_factory({"nodes": [{"name": "n[1-2]", "gpu_type": "a100", "gpus": 2, "cpus": 4}]})
+def test_down_stops_every_process_and_job_of_its_own_only(devcluster, devcluster_factory):
+    """Two clusters side by side (same node names); stopping one leaves the other and its jobs running."""
+    other_job = devcluster.sbatch("sleep 300", "--gres=gpu:a100:1")
+    devcluster.wait_state(other_job, "RUNNING")
+    handle = devcluster_factory({"nodes": [{"name": "a100n[1-2]", "gpu_type": "a100", "gpus": 2, "cpus": 4}]})
+    assert handle.cluster.cluster_name != devcluster.cluster.cluster_name
     job = handle.sbatch("sleep 300", "--gres=gpu:a100:1")
     handle.wait_state(job, "RUNNING")
     pids = [d.pid for d in handle.cluster.status().daemons]
@@ -60,6 +64,9 @@ def test_down_stops_every_process_and_job(devcluster_factory):
     handle.cluster.down()
     assert not [p for p in pids + steps if procs.is_alive(p)]
     assert not handle.cluster.status().running
+    assert devcluster.cluster.status().running
+    assert devcluster.squeue_job(other_job)["job_state"] == "RUNNING"
+    devcluster.run("scancel", str(other_job))
 
 
 def test_requested_port_taken_is_refused(tmp_path):
