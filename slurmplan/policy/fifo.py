@@ -59,23 +59,24 @@ class Fifo(Policy):
         """Job positions, first served first."""
         return arrival_order(problem)
 
-    def _choices(self, problem: AllocationProblem, j: int) -> list[int]:
+    def _choices(self, problem: AllocationProblem, view: np.ndarray, j: int) -> list[int]:
         """Columns job j may take, best first: its request only, or all usable ones by throughput."""
         if self.params["fixed_request"]:
             c = -1 if problem.requested is None else int(problem.requested[j])
             return [c] if c >= 0 and problem.throughput[j, c] > 0 else []
-        row = problem.throughput[j]
+        # The agnostic form sees only Cell sizes (types averaged), so among same-size Cells it takes the first
+        # type with room; Gavel's intended random type would make the policy non-deterministic.
+        row = view[j]
         usable = np.nonzero(row > 0)[0]
-        if not self.params["aware"]:
-            return usable.tolist()
         return usable[np.argsort(-row[usable], kind="stable")].tolist()
 
     def _greedy(self, problem: AllocationProblem) -> Allocation:
         x = np.zeros((problem.num_jobs, len(problem.cells)))
         free = {t: float(n) for t, n in problem.capacity.items()}
         placed = 0
+        view = problem.throughput if self.params["aware"] else lp.agnostic_throughput(problem)
         for j in self.order(problem):
-            choices = self._choices(problem, j)
+            choices = self._choices(problem, view, j)
             fit = [c for c in choices if free.get(problem.cells[c].gpu_type, 0.0) >= problem.cells[c].gpus]
             if fit:
                 cell = problem.cells[fit[0]]

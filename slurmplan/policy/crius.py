@@ -1,0 +1,90 @@
+"""Crius's Cell-based scheduler (crius.md section 3): place jobs by Cells, scaling others within a search depth.
+
+Per round (Crius re-runs on arrivals, departures and every 5 minutes):
+1. running jobs keep their current Cell when it is still valid;
+2. pending jobs, in arrival order, each try every Cell they have: one that fits the free GPUs is a choice;
+   otherwise up to ``search_depth`` scaling steps on other jobs of that GPU type (each step shrinks one job to
+   a smaller Cell of its type, or moves it to another type with room, whichever loses the least throughput per
+   GPU freed) make room. The choice with the highest total estimated throughput wins; a job with no feasible
+   choice stays pending while later jobs use the idle GPUs (opportunistic execution, so nobody starves them);
+3. an extra round hands GPUs still idle to running jobs (scale up / move to a faster type) by best gain per GPU.
+Throughput is summed as speedups over each job's reference configuration (see greedy.py).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import numpy as np
+
+from slurmplan.domain import Allocation, AllocationProblem
+from slurmplan.policy.base import Param, Policy, non_negative
+from slurmplan.policy.greedy import Packing, climb, reference_throughput
+
+
+class Crius(Policy):
+    objective: ClassVar[str] = "crius"
+    PARAMS: ClassVar = {
+        "search_depth": Param(int, 3, "an integer >= 0 (scaling steps per choice)", non_negative),
+        "scale_up": Param(bool, True, "true (hand idle GPUs to running jobs) or false"),
+    }
+
+    def allocate(self, problem: AllocationProblem) -> Allocation:
+        pack = Packing.empty(problem)
+        score = problem.throughput / reference_throughput(problem)[:, None]
+        if problem.current is not None:
+            for j, c in enumerate(np.asarray(problem.current, dtype=int)):
+                if c >= 0 and pack.fits(j, int(c)):
+                    pack.assign(j, int(c))
+        for j in np.argsort(problem.column("submit_time"), kind="stable"):
+            if pack.col[j] < 0:
+                self._place(pack, int(j), score)
+        if self.params["scale_up"]:
+            climb(pack, score)
+        return self.result(problem, pack.x(), pack.value(score))
+
+    def _place(self, pack: Packing, j: int, score: np.ndarray) -> None:
+        best_value, best_state = -np.inf, None
+        for c in np.nonzero(pack.problem.throughput[j] > 0)[0]:
+            trial = Packing(pack.problem, pack.col.copy(), pack.free.copy(), pack.types, pack.cell_type, pack.cell_gpus)
+            if pack.cell_type[c] < 0 or not self._make_room(trial, j, int(c), score):
+                continue
+            trial.assign(j, int(c))
+            value = trial.value(score)
+            if value > best_value:
+                best_value, best_state = value, trial
+        if best_state is not None:
+            pack.col[:], pack.free[:] = best_state.col, best_state.free
+
+    def _make_room(self, pack: Packing, j: int, c: int, score: np.ndarray) -> bool:
+        t = pack.cell_type[c]
+        for _ in range(self.params["search_depth"]):
+            if pack.fits(j, c):
+                return True
+            step = self._cheapest_step(pack, t, j, score)
+            if step is None:
+                return False
+            k, target = step
+            if target < 0:
+                pack.release(k)
+            else:
+                pack.assign(k, target)
+        return pack.fits(j, c)
+
+    def _cheapest_step(self, pack: Packing, t: int, j: int, score: np.ndarray) -> tuple[int, int] | None:
+        """The move of one other job on type t that frees GPUs there at the least throughput lost per GPU."""
+        on = pack.col >= 0
+        rows = np.nonzero(on & (pack.cell_type[np.maximum(pack.col, 0)] == t) & (np.arange(len(pack.col)) != j))[0]
+        if len(rows) == 0:
+            return None
+        cur = pack.col[rows]
+        other = pack.cell_type[None, :] != t
+        freed = pack.cell_gpus[cur][:, None] - np.where(other, 0.0, pack.cell_gpus[None, :])
+        room = pack.free[np.maximum(pack.cell_type, 0)][None, :]
+        ok = (pack.problem.throughput[rows] > 0) & (pack.cell_type >= 0)[None, :] & (freed > 0)
+        ok &= ~other | (pack.cell_gpus[None, :] <= room + 1e-9)
+        if not ok.any():
+            return None
+        cost = np.where(ok, (score[rows, cur][:, None] - score[rows]) / np.maximum(freed, 1e-12), np.inf)
+        r, c2 = np.unravel_index(int(np.argmin(cost)), cost.shape)
+        return int(rows[r]), int(c2)
