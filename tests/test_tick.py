@@ -268,3 +268,14 @@ def test_wake_at_names_the_grace_expiry() -> None:
     jobs = (running, mjob(2, {"a100": {1: 10.0}}))
     out = decide(TickInput(T0, cluster(a100=(1, 1)), jobs), FixedPolicy({2: {Cell("a100", 1): 1.0}}), SchedulerState())
     assert kinds(out)[0] == (1, ActionKind.SIGNAL) and out.wake_at == T0 + TickConfig().grace_s
+
+
+def test_job_running_outside_its_candidates_is_left_alone_until_the_next_round() -> None:
+    base = cluster(a100=(1, 1), v100=(1, 1))
+    first = decide(TickInput(T0, base, ()), RequestedPolicy(), SchedulerState())
+    odd = mjob(1, {"a100": {1: 10.0}}, gpu_type="v100", state=JobState.RUNNING, nodes=("v100-0",))
+    between = decide(TickInput(T0 + 60, base, (odd,)), RequestedPolicy(), first.state)
+    assert between.actions == () and by_job(between)[1].reason is Reason.KEPT
+    rnd = decide(TickInput(T0 + 360, base, (odd,)), FixedPolicy({1: {Cell("a100", 1): 1.0}}), between.state)
+    assert by_job(rnd)[1].reason is Reason.SCHEDULED and by_job(rnd)[1].cell == Cell("a100", 1)
+    assert kinds(rnd) == [(1, ActionKind.SIGNAL)]  # restarts in a configuration slurmplan can predict

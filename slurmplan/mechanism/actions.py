@@ -154,10 +154,10 @@ def job_actions(
             return _start(mj, a, st, stamp)
         return _hold(job, a, st, stamp)
     if job.state in RUNNING_STATES:
-        if st.signalled_at is not None or (a.reason in STOPPING or a.cell is None):
+        if a.reason is Reason.KEPT and st.signalled_at is None:
+            return _annotate(job, a, st, stamp) if a.cell is not None else ([], st)
+        if st.signalled_at is not None or a.reason in STOPPING or a.cell is None:
             return _stop(job, a, st, now, config)
-        if a.reason is Reason.KEPT:
-            return _annotate(job, a, st, stamp)
     return [], st
 
 

@@ -93,9 +93,11 @@ def replay(
     for j, job_id in enumerate(p.job_ids):
         planned = states[job_id].planned
         target = col_of.get(planned.cell, -1) if planned is not None and planned.cell is not None else -1
-        if info.running[j] and not info.signalled[j]:
+        if ctx.running[j] and not info.signalled[j]:
             col[j], fixed[j], reasons[j] = info.current[j], True, Reason.KEPT
             details[j] = planned.detail if planned is not None and planned.reason is Reason.KEPT else "lease renewed"
+            if info.current[j] < 0:
+                details[j] = "runs in a configuration none of its candidates has; decided at the next round"
         elif planned is not None:
             fixed[j] = info.running[j] or (target >= 0 and planned.reason in _CHOSEN_REASONS)
             col[j] = target if planned.reason in _CHOSEN_REASONS else -1
@@ -147,6 +149,8 @@ def assign(
         c = int(choice.col[j])
         reason, detail, pri = choice.reason[j], choice.detail[j], float(choice.priority[j])
         if c < 0:
+            if ctx.running[j] and reason is Reason.WAITING:
+                reason = Reason.PREEMPTED  # running outside every column, and not chosen: it must stop
             out.append(Assignment(job_id, reason, priority=pri, share=float(x[j].sum()), detail=detail))
             continue
         cand = p.candidates[j][c] if p.candidates else None
