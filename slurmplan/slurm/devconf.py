@@ -94,7 +94,8 @@ def render_slurm_conf(
         "SlurmdUser=root",
         "AuthType=auth/munge",
         "CredType=cred/munge",
-        f"AuthInfo=socket={paths.munge_socket}",
+        # cred_expire: a requeued batch job becomes eligible again cred_expire+1 s later (121 s by default)
+        f"AuthInfo=socket={paths.munge_socket},cred_expire=10",
         f"StateSaveLocation={paths.state_save}",
         f"SlurmdSpoolDir={paths.spool_dir}/slurmd-%n",
         f"SlurmctldPidFile={paths.pid_file('slurmctld-own')}",

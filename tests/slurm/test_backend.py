@@ -222,6 +222,8 @@ def test_requeue_running_job(devcluster):
     )
     assert record["job_state"] in ("PENDING", "REQUEUED", "RUNNING", "CONFIGURING")
     assert record["priority"] > 0  # requeued, not held
+    # the dev cluster's short cred_expire makes a requeued job eligible again after ~11 s, not 121 s
+    devcluster.wait_for(job_id, lambda j: j["job_state"] == "RUNNING" and j["restart_cnt"] == 1, 60, "runs again")
     devcluster.run("scancel", str(job_id))
 
 

@@ -31,7 +31,7 @@ def test_default_cluster_nodes_idle_with_gpus(devcluster):
 def test_own_munge_and_unique_cluster_name(devcluster):
     conf = Path(devcluster.env["SLURM_CONF"]).read_text()
     root = devcluster.cluster.paths.root
-    assert f"AuthInfo=socket={root}/munge/munge.socket" in conf
+    assert f"AuthInfo=socket={root}/munge/munge.socket," in conf
     assert f"ClusterName={devcluster.cluster.cluster_name}" in conf
     assert devcluster.cluster.cluster_name != DevCluster(state_dir=root / "other").cluster_name
 

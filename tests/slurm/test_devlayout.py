@@ -36,7 +36,7 @@ def test_rendered_conf_has_own_ports_socket_and_extras(tmp_path):
     conf = render_slurm_conf(layout, paths, "devtest", 20999, ports, "vm")
     lines = conf.splitlines()
     assert "SlurmctldPort=20999" in lines and "ClusterName=devtest" in lines
-    assert f"AuthInfo=socket={paths.munge_socket}" in lines
+    assert f"AuthInfo=socket={paths.munge_socket},cred_expire=10" in lines
     assert f"StateSaveLocation={paths.state_save}" in lines
     assert any(ln.startswith("NodeName=a100n1 ") and "Port=21000" in ln and "Gres=gpu:a100:4" in ln for ln in lines)
     assert lines[-1] == "JobSubmitPlugins=lua"
