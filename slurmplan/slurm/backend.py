@@ -79,7 +79,7 @@ class _Reader:
             return None
         return self.record[key]
 
-    def int(self, key: str, default: int | None = 0, required: bool = True) -> int | None:
+    def num(self, key: str, default: int | None = 0, required: bool = True) -> int | None:
         value = self._get(key, required)
         if value is None:
             return default
@@ -87,7 +87,7 @@ class _Reader:
             raise SlurmOutputError(self.source, f"{self.path}.{key}", f"expected a number, got {value!r}")
         return int(value)
 
-    def str(self, key: str, required: bool = True) -> str:
+    def text(self, key: str, required: bool = True) -> str:
         value = self._get(key, required)
         if value is None:
             return ""
@@ -106,9 +106,9 @@ class _Reader:
         return tuple(value)
 
     def parsed(self, key: str, parse: Any, required: bool = True) -> Any:
-        text = self.str(key, required)
+        value = self.text(key, required)
         try:
-            return parse(text)
+            return parse(value)
         except ValidationError as exc:
             raise SlurmOutputError(self.source, f"{self.path}.{key}", str(exc)) from exc
 
@@ -128,7 +128,7 @@ def _records(payload: Any, key: str, source: str) -> list[Any]:
 def node_from_json(record: Any, index: int = 0, source: str = "sinfo --json") -> Node:
     """One entry of ``sinfo --json``'s ``nodes`` as a domain :class:`Node`."""
     r = _Reader(record, source, f"nodes[{index}]")
-    base = r.str("state").lower()
+    base = r.text("state").lower()
     flags = {f.upper() for f in r.strs("state_flags")}
     state = _NODE_BASE.get(base, NodeState.UNKNOWN)
     if flags & {"DRAIN", "FAIL", "MAINTENANCE"} and state is not NodeState.DOWN:
@@ -140,15 +140,15 @@ def node_from_json(record: Any, index: int = 0, source: str = "sinfo --json") ->
     gpu_type, gpus = r.parsed("gres", gpu_request)
     used_type, used = r.parsed("gres_used", gpu_request, required=False)
     return Node(
-        name=r.str("name"),
+        name=r.text("name"),
         state=state,
         gpu_type=gpu_type.lower() if gpu_type else None,
         gpus=gpus,
         gpus_used=min(used, gpus) if gpus else 0,
-        cpus=r.int("cpus") or 0,
-        cpus_used=r.int("alloc_cpus", required=False) or 0,
-        memory_mb=r.int("real_memory") or 0,
-        memory_used_mb=r.int("alloc_memory", required=False) or 0,
+        cpus=r.num("cpus") or 0,
+        cpus_used=r.num("alloc_cpus", required=False) or 0,
+        memory_mb=r.num("real_memory") or 0,
+        memory_used_mb=r.num("alloc_memory", required=False) or 0,
         features=r.strs("active_features") or r.strs("features"),
         partitions=r.strs("partitions"),
     )
@@ -169,36 +169,36 @@ def job_from_json(
     (``--gres=gpu:2 --constraint=v100``) reads as a request for that type.
     """
     r = _Reader(record, source, f"jobs[{index}]")
-    state_name = r.str("job_state").upper()
+    state_name = r.text("job_state").upper()
     state = _JOB_STATES.get(state_name, JobState.OTHER)
-    reason = r.str("state_reason", required=False)
-    node_count = max(1, r.int("node_count") or 1)
+    reason = r.text("state_reason", required=False)
+    node_count = max(1, r.num("node_count") or 1)
     gpu_type, per_node = r.parsed("tres_per_node", gpu_request, required=False)
     if not per_node:
         job_type, per_job = r.parsed("tres_per_job", gpu_request, required=False)
         if per_job:
             gpu_type, per_node = job_type, math.ceil(per_job / node_count)
-    feature = r.str("features", required=False).strip().lower()
+    feature = r.text("features", required=False).strip().lower()
     if per_node and gpu_type is None and feature in gpu_types:
         gpu_type = feature
-    cpus = r.int("cpus", required=False) or 1
-    per_node_mem = r.int("memory_per_node", default=None, required=False)
-    per_cpu_mem = r.int("memory_per_cpu", default=None, required=False)
+    cpus = r.num("cpus", required=False) or 1
+    per_node_mem = r.num("memory_per_node", default=None, required=False)
+    per_cpu_mem = r.num("memory_per_cpu", default=None, required=False)
     if per_node_mem is not None and 0 < per_node_mem < _INFINITE:
         memory_mb = per_node_mem * node_count
     elif per_cpu_mem is not None and 0 < per_cpu_mem < _INFINITE:
         memory_mb = per_cpu_mem * cpus
     else:
         memory_mb = 0
-    start = r.int("start_time", required=False) or 0
-    priority = r.int("priority", required=False)
+    start = r.num("start_time", required=False) or 0
+    priority = r.num("priority", required=False)
     held = state is JobState.PENDING and (reason in _HELD_REASONS or priority == 0)
     return Job(
-        job_id=r.int("job_id") or 0,
-        name=r.str("name", required=False),
-        user=r.str("user_name", required=False),
-        account=r.str("account", required=False),
-        partition=r.str("partition", required=False),
+        job_id=r.num("job_id") or 0,
+        name=r.text("name", required=False),
+        user=r.text("user_name", required=False),
+        account=r.text("account", required=False),
+        partition=r.text("partition", required=False),
         state=state,
         state_reason="" if reason == "None" else reason,
         gpu_type=gpu_type.lower() if gpu_type else None,
@@ -207,12 +207,12 @@ def job_from_json(
         nodes=r.parsed("nodes", expand_hostlist, required=False),
         cpus=cpus,
         memory_mb=memory_mb,
-        time_limit_s=_time_limit_s(r.int("time_limit", default=None, required=False)),
-        submit_time=float(r.int("submit_time", required=False) or 0),
+        time_limit_s=_time_limit_s(r.num("time_limit", default=None, required=False)),
+        submit_time=float(r.num("submit_time", required=False) or 0),
         start_time=float(start) if start and state is not JobState.PENDING else None,
-        comment=r.str("comment", required=False),
-        admin_comment=r.str("admin_comment", required=False),
-        restart_count=r.int("restart_cnt", required=False) or 0,
+        comment=r.text("comment", required=False),
+        admin_comment=r.text("admin_comment", required=False),
+        restart_count=r.num("restart_cnt", required=False) or 0,
         held=held,
     )
 
@@ -335,7 +335,7 @@ class SlurmBackend:
         if any(a.kind is ActionKind.UPDATE and a.gpus_per_node is not None for a in actions):
             for i, record in enumerate(_records(self._json(["squeue", "--json"]), "jobs", "squeue --json")):
                 r = _Reader(record, "squeue --json", f"jobs[{i}]")
-                requests[r.int("job_id") or 0] = r.str("tres_per_node", required=False)
+                requests[r.num("job_id") or 0] = r.text("tres_per_node", required=False)
         return [self._apply_one(a, requests.get(a.job_id)) for a in actions]
 
     def _apply_one(self, action: Action, current_request: str | None) -> ActionResult:
