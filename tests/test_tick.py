@@ -279,3 +279,18 @@ def test_job_running_outside_its_candidates_is_left_alone_until_the_next_round()
     rnd = decide(TickInput(T0 + 360, base, (odd,)), FixedPolicy({1: {Cell("a100", 1): 1.0}}), between.state)
     assert by_job(rnd)[1].reason is Reason.SCHEDULED and by_job(rnd)[1].cell == Cell("a100", 1)
     assert kinds(rnd) == [(1, ActionKind.SIGNAL)]  # restarts in a configuration slurmplan can predict
+
+
+def test_kept_jobs_are_repacked_when_they_fragment_the_nodes_a_larger_job_needs() -> None:
+    # Two 8-GPU nodes. Job 1 (4 GPUs) runs on a100-0, job 2 waits for 12 GPUs (6 + 6). Keeping job 1 on its
+    # node would leave only 4 there: job 2 could never be placed while job 1 keeps winning its column.
+    base = cluster(a100=(2, 8))
+    small = mjob(1, {"a100": {4: 40.0}}, gpus=4, state=JobState.RUNNING, nodes=("a100-0",))
+    large = mjob(2, {"a100": {12: 100.0}}, gpus=12, submit=T0 + 1)
+    policy = FixedPolicy({1: {Cell("a100", 4): 0.9}, 2: {Cell("a100", 12): 0.5}})
+    out = decide(TickInput(T0, base, (small, large)), policy, SchedulerState())
+    a1, a2 = by_job(out)[1], by_job(out)[2]
+    assert a2.reason is Reason.SCHEDULED and a2.nodes == ("a100-0", "a100-1") and a2.gpus_per_node == 6
+    assert a1.reason is Reason.MOVED and a1.nodes == ("a100-0", "a100-1") and a1.gpus_per_node == 2
+    assert "so that larger jobs fit" in a1.detail
+    assert kinds(out) == [(1, ActionKind.SIGNAL), (2, ActionKind.UPDATE), (2, ActionKind.RELEASE)]

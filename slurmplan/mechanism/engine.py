@@ -23,7 +23,7 @@ from slurmplan.domain import (
     ValidationError,
 )
 from slurmplan.mechanism.actions import RoundStamp, plan_actions
-from slurmplan.mechanism.placement import Placed, PlacementRequest, place
+from slurmplan.mechanism.placement import Placed, PlacementRequest, Unplaced, place, placed_gpus
 from slurmplan.mechanism.priorities import EPS, priorities, received_share
 from slurmplan.mechanism.problem import ProblemContext, build_problem
 from slurmplan.mechanism.reconfig import horizon_s
@@ -138,12 +138,31 @@ def _requests(ctx: ProblemContext, choice: RoundChoice, states: Mapping[JobId, J
     return kept + others
 
 
+def _place(ctx: ProblemContext, requests: list[PlacementRequest]) -> dict[int, Placed | Unplaced]:
+    """Kept jobs keep their nodes; if that leaves a chosen job without nodes, repack largest first instead.
+
+    The repacking is taken only if it places every job the first try placed, and more GPUs in all.
+
+    Without the repacking, running jobs that keep winning their column could fragment the nodes a larger
+    waiting job needs for ever: its priority would grow but it would never be placed (starvation).
+    """
+    placed = place(ctx.pool, requests)
+    if all(isinstance(placed[r.row], Placed) for r in requests):
+        return placed
+    repacked = place(ctx.pool, requests, kept_first=False)
+    still = all(isinstance(repacked[row], Placed) for row, where in placed.items() if isinstance(where, Placed))
+    if still and placed_gpus(repacked) > placed_gpus(placed):
+        log.info("repacked the round: %d GPUs placed instead of %d", placed_gpus(repacked), placed_gpus(placed))
+        return repacked
+    return placed
+
+
 def assign(
     ctx: ProblemContext, choice: RoundChoice, x: np.ndarray, states: Mapping[JobId, JobState], info: RunningInfo
 ) -> list[Assignment]:
     """Place the chosen rows and turn every row into an Assignment with its Reason and detail."""
     p = ctx.problem
-    placed = place(ctx.pool, _requests(ctx, choice, states, info))
+    placed = _place(ctx, _requests(ctx, choice, states, info))
     out: list[Assignment] = []
     for j, job_id in enumerate(p.job_ids):
         c = int(choice.col[j])
@@ -166,6 +185,9 @@ def assign(
                 Assignment(job_id, reason, cell=p.cells[c], priority=pri, share=float(x[j, c]), detail=where.why)
             )
             continue
+        if reason is Reason.KEPT and tuple(where.nodes) != tuple(ctx.jobs[j].job.nodes):
+            reason = Reason.MOVED
+            detail = f"re-placed on {','.join(where.nodes)} so that larger jobs fit (was {detail})"
         out.append(
             Assignment(
                 job_id,

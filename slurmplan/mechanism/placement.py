@@ -100,17 +100,30 @@ class _Free:
         )
 
 
-def place(pool: NodePool, requests: Sequence[PlacementRequest]) -> dict[int, Placed | Unplaced]:
-    """Where each request runs, by row. Requests with preferred nodes go first, then largest jobs first."""
+def place(
+    pool: NodePool, requests: Sequence[PlacementRequest], *, kept_first: bool = True
+) -> dict[int, Placed | Unplaced]:
+    """Where each request runs, by row.
+
+    With ``kept_first`` requests with preferred nodes are placed first (in the order given), then the rest
+    largest first. Without it every request is taken largest first and only tries its preferred nodes when its
+    turn comes: the repacking a round falls back to when kept jobs fragment the nodes a larger job needs.
+    """
     free = _Free(pool)
     out: dict[int, Placed | Unplaced] = {}
     later: list[PlacementRequest] = []
-    for req in requests:
+    for req in requests if kept_first else ():
         kept = free.keep(req) if req.preferred else None
         if kept is None:
             later.append(req)
         else:
             out[req.row] = kept
-    for req in sorted(later, key=lambda r: (-r.cell.gpus, r.row)):
-        out[req.row] = free.fit(req)
+    for req in sorted(later if kept_first else requests, key=lambda r: (-r.cell.gpus, r.row)):
+        kept = None if kept_first or not req.preferred else free.keep(req)
+        out[req.row] = kept or free.fit(req)
     return out
+
+
+def placed_gpus(result: dict[int, Placed | Unplaced]) -> int:
+    """GPUs a placement gives out in all (to compare a repacking with the first try)."""
+    return sum(p.gpus_per_node * len(p.nodes) for p in result.values() if isinstance(p, Placed))
