@@ -21,7 +21,10 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SiteCluster]:
     # whose sbatch must read slurm.conf and the job script.
     root = Path(tempfile.mkdtemp(prefix="slurmplan-site-"))
     os.chmod(root, 0o755)
-    cluster = SiteCluster(tmp_path_factory.mktemp("site"), root / "cluster")
+    # pytest keeps only its last few temporary directories and other sessions on this host run pytest too,
+    # so the journal and plan files of a session-long cluster live in our own directory.
+    (root / "files").mkdir()
+    cluster = SiteCluster(root / "files", root / "cluster")
     try:
         cluster.up()
         yield cluster

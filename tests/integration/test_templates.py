@@ -1,0 +1,164 @@
+"""The sbatch templates on the site cluster: their hints are accepted and canonical, and the plan the daemon
+assigns reaches the training command as the right flags.
+
+Megatron-LM and DeepSpeed are not installed here, so their templates run a stand-in training script (written
+by the test) that records the arguments, environment and config it was given; everything around it (sbatch,
+the #SBATCH plan options, job_submit.lua, the SPANK plugin, srun) is the real thing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from site_cluster import ROOT, SiteCluster
+
+from slurmplan.domain import Cell, Plan
+from slurmplan.slurm.hints import compose_admin_comment, format_decision, parse_hints
+
+pytestmark = pytest.mark.slurm
+
+TEMPLATES = ROOT / "templates"
+FIT = ("--nodes=1", "--ntasks-per-node=2", "--cpus-per-task=2", "--time=00:10:00")
+"""Overrides so each template fits a 2-GPU slice of the development cluster."""
+ELASTIC_FIT = ("--time=00:10:00",)
+"""The elastic template sizes its tasks from the GPUs it holds (--cpus-per-gpu), so only the time changes."""
+
+
+def fit(name: str) -> tuple[str, ...]:
+    return ELASTIC_FIT if name == "elastic_dp.sbatch" else FIT
+
+
+EXPECTED = {
+    "elastic_dp.sbatch": "slurmplan:model=resnet50;min=2;max=8;types=a100,v100;workers=8;batch=256;steps=20000",
+    "megatron.sbatch": (
+        "slurmplan:model=gpt3-1.3b;min=8;max=32;types=a100,h100;class=guaranteed;batch=512;seq=2048;steps=100000"
+    ),
+    "deepspeed.sbatch": (
+        "slurmplan:model=bert-large;gpus=4;types=v100,a100,t4;batch=1024;seq=512;steps=50000;deadline=2030-01-01T00:00"
+    ),
+}
+
+STAND_IN = textwrap.dedent(
+    """\
+    import json, os, sys
+    rank = os.environ.get("RANK", "?")
+    record = {"argv": sys.argv[1:], "rank": rank, "world": os.environ.get("WORLD_SIZE"),
+              "env": {k: v for k, v in os.environ.items() if k.startswith("SLURMPLAN_")}}
+    if "--deepspeed_config" in sys.argv:
+        record["config"] = json.load(open(sys.argv[sys.argv.index("--deepspeed_config") + 1]))
+    with open(os.path.join(os.environ["RECORD_DIR"], f"rank{rank}.json"), "w") as f:
+        json.dump(record, f)
+    """
+)
+
+
+@pytest.fixture
+def workdir(site: SiteCluster, request: pytest.FixtureRequest) -> Path:
+    """A directory for one test in the site cluster's own tree (pytest's may be pruned by concurrent sessions)."""
+    path = site.tmp / request.node.name.replace("[", "-").replace("]", "")
+    path.mkdir()
+    return path
+
+
+def test_every_template_has_an_expected_hint_line() -> None:
+    assert sorted(p.name for p in TEMPLATES.glob("*.sbatch")) == sorted(EXPECTED)
+    for name, text in EXPECTED.items():
+        parse_hints(text)  # the expectation itself is valid grammar
+        body = (TEMPLATES / name).read_text()
+        assert "#SBATCH --requeue" in body and "#SBATCH --signal=USR2@" in body, name
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_template_hints_become_canonical_admin_comment(site: SiteCluster, name: str) -> None:
+    gres = "--gres=gpu:v100:2" if name == "deepspeed.sbatch" else "--gres=gpu:a100:2"
+    job_id = site.sbatch(TEMPLATES / name, *fit(name), gres)
+    job = site.wait_state(job_id, "PENDING")
+    assert job["admin_comment"] == EXPECTED[name]
+    assert job["priority"] == 0
+    site.run("scancel", str(job_id), check=True)
+
+
+def _run_with_plan(site: SiteCluster, name: str, gres: str, cell: Cell, plan: Plan, tmp: Path, **env: str) -> dict:
+    record_dir = tmp / "records"
+    record_dir.mkdir()
+    job_id = site.sbatch(TEMPLATES / name, *FIT, gres, f"--chdir={site.jobs_dir}", RECORD_DIR=str(record_dir), **env)
+    site.wait_state(job_id, "PENDING")
+    site.release_with(job_id, compose_admin_comment(EXPECTED[name], format_decision(cell, plan, "round 3")))
+    job = site.wait_state(job_id, "COMPLETED", "FAILED", timeout=90)
+    output = Path(site.jobs_dir / f"{name.split('.')[0].replace('_', '-')}-{job_id}.out")
+    log = output.read_text() if output.exists() else "<no output>"
+    assert job["job_state"] == "COMPLETED", log
+    records = {p.name: json.loads(p.read_text()) for p in record_dir.glob("rank*.json")}
+    assert sorted(records) == ["rank0.json", "rank1.json"], log
+    return records["rank0.json"]
+
+
+def test_megatron_template_turns_the_plan_into_megatron_flags(site: SiteCluster, workdir: Path) -> None:
+    megatron = workdir / "megatron"
+    megatron.mkdir()
+    (megatron / "pretrain_gpt.py").write_text(STAND_IN)
+    plan = Plan(dp=1, tp=1, pp=2, micro_batch=2, grad_accum=16, virtual_stages=2, checkpointing=True, zero_stage=1)
+    rec = _run_with_plan(
+        site, "megatron.sbatch", "--gres=gpu:a100:2", Cell("a100", 2, 2), plan, workdir,
+        MEGATRON=str(megatron), DATA="/data/none", CKPT=str(workdir / "ckpt"),
+    )  # fmt: skip
+    argv = rec["argv"]
+
+    def flag(name: str) -> str:
+        return argv[argv.index(name) + 1]
+
+    assert (flag("--tensor-model-parallel-size"), flag("--pipeline-model-parallel-size")) == ("1", "2")
+    assert (flag("--micro-batch-size"), flag("--global-batch-size")) == ("2", "32")
+    assert flag("--num-layers-per-virtual-pipeline-stage") == "6"
+    assert flag("--recompute-granularity") == "full" and "--use-distributed-optimizer" in argv
+    assert rec["world"] == "2" and rec["env"]["SLURMPLAN_PLAN_SOURCE"] == "admin-comment"
+
+
+def test_deepspeed_template_writes_the_plan_into_its_config(site: SiteCluster, workdir: Path) -> None:
+    script = workdir / "train.py"
+    script.write_text(STAND_IN)
+    plan = Plan(dp=2, micro_batch=4, grad_accum=8, zero_stage=2, offload=True)
+    rec = _run_with_plan(
+        site, "deepspeed.sbatch", "--gres=gpu:v100:2", Cell("v100", 2), plan, workdir,
+        TRAIN_SCRIPT=str(script), CKPT=str(workdir / "ckpt"),
+    )  # fmt: skip
+    config = rec["config"]
+    assert config["train_batch_size"] == 64
+    assert (config["train_micro_batch_size_per_gpu"], config["gradient_accumulation_steps"]) == (4, 8)
+    assert config["zero_optimization"] == {"stage": 2, "offload_optimizer": {"device": "cpu"}}
+    assert config["activation_checkpointing"]["partition_activations"] is False
+    assert rec["argv"][rec["argv"].index("--pipeline-parallel-size") + 1] == "1"
+
+
+@pytest.mark.slow
+def test_elastic_template_trains_with_the_launcher(site: SiteCluster, workdir: Path) -> None:
+    """The real launcher and example target, 2 processes on CPU (gloo), a few steps."""
+    pytest.importorskip("torch")
+    if shutil.which("python") is None:
+        pytest.skip("the template runs `python`")
+    ckpt = workdir / "ckpt"
+    job_id = site.sbatch(
+        TEMPLATES / "elastic_dp.sbatch",
+        *ELASTIC_FIT,
+        "--gres=gpu:a100:2",
+        f"--chdir={ROOT}",
+        f"--output={workdir}/out-%j.txt",
+        STEPS="4",
+        CKPT=str(ckpt),
+        MASTER_ADDR="127.0.0.1",  # the dev cluster's node names do not resolve
+        PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+    )
+    site.wait_state(job_id, "PENDING")
+    decision = format_decision(Cell("a100", 2), Plan(dp=2, grad_accum=4), "round 1")
+    site.release_with(job_id, compose_admin_comment(EXPECTED["elastic_dp.sbatch"], decision))
+    job = site.wait_state(job_id, "COMPLETED", "FAILED", timeout=180)
+    log = (workdir / f"out-{job_id}.txt").read_text()
+    assert job["job_state"] == "COMPLETED", log
+    assert f"elastic-dp: job {job_id} restart 0 on 2 GPUs (a100, dp 2, grad accum 4)" in log
+    assert ckpt.exists() and any(ckpt.iterdir()), log
