@@ -79,3 +79,16 @@ def test_metrics_by_hand():
     assert rho == pytest.approx([1 / 1.5, 2 / 1.5])
     assert utilization(res, 0.0, 3600.0) == pytest.approx(0.5)
     assert "p" in format_table([s, s]) and math.isnan(summarize(_result([], [], [], [], 0.0))["avg_jct_h"])
+
+
+def test_parallel_compare_equals_sequential_runs_deterministic(table):
+    from slurmplan.sim.engine import SimOptions
+    from slurmplan.sim.runner import RunSpec, compare
+
+    jobs = tuple(hours_job(table, i, 0.5 + 0.1 * i, arrival=120.0 * i) for i in range(5))
+    specs = [RunSpec(jobs, "v100:1,k80:2", p, SimOptions(reconfig_cost_s=78.0)) for p in ("las", "slurm_fifo")]
+    parallel = compare(specs, workers=2)
+    sequential = compare(specs, workers=1)
+    assert [r.policy for r in parallel] == ["las", "slurm_fifo"]
+    for a, b in zip(parallel, sequential, strict=True):
+        assert a.jobs == b.jobs and a.times == b.times and a.busy_gpus == b.busy_gpus
