@@ -66,15 +66,23 @@ class Slurmplan(Policy):
         idx, score = normalised_score(problem, aware=True)
         inner = self.params["inner"]
         weights = entity_weights(problem, inner, np.zeros(problem.num_jobs, dtype=bool))
-        floors, phi, status = np.zeros(problem.num_jobs), 1.0, "optimal"
-        if self.params["sla"]:
-            floors, phi = feasible_floors(idx, sla_floors(problem), self.solver)
+        # The stickiness bonus is in units of a one-GPU equal share (score 1), see stay_bonus.
+        bonus = stay_bonus(problem, idx, np.ones(problem.num_jobs), self.params["change_penalty"])
+        floors = sla_floors(problem) if self.params["sla"] else np.zeros(problem.num_jobs)
+        res = self._solve(problem, idx, score, weights, floors, bonus)
+        status = "optimal"
+        if not res.ok and floors.any():
+            # Only now pay for the LP that finds how much of the SLAs capacity can honour.
+            floors, phi = feasible_floors(idx, floors, self.solver)
             status = "optimal" if phi >= 1 - 1e-6 else f"sla-scaled:{phi:.3f}"
-        # The stickiness bonus is relative to each job's fair level, which is only known after the levels are
-        # found; the level of the equal-share allocation (score 1 per unit weight) stands in for it.
-        penalty = self.params["change_penalty"]
-        bonus = stay_bonus(problem, idx, np.ones(problem.num_jobs), penalty)
-        res = max_min(
+            res = self._solve(problem, idx, score, weights, floors, bonus)
+        if not res.ok:
+            return self.empty(problem, "infeasible")
+        return self.result(problem, idx.dense(res.x), res.t, status)
+
+    def _solve(self, problem, idx, score, weights, floors, bonus):
+        inner = self.params["inner"]
+        return max_min(
             idx,
             score,
             weights,
@@ -88,6 +96,3 @@ class Slurmplan(Policy):
             level_slack=self.params["level_slack"],
             min_gain=self.params["min_gain"],
         )
-        if not res.ok:
-            return self.empty(problem, "infeasible")
-        return self.result(problem, idx.dense(res.x), res.t, status)

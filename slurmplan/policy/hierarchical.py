@@ -37,7 +37,10 @@ def entity_weights(problem: AllocationProblem, inner: str, frozen: np.ndarray) -
         else:
             share = job_w[members] / max(job_w[members].sum(), 1e-300)
             out[members] = w_s * share
-    return out
+    # Max-min is invariant to scaling all weights; a mean of 1 keeps t and the levels O(1) whatever the job
+    # count (raw account shares are ~1/jobs), which keeps the LP's coefficients in a comfortable range.
+    positive = out > 0
+    return out / out[positive].mean() if positive.any() else out
 
 
 class Hierarchical(Policy):
