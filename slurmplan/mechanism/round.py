@@ -148,7 +148,7 @@ def plan_round(
         reason, detail = _explain(problem, j, int(col[j]), bool(kept[j]), x, info, notes.get(j, ""))
         reasons.append(reason)
         details.append(detail)
-    return RoundChoice(col, tuple(reasons), tuple(details), np.where(np.isfinite(pri), pri, np.inf))
+    return RoundChoice(col, tuple(reasons), tuple(details), np.where(pri == -np.inf, 0.0, pri))
 
 
 def _explain(

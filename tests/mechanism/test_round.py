@@ -41,6 +41,14 @@ def test_greedy_skips_what_does_not_fit_and_takes_a_job_once() -> None:
     assert choice.col.tolist() == [0, -1, -1]  # job 1 takes all 8 GPUs once; the others do not fit
     assert choice.reason == (Reason.SCHEDULED, Reason.WAITING, Reason.WAITING)
     assert "outranked" in choice.detail[1]
+    assert choice.priority.tolist() == [9.0, 5.0, 4.0]  # the chosen pair's, else the job's best
+
+
+def test_job_with_zero_share_has_zero_priority() -> None:
+    p = problem([Cell("a100", 1)], [[10.0], [10.0]], {"a100": 1})
+    choice = plan_round(p, np.array([[1.0], [0.0]]), np.array([[np.inf], [0.0]]), idle(2), CONFIG)
+    assert choice.col.tolist() == [0, -1] and choice.priority.tolist() == [np.inf, 0.0]
+    assert choice.detail[1] == "X is 0 for every configuration"
 
 
 @settings(max_examples=60, deadline=None)
