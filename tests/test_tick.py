@@ -17,7 +17,7 @@ from mechanism.helpers import (
     node,
 )
 
-from slurmplan.domain import ActionKind, Cell, Cluster, JobState, Reason, SlurmplanError
+from slurmplan.domain import ActionKind, Cell, Cluster, JobState, Plan, Reason, SlurmplanError
 from slurmplan.tick import SchedulerState, TickConfig, TickInput, TickOutput, decide
 
 
@@ -294,3 +294,16 @@ def test_kept_jobs_are_repacked_when_they_fragment_the_nodes_a_larger_job_needs(
     assert a1.reason is Reason.MOVED and a1.nodes == ("a100-0", "a100-1") and a1.gpus_per_node == 2
     assert "so that larger jobs fit" in a1.detail
     assert kinds(out) == [(1, ActionKind.SIGNAL), (2, ActionKind.UPDATE), (2, ActionKind.RELEASE)]
+
+
+def test_kept_job_is_annotated_with_the_plan_it_runs_not_a_newer_best_plan() -> None:
+    mini = MiniCluster(cluster(a100=(1, 1)), [mjob(1, {"a100": {1: 10.0}})])
+    first = decide(TickInput(T0, mini.snapshot_cluster(), mini.managed()), RequestedPolicy(), SchedulerState())
+    mini.apply(first.actions, T0)
+    refit = mini.jobs[1]
+    better = tuple(replace(c, plan=Plan(micro_batch=4), throughput=12.0) for c in refit.candidates)
+    mini.jobs[1] = replace(refit, candidates=better)  # the performance model found a better plan meanwhile
+    nxt = decide(TickInput(T0 + 360, mini.snapshot_cluster(), mini.managed()), RequestedPolicy(), first.state)
+    a = by_job(nxt)[1]
+    assert a.reason is Reason.KEPT and a.plan == Plan(dp=1)
+    assert kinds(nxt) == [(1, ActionKind.ANNOTATE)] and " mb1 " in nxt.actions[0].admin_comment

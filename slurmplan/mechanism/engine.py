@@ -185,15 +185,19 @@ def assign(
                 Assignment(job_id, reason, cell=p.cells[c], priority=pri, share=float(x[j, c]), detail=where.why)
             )
             continue
+        plan = cand.plan if cand else None
         if reason is Reason.KEPT and tuple(where.nodes) != tuple(ctx.jobs[j].job.nodes):
             reason = Reason.MOVED
             detail = f"re-placed on {','.join(where.nodes)} so that larger jobs fit (was {detail})"
+        elif reason is Reason.KEPT:
+            cur = states[job_id].current
+            plan = cur.plan if cur is not None and cur.cell == p.cells[c] and cur.plan else plan  # what it runs
         out.append(
             Assignment(
                 job_id,
                 reason,
                 cell=p.cells[c],
-                plan=cand.plan if cand else None,
+                plan=plan,
                 nodes=where.nodes,
                 gpus_per_node=where.gpus_per_node,
                 throughput=float(p.throughput[j, c]),
