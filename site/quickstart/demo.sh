@@ -19,6 +19,7 @@ apt-get install -y -qq --no-install-recommends \
     slurmctld slurmd slurm-client munge libslurm-dev python3 python3-pip >/dev/null
 
 echo "== 2. install slurmplan"
+export PIP_ROOT_USER_ACTION=ignore
 export PIP_BREAK_SYSTEM_PACKAGES=1 # Debian's Python refuses system-wide pip installs without it (PEP 668)
 python3 -m pip install -q -e "$REPO"
 

@@ -19,6 +19,7 @@ apt-get install -y -qq --no-install-recommends \
     lua5.3 liblua5.3-dev gcc make libc6-dev python3 python3-pip >/dev/null
 
 echo "== install slurmplan with its test and launcher extras"
+export PIP_ROOT_USER_ACTION=ignore
 export PIP_BREAK_SYSTEM_PACKAGES=1 # Debian's Python refuses system-wide pip installs without it (PEP 668)
 python3 -m pip install -q torch==2.13.0 # the CPU build where the index offers it; pinned only here
 python3 -m pip install -q -e '.[dev,launch]'
