@@ -160,7 +160,7 @@ class Daemon:
             ingest_reports(journal, Path(cfg.report_dir))
         observed = classify_all(snapshot.jobs, cfg.managed_partitions)
         managed, unpriced = managed_jobs(observed, snapshot.cluster, load_measurements(journal), self.candidates_fn)
-        refused = tuple([o for o in observed if o.error] + unpriced)
+        refused = tuple(o for o in [*observed, *unpriced] if o.error and not o.job.state.finished)
         state = _prune(load_state(journal), managed)
         t1 = time.perf_counter()
 
