@@ -77,14 +77,19 @@ def load_jobs(path: str | Path, capacity: Mapping[GpuType, int]) -> JobsInput:
     return build_input(jobs, capacity, str(path))
 
 
-def _columns(job: Mapping[str, Any], capacity: Mapping[GpuType, int], where: str) -> dict[Cell, Candidate]:
+def _columns(
+    job: Mapping[str, Any], capacity: Mapping[GpuType, int], where: str
+) -> tuple[dict[Cell, Candidate], Cell | None]:
+    """The job's Cells with their candidates, and the Cell of its own request when it can be told."""
     if ("throughputs" in job) == ("hints" in job):
         raise ValidationError("throughputs/hints", None, "exactly one of 'throughputs' or 'hints'", where)
     if "hints" in job:
         from slurmplan.perf.candidates import job_candidates
         from slurmplan.slurm.hints import parse_hints
 
-        return {c.cell: c for c in job_candidates(parse_hints(str(job["hints"])), capacity, ())}
+        hints = parse_hints(str(job["hints"]))
+        cols = {c.cell: c for c in job_candidates(hints, capacity, ())}
+        return cols, _requested_cell(cols, hints.gpus, hints.gpu_types)
     thr, sf = job["throughputs"], job.get("scale_factor", 1)
     if not isinstance(sf, int) or isinstance(sf, bool) or sf < 1:
         raise ValidationError("scale_factor", sf, "a positive integer", where)
@@ -96,7 +101,19 @@ def _columns(job: Mapping[str, Any], capacity: Mapping[GpuType, int], where: str
             raise ValidationError(f"throughputs.{gpu_type}", value, "a finite number >= 0", where)
         cell = Cell(str(gpu_type).lower(), sf)
         out[cell] = Candidate(cell, float(value))
-    return out
+    return out, next(iter(out)) if len(out) == 1 else None
+
+
+def _requested_cell(cols: Mapping[Cell, Candidate], gpus: int | None, types: Sequence[GpuType]) -> Cell | None:
+    """The Cell of a hinted request: its GPU count on the first listed type that has one (else the fastest)."""
+    if gpus is None:
+        return None
+    sized = [c for c in cols if c.gpus == gpus and cols[c].throughput > 0]
+    for t in types:
+        typed = [c for c in sized if c.gpu_type == t]
+        if typed:
+            return max(typed, key=lambda c: cols[c].throughput)
+    return max(sized, key=lambda c: cols[c].throughput) if sized else None
 
 
 def build_input(jobs: Sequence[Mapping[str, Any]], capacity: Mapping[GpuType, int], where: str) -> JobsInput:
@@ -109,7 +126,8 @@ def build_input(jobs: Sequence[Mapping[str, Any]], capacity: Mapping[GpuType, in
             if key not in _FIELDS:
                 raise ValidationError(str(key), job[key], f"a known job field: {', '.join(sorted(_FIELDS))}", here)
         names.append(str(job.get("id", i)))
-        cols.append(_columns(job, capacity, here))
+        row, default_request = _columns(job, capacity, here)
+        cols.append(row)
         for key in _NUMBER_FIELDS:
             value = job.get(key, {"weight": 1.0, "steps_remaining": 1.0, "deadline": np.inf}.get(key, 0.0))
             if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
@@ -120,8 +138,8 @@ def build_input(jobs: Sequence[Mapping[str, Any]], capacity: Mapping[GpuType, in
             raise ValidationError("class", cls, "'guaranteed' or 'best-effort'", here)
         extra["class"].append(JobClass(cls))
         extra["account"].append(str(job.get("account", "")))
-        extra["sla"].append(float(job.get("sla_throughput", 0.0)))
-        extra["requested"].append(parse_cell(job["requested"], here) if "requested" in job else None)
+        extra["sla"].append(float(job.get("sla_throughput", -1.0)))
+        extra["requested"].append(parse_cell(job["requested"], here) if "requested" in job else default_request)
         extra["current"].append(parse_cell(job["current"], here) if "current" in job else None)
     if len(set(names)) != len(names):
         raise ValidationError("id", names, "unique job ids", where)
@@ -133,8 +151,12 @@ def build_input(jobs: Sequence[Mapping[str, Any]], capacity: Mapping[GpuType, in
         for cell, cand in row.items():
             thr[j, pos[cell]] = cand.throughput
         cands.append(tuple(row.get(c) for c in cells))
-    if not extra["requested"] or all(r is None for r in extra["requested"]):
-        extra["requested"] = [next(iter(row), None) if len(row) == 1 else None for row in cols]
+    requested = np.array([pos.get(c, -1) if c else -1 for c in extra["requested"]])
+    # Rubick's SLA by default: what the job's own request would run at (0 when the request is unknown).
+    sla = np.array(extra["sla"])
+    at_request = np.where(requested >= 0, thr[np.arange(len(jobs)), np.maximum(requested, 0)], 0.0)
+    guaranteed = np.array([c is JobClass.GUARANTEED for c in extra["class"]], dtype=bool)
+    sla = np.where(sla >= 0, sla, np.where(guaranteed, at_request, 0.0))
     problem = AllocationProblem(
         job_ids=tuple(range(len(jobs))),
         cells=cells,
@@ -143,8 +165,8 @@ def build_input(jobs: Sequence[Mapping[str, Any]], capacity: Mapping[GpuType, in
         **{("weights" if k == "weight" else k): np.array(v) for k, v in numbers.items()},
         accounts=tuple(extra["account"]),
         job_class=tuple(extra["class"]),
-        sla_throughput=np.array(extra["sla"]),
-        requested=np.array([pos.get(c, -1) if c else -1 for c in extra["requested"]]),
+        sla_throughput=sla,
+        requested=requested,
         current=np.array([pos.get(c, -1) if c else -1 for c in extra["current"]]),
         candidates=tuple(cands),
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from slurmplan.cli import main
@@ -105,3 +106,24 @@ def test_allocate_cli_with_model_hints(tmp_path, capsys):
     out = json.loads(capsys.readouterr().out)
     assert all(job["throughput"] > 0 for job in out["jobs"])
     assert out["gpus_used"]["a100"] <= 8 + 1e-6 and out["gpus_used"]["v100"] <= 8 + 1e-6
+
+
+def test_jobs_file_guaranteed_job_sla_defaults_to_its_request():
+    from slurmplan.policy.jobs_file import build_input
+
+    jobs = [
+        {"id": "g", "throughputs": {"v100": 30}, "class": "guaranteed"},
+        {"id": "b", "throughputs": {"v100": 40, "k80": 10}},
+        {"id": "s", "throughputs": {"v100": 40}, "class": "guaranteed", "sla_throughput": 5},
+    ]
+    inp = build_input(jobs, {"v100": 1, "k80": 1}, "test")
+    np.testing.assert_allclose(inp.problem.sla_throughput, [30.0, 0.0, 5.0])
+    assert [inp.problem.cells[c].short() if c >= 0 else None for c in inp.problem.requested] == [
+        "v100x1",
+        None,
+        "v100x1",
+    ]
+    alloc = load_policy("slurmplan").allocate(inp.problem)
+    assert alloc.status.startswith("sla-scaled")  # 30/s on the only V100 plus 5/s cannot both be met
+    thr = alloc.effective_throughput(inp.problem)
+    assert thr[0] / 30.0 == pytest.approx(thr[2] / 5.0, rel=1e-4)
