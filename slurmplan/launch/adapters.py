@@ -1,0 +1,203 @@
+"""Plans beyond data parallelism: turn a Plan into Megatron-LM and DeepSpeed launch arguments.
+
+slurmplan does not run tensor or pipeline parallelism itself; like Rubick, it edits the launch command of the
+framework that does. Three shapes are covered:
+
+* :func:`megatron_args` — the parallelism, batch, recomputation, distributed-optimizer and offload flags of
+  Megatron-LM's ``pretrain_*.py``;
+* :func:`deepspeed_config` (+ :func:`megatron_deepspeed_args`) — a DeepSpeed JSON config and the flags
+  Megatron-DeepSpeed reads next to it;
+* :func:`edit_command` — an existing command line with those flags replaced in place (flags the plan turns off
+  are removed), plus :func:`torchrun_prefix` for the process layout.
+
+Example (what an sbatch template does): ``srun torchrun $(python -m slurmplan.launch.adapters torchrun)
+pretrain_gpt.py $(python -m slurmplan.launch.adapters megatron --num-layers 24) ...`` — the plan is read from the
+job (``SLURMPLAN_*`` or the admin comment).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import shlex
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from slurmplan.domain import Plan, ValidationError
+
+
+def _check_layout(plan: Plan, nodes: int | None, gpus_per_node: int | None) -> None:
+    if nodes is not None and gpus_per_node is not None and nodes * gpus_per_node != plan.gpus:
+        raise ValidationError(
+            "plan",
+            plan.short(),
+            f"dp*tp*pp = {nodes * gpus_per_node} GPUs ({nodes} nodes x {gpus_per_node})",
+            "adapter",
+        )
+
+
+def megatron_args(
+    plan: Plan, *, num_layers: int | None = None, nodes: int | None = None, gpus_per_node: int | None = None
+) -> list[str]:
+    """Megatron-LM flags for ``plan``; ``num_layers`` is needed to express interleaved virtual stages."""
+    _check_layout(plan, nodes, gpus_per_node)
+    if plan.zero_stage == 3:
+        raise ValidationError("zero_stage", 3, "0-2 for Megatron-LM (use the DeepSpeed adapter for stage 3)", "adapter")
+    args = [
+        "--tensor-model-parallel-size", str(plan.tp),
+        "--pipeline-model-parallel-size", str(plan.pp),
+        "--micro-batch-size", str(plan.micro_batch),
+        "--global-batch-size", str(plan.global_batch),
+    ]  # fmt: skip
+    if plan.virtual_stages > 1:
+        if plan.pp < 2:
+            raise ValidationError("virtual_stages", plan.virtual_stages, "1 unless pp >= 2", "adapter")
+        if num_layers is not None:
+            per_chunk, rest = divmod(num_layers, plan.pp * plan.virtual_stages)
+            if rest or per_chunk < 1:
+                allowed = f"a divisor of num_layers/pp = {num_layers}/{plan.pp}"
+                raise ValidationError("virtual_stages", plan.virtual_stages, allowed, "adapter")
+            args += ["--num-layers-per-virtual-pipeline-stage", str(per_chunk)]
+        else:
+            args += ["--num-virtual-stages-per-pipeline-rank", str(plan.virtual_stages)]
+    if plan.checkpointing:
+        args += ["--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"]
+    if plan.zero_stage >= 1:
+        args.append("--use-distributed-optimizer")
+    if plan.offload:
+        if plan.zero_stage < 1:
+            raise ValidationError("offload", True, "only with zero_stage >= 1 (distributed optimizer)", "adapter")
+        args += ["--optimizer-cpu-offload", "--use-precision-aware-optimizer"]
+    return args
+
+
+def deepspeed_config(plan: Plan, base: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A DeepSpeed config with the plan's batch sizes, ZeRO stage, offload and activation checkpointing.
+
+    ``base`` (the user's own config) is kept for everything the plan does not decide.
+    """
+    config: dict[str, Any] = json.loads(json.dumps(base or {}))
+    config["train_batch_size"] = plan.global_batch
+    config["train_micro_batch_size_per_gpu"] = plan.micro_batch
+    config["gradient_accumulation_steps"] = plan.grad_accum
+    zero = dict(config.get("zero_optimization", {}))
+    zero["stage"] = plan.zero_stage
+    zero.pop("offload_optimizer", None)
+    zero.pop("offload_param", None)
+    if plan.offload:
+        if plan.zero_stage == 0:
+            raise ValidationError("offload", True, "only with zero_stage >= 1", "adapter")
+        zero["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
+        if plan.zero_stage == 3:
+            zero["offload_param"] = {"device": "cpu", "pin_memory": True}
+    config["zero_optimization"] = zero
+    if plan.checkpointing:
+        config["activation_checkpointing"] = {
+            "partition_activations": plan.tp > 1,
+            "cpu_checkpointing": plan.offload,
+            "contiguous_memory_optimization": False,
+            "synchronize_checkpoint_boundary": False,
+        }
+    else:
+        config.pop("activation_checkpointing", None)
+    return config
+
+
+def megatron_deepspeed_args(plan: Plan, config_path: str, *, num_layers: int | None = None) -> list[str]:
+    """Megatron-DeepSpeed flags: Megatron's parallel sizes; ZeRO, offload and checkpointing go to DeepSpeed."""
+    core = dataclasses.replace(plan, checkpointing=False, zero_stage=0, offload=False)
+    args = megatron_args(core, num_layers=num_layers)
+    if plan.checkpointing:  # Megatron-DeepSpeed's spelling, carried out by DeepSpeed's checkpointing
+        args += ["--checkpoint-activations", "--deepspeed-activation-checkpointing"]
+    args += ["--deepspeed", "--deepspeed_config", config_path, "--zero-stage", str(plan.zero_stage)]
+    if plan.pp == 1:
+        args.append("--no-pipeline-parallel")
+    return args
+
+
+def torchrun_prefix(nodes: int, gpus_per_node: int, *, rdzv_endpoint: str, job_id: str = "slurmplan") -> list[str]:
+    """``torchrun`` arguments for one launcher per node (as started by ``srun --ntasks-per-node=1``)."""
+    return [
+        "--nnodes", str(nodes),
+        "--nproc-per-node", str(gpus_per_node),
+        "--rdzv-backend", "c10d",
+        "--rdzv-endpoint", rdzv_endpoint,
+        "--rdzv-id", job_id,
+    ]  # fmt: skip
+
+
+_VALUED = {
+    "--tensor-model-parallel-size",
+    "--pipeline-model-parallel-size",
+    "--micro-batch-size",
+    "--global-batch-size",
+    "--num-layers-per-virtual-pipeline-stage",
+    "--num-virtual-stages-per-pipeline-rank",
+    "--recompute-granularity",
+    "--recompute-method",
+    "--recompute-num-layers",
+    "--deepspeed_config",
+    "--zero-stage",
+}
+_SWITCHES = {
+    "--use-distributed-optimizer",
+    "--optimizer-cpu-offload",
+    "--use-precision-aware-optimizer",
+    "--checkpoint-activations",
+    "--deepspeed-activation-checkpointing",
+    "--deepspeed",
+    "--no-pipeline-parallel",
+}
+
+
+def edit_command(argv: Sequence[str], plan_args: Sequence[str]) -> list[str]:
+    """Replace every plan-controlled flag of ``argv`` by ``plan_args`` (Rubick's launch-command rewrite).
+
+    Flags the plan controls are removed wherever they are (``--flag value`` and ``--flag=value``), other
+    arguments keep their order, and the plan's flags are appended.
+    """
+    out: list[str] = []
+    skip_value = False
+    for arg in argv:
+        if skip_value:
+            skip_value = False
+            continue
+        name = arg.split("=", 1)[0]
+        if name in _VALUED:
+            skip_value = "=" not in arg
+            continue
+        if name in _SWITCHES:
+            continue
+        out.append(arg)
+    return out + list(plan_args)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m slurmplan.launch.adapters {megatron,deepspeed,torchrun}``: print for a shell ``$(...)``."""
+    from slurmplan.launch.plan_env import load_assigned_plan
+
+    p = argparse.ArgumentParser(prog="python -m slurmplan.launch.adapters", description=main.__doc__)
+    p.add_argument("kind", choices=["megatron", "megatron-deepspeed", "deepspeed", "torchrun"])
+    p.add_argument("--num-layers", type=int, default=None)
+    p.add_argument("--config-path", default="ds_config.json", help="where the DeepSpeed config is (or goes)")
+    p.add_argument("--nodes", type=int, default=1)
+    p.add_argument("--gpus-per-node", type=int, default=None)
+    p.add_argument("--rdzv-endpoint", default="127.0.0.1:29500")
+    ns = p.parse_args(argv)
+    plan = load_assigned_plan().plan
+    if ns.kind == "megatron":
+        print(shlex.join(megatron_args(plan, num_layers=ns.num_layers)))
+    elif ns.kind == "megatron-deepspeed":
+        print(shlex.join(megatron_deepspeed_args(plan, ns.config_path, num_layers=ns.num_layers)))
+    elif ns.kind == "deepspeed":
+        print(json.dumps(deepspeed_config(plan), indent=2))
+    else:
+        gpus = ns.gpus_per_node or max(1, plan.gpus // ns.nodes)
+        print(shlex.join(torchrun_prefix(ns.nodes, gpus, rdzv_endpoint=ns.rdzv_endpoint)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
