@@ -307,3 +307,14 @@ def test_kept_job_is_annotated_with_the_plan_it_runs_not_a_newer_best_plan() -> 
     a = by_job(nxt)[1]
     assert a.reason is Reason.KEPT and a.plan == Plan(dp=1)
     assert kinds(nxt) == [(1, ActionKind.ANNOTATE)] and " mb1 " in nxt.actions[0].admin_comment
+
+
+def test_gpus_reserved_for_an_unplaceable_job_go_to_the_next_job() -> None:
+    base = Cluster(tuple(node(f"a100-{i}", "a100", 8, used=5) for i in range(3)))  # 3 + 3 + 3 free
+    big = mjob(1, {"a100": {8: 80.0}}, gpus=8)
+    small = mjob(2, {"a100": {2: 20.0}}, gpus=2, submit=T0 + 1)
+    out = decide(TickInput(T0, base, (big, small)), RequestedPolicy(), SchedulerState())
+    assert by_job(out)[1].reason is Reason.UNPLACEABLE
+    a = by_job(out)[2]
+    assert a.reason is Reason.SCHEDULED and "could not be placed" in a.detail and len(a.nodes) == 1
+    assert kinds(out) == [(2, ActionKind.UPDATE), (2, ActionKind.RELEASE)]

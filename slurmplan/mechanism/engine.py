@@ -23,7 +23,8 @@ from slurmplan.domain import (
     ValidationError,
 )
 from slurmplan.mechanism.actions import RoundStamp, plan_actions
-from slurmplan.mechanism.placement import Placed, PlacementRequest, Unplaced, place, placed_gpus
+from slurmplan.mechanism.layout import Placement, place_round
+from slurmplan.mechanism.placement import Placed
 from slurmplan.mechanism.priorities import EPS, priorities, received_share
 from slurmplan.mechanism.problem import ProblemContext, build_problem
 from slurmplan.mechanism.reconfig import horizon_s
@@ -119,50 +120,16 @@ def replay(
     return RoundChoice(col, tuple(reasons), tuple(details), np.where(col >= 0, chosen_pri, 0.0))
 
 
-def _requests(ctx: ProblemContext, choice: RoundChoice, states: Mapping[JobId, JobState], info: RunningInfo):
-    p = ctx.problem
-    kept: list[PlacementRequest] = []
-    others: list[PlacementRequest] = []
-    for j in np.flatnonzero(choice.col >= 0).tolist():
-        c = int(choice.col[j])
-        mj, cell = ctx.jobs[j], p.cells[c]
-        cand = p.candidates[j][c] if p.candidates else None
-        planned = states[mj.job.job_id].planned
-        preferred: tuple[str, ...] = ()
-        if info.running[j] and c == info.current[j]:
-            preferred = tuple(mj.job.nodes)
-        elif planned is not None and planned.cell == cell and planned.nodes:
-            preferred = tuple(planned.nodes)
-        req = PlacementRequest(j, cell, cand.cpus if cand else 0, cand.host_memory_mb if cand else 0, preferred)
-        (kept if info.running[j] and not info.signalled[j] else others).append(req)
-    return kept + others
-
-
-def _place(ctx: ProblemContext, requests: list[PlacementRequest]) -> dict[int, Placed | Unplaced]:
-    """Kept jobs keep their nodes; if that leaves a chosen job without nodes, repack largest first instead.
-
-    The repacking is taken only if it places every job the first try placed, and more GPUs in all.
-
-    Without the repacking, running jobs that keep winning their column could fragment the nodes a larger
-    waiting job needs for ever: its priority would grow but it would never be placed (starvation).
-    """
-    placed = place(ctx.pool, requests)
-    if all(isinstance(placed[r.row], Placed) for r in requests):
-        return placed
-    repacked = place(ctx.pool, requests, kept_first=False)
-    still = all(isinstance(repacked[row], Placed) for row, where in placed.items() if isinstance(where, Placed))
-    if still and placed_gpus(repacked) > placed_gpus(placed):
-        log.info("repacked the round: %d GPUs placed instead of %d", placed_gpus(repacked), placed_gpus(placed))
-        return repacked
-    return placed
-
-
 def assign(
-    ctx: ProblemContext, choice: RoundChoice, x: np.ndarray, states: Mapping[JobId, JobState], info: RunningInfo
+    ctx: ProblemContext,
+    choice: RoundChoice,
+    placed: Placement,
+    x: np.ndarray,
+    states: Mapping[JobId, JobState],
+    info: RunningInfo,
 ) -> list[Assignment]:
-    """Place the chosen rows and turn every row into an Assignment with its Reason and detail."""
+    """Turn every row into an Assignment with its Reason and detail, on the nodes placement found."""
     p = ctx.problem
-    placed = _place(ctx, _requests(ctx, choice, states, info))
     out: list[Assignment] = []
     for j, job_id in enumerate(p.job_ids):
         c = int(choice.col[j])
@@ -187,8 +154,9 @@ def assign(
             continue
         plan = cand.plan if cand else None
         if reason is Reason.KEPT and tuple(where.nodes) != tuple(ctx.jobs[j].job.nodes):
-            reason = Reason.MOVED
-            detail = f"re-placed on {','.join(where.nodes)} so that larger jobs fit (was {detail})"
+            gone = set(ctx.jobs[j].job.nodes) - set(ctx.pool.names)
+            why = f"{','.join(sorted(gone))} no longer schedulable" if gone else "so that larger jobs fit"
+            reason, detail = Reason.MOVED, f"re-placed on {','.join(where.nodes)}, {why} (was {detail})"
         elif reason is Reason.KEPT:
             cur = states[job_id].current
             plan = cur.plan if cur is not None and cur.cell == p.cells[c] and cur.plan else plan  # what it runs
@@ -242,7 +210,8 @@ def decide(inp: TickInput, policy, state: SchedulerState) -> TickOutput:  # noqa
     x = align(allocation, problem)
     pri = priorities(x, received_share(problem, states, inp.now))
     choice = plan_round(problem, x, pri, info, config) if new_round else replay(ctx, x, pri, states, info, config)
-    assignments = assign(ctx, choice, x, states, info)
+    choice, placed = place_round(ctx, choice, x, pri, states, info, config)
+    assignments = assign(ctx, choice, placed, x, states, info)
     decided = [(mj, a) for mj, a in zip(ctx.jobs, assignments, strict=True)]
     after = {
         a.job_id: _next_state(states[a.job_id], a, bool(ctx.running[j]), new_round) for j, a in enumerate(assignments)

@@ -1,0 +1,107 @@
+"""Where the round's chosen jobs go: placement requests, repacking against fragmentation, refilling.
+
+The greedy round (``round.py``) counts GPUs per type; only placement (``placement.py``) sees nodes. Two things
+can go wrong between them, and both are repaired here within the same round:
+
+- kept jobs hold on to their nodes and leave no room of the right shape for a larger chosen job: repack the
+  round largest first (kept jobs then move), if that places every job the first try placed and more GPUs;
+- a chosen job still finds no nodes: the GPUs the greedy reserved for it go to the next jobs by priority.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import replace
+
+import numpy as np
+
+from slurmplan.domain import JobId, Reason
+from slurmplan.mechanism.placement import Placed, PlacementRequest, Unplaced, place, placed_gpus
+from slurmplan.mechanism.priorities import EPS
+from slurmplan.mechanism.problem import ProblemContext
+from slurmplan.mechanism.round import RoundChoice, RunningInfo, plan_round
+from slurmplan.tick import JobState, TickConfig
+
+log = logging.getLogger(__name__)
+
+Placement = dict[int, Placed | Unplaced]
+
+
+def requests_for(
+    ctx: ProblemContext, col: np.ndarray, states: Mapping[JobId, JobState], info: RunningInfo
+) -> list[PlacementRequest]:
+    """One request per chosen row; kept running jobs first, with their nodes, then the rest."""
+    p = ctx.problem
+    kept: list[PlacementRequest] = []
+    others: list[PlacementRequest] = []
+    for j in np.flatnonzero(col >= 0).tolist():
+        c = int(col[j])
+        mj, cell = ctx.jobs[j], p.cells[c]
+        cand = p.candidates[j][c] if p.candidates else None
+        planned = states[mj.job.job_id].planned
+        preferred: tuple[str, ...] = ()
+        if info.running[j] and c == info.current[j]:
+            preferred = tuple(mj.job.nodes)
+        elif planned is not None and planned.cell == cell and planned.nodes:
+            preferred = tuple(planned.nodes)
+        req = PlacementRequest(j, cell, cand.cpus if cand else 0, cand.host_memory_mb if cand else 0, preferred)
+        (kept if info.running[j] and not info.signalled[j] else others).append(req)
+    return kept + others
+
+
+def place_with_repack(ctx: ProblemContext, requests: list[PlacementRequest]) -> Placement:
+    """Kept jobs keep their nodes; if that leaves a chosen job without nodes, repack largest first instead.
+
+    Without the repacking, running jobs that keep winning their column could fragment the nodes a larger
+    waiting job needs for ever: its priority would grow but it would never be placed (starvation).
+    """
+    placed = place(ctx.pool, requests)
+    if all(isinstance(placed[r.row], Placed) for r in requests):
+        return placed
+    repacked = place(ctx.pool, requests, kept_first=False)
+    still = all(isinstance(repacked[row], Placed) for row, where in placed.items() if isinstance(where, Placed))
+    if still and placed_gpus(repacked) > placed_gpus(placed):
+        log.info("repacked the round: %d GPUs placed instead of %d", placed_gpus(repacked), placed_gpus(placed))
+        return repacked
+    return placed
+
+
+def place_round(
+    ctx: ProblemContext,
+    choice: RoundChoice,
+    x: np.ndarray,
+    pri: np.ndarray,
+    states: Mapping[JobId, JobState],
+    info: RunningInfo,
+    config: TickConfig,
+) -> tuple[RoundChoice, Placement]:
+    """Nodes for the round's choice; GPUs left by chosen jobs that found none are refilled by priority."""
+    requests = requests_for(ctx, choice.col, states, info)
+    placed = place_with_repack(ctx, requests)
+    if not any(isinstance(placed[r.row], Unplaced) and not ctx.running[r.row] for r in requests):
+        return choice, placed
+    p = ctx.problem
+    left = dict(p.capacity)
+    for r in requests:
+        if isinstance(placed[r.row], Placed) or ctx.running[r.row]:
+            left[r.cell.gpu_type] = left.get(r.cell.gpu_type, 0) - r.cell.gpus
+    eligible = (choice.col < 0) & ~ctx.running & (x.sum(axis=1) > EPS)
+    if not eligible.any():
+        return choice, placed
+    more = plan_round(p, x, pri, info, config, eligible=eligible, capacity={t: max(0, v) for t, v in left.items()})
+    rows = np.flatnonzero(eligible & (more.col >= 0)).tolist()
+    if not rows:
+        return choice, placed
+    fixed = [replace(r, preferred=w.nodes) for r in requests if isinstance(w := placed[r.row], Placed)]
+    extra = requests_for(ctx, np.where(np.isin(np.arange(p.num_jobs), rows), more.col, -1), states, info)
+    again = place(ctx.pool, fixed + extra)
+    if any(again[r.row] != placed[r.row] for r in fixed):
+        return choice, placed  # cannot happen with the same pool; keep the first answer rather than guess
+    col = choice.col.copy()
+    reasons, details = list(choice.reason), list(choice.detail)
+    for j in rows:
+        col[j], reasons[j] = more.col[j], Reason.SCHEDULED
+        details[j] = f"takes GPUs a chosen job could not be placed on ({more.detail[j]})"
+    priority = np.where(np.isin(np.arange(p.num_jobs), rows), more.priority, choice.priority)
+    return RoundChoice(col, tuple(reasons), tuple(details), priority), {**placed, **again}
