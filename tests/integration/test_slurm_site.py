@@ -52,6 +52,7 @@ def test_hinted_job_is_held_with_canonical_admin_comment(site: SiteCluster) -> N
     )
     assert job["priority"] == 0
     assert job["state_reason"] in ("JobHeldUser", "JobHeldAdmin")
+    site.run("scancel", str(job_id), check=True)
 
 
 def test_comment_hints_are_accepted_and_spank_options_win(site: SiteCluster) -> None:
@@ -59,6 +60,7 @@ def test_comment_hints_are_accepted_and_spank_options_win(site: SiteCluster) -> 
     job = site.wait_state(job_id, "PENDING")
     assert job["admin_comment"] == "slurmplan:gpus=1;steps=100"
     assert job["priority"] == 0
+    site.run("scancel", str(job_id), check=True)
 
 
 def test_job_without_hints_is_untouched(site: SiteCluster) -> None:

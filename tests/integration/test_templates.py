@@ -35,9 +35,9 @@ def fit(name: str) -> tuple[str, ...]:
 
 
 EXPECTED = {
-    "elastic_dp.sbatch": "slurmplan:model=resnet50;min=2;max=8;types=a100,v100;workers=8;batch=256;steps=20000",
+    "elastic_dp.sbatch": "slurmplan:model=vit-b;min=2;max=8;types=a100,v100;workers=8;batch=256;steps=20000",
     "megatron.sbatch": (
-        "slurmplan:model=gpt3-1.3b;min=8;max=32;types=a100,h100;class=guaranteed;batch=512;seq=2048;steps=100000"
+        "slurmplan:model=megatron-1.7b;min=8;max=32;types=a100,h100;class=guaranteed;batch=512;seq=2048;steps=100000"
     ),
     "deepspeed.sbatch": (
         "slurmplan:model=bert-large;gpus=4;types=v100,a100,t4;batch=1024;seq=512;steps=50000;deadline=2030-01-01T00:00"

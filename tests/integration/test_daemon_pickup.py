@@ -1,0 +1,66 @@
+"""End to end on the site cluster: a job submitted with plan options is held by job_submit.lua, the real
+`slurmplan tick` picks it up, writes its decision after the hints and releases it, the SPANK plugin hands the
+plan to the tasks, and the prolog/epilog journal start and end in the same journal the daemon writes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from site_cluster import SiteCluster
+
+from slurmplan.slurm.hints import find_hints, parse_decision, split_admin_comment
+
+pytestmark = pytest.mark.slurm
+
+
+def tick(site: SiteCluster, config: Path) -> str:
+    proc = subprocess.run(
+        [sys.executable, "-m", "slurmplan.cli", "tick", "--config", str(config)],
+        env=site.env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout
+
+
+def test_daemon_picks_up_a_hinted_job_and_its_tasks_get_the_plan(site: SiteCluster) -> None:
+    config = site.tmp / "slurmplan.yaml"
+    config.write_text(f"database: {site.journal}\nreport_dir: {site.tmp / 'reports'}\nround_s: 1\n")
+    out = site.tmp / "daemon-env"
+    job_id = site.sbatch(
+        f"srun -n1 env | grep ^SLURMPLAN_ | sort > {out}\n",
+        "--gres=gpu:v100:2",
+        "--plan-model=llama2-7b",
+        "--plan-gpus=2",
+        "--plan-gpu-types=v100",
+        "--plan-batch=64",
+    )
+    assert site.wait_state(job_id, "PENDING")["priority"] == 0
+    outputs = []
+    for _ in range(10):
+        outputs.append(tick(site, config))
+        job = site.job(job_id)
+        if job and job["job_state"] != "PENDING":
+            break
+        time.sleep(1.2)
+    job = site.wait_state(job_id, "COMPLETED", timeout=60)
+    comment = split_admin_comment(job["admin_comment"])
+    assert comment.hints == "slurmplan:model=llama2-7b;gpus=2;types=v100;batch=64", outputs
+    assert find_hints(job["admin_comment"]).global_batch == 64
+    cell, plan = parse_decision(job["admin_comment"])
+    env = dict(line.split("=", 1) for line in out.read_text().splitlines())
+    assert env["SLURMPLAN_GPU_TYPE"] == cell.gpu_type == "v100"
+    assert (env["SLURMPLAN_GPUS"], env["SLURMPLAN_TP"], env["SLURMPLAN_GRAD_ACCUM"]) == (
+        str(cell.gpus),
+        str(plan.tp),
+        str(plan.grad_accum),
+    )
+    events = site.wait_events(job_id, "job-start", "job-end")
+    assert json.loads(events[-1]["detail"])["exit_state"] == "completed"
