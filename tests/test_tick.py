@@ -318,3 +318,18 @@ def test_gpus_reserved_for_an_unplaceable_job_go_to_the_next_job() -> None:
     a = by_job(out)[2]
     assert a.reason is Reason.SCHEDULED and "could not be placed" in a.detail and len(a.nodes) == 1
     assert kinds(out) == [(2, ActionKind.UPDATE), (2, ActionKind.RELEASE)]
+
+
+@pytest.mark.parametrize("name", ["las", "slurmplan"])
+def test_real_policies_rounds_deliver_most_of_what_x_promises(name: str) -> None:
+    registry = pytest.importorskip("slurmplan.policy.registry")
+    policy = registry.load_policy(name)
+    table = {"a100": {1: 10.0, 2: 19.0}, "v100": {1: 4.0, 2: 7.5}}
+    jobs = [mjob(i, table, submit=T0 + i, steps=200_000) for i in range(1, 6)]
+    mini = MiniCluster(cluster(a100=(1, 2), v100=(1, 2)), jobs)  # asserts no node is ever overcommitted
+    state, outs = run_rounds(mini, policy, rounds=20)
+    speed = {Cell(t, g): v for t, row in table.items() for g, v in row.items()}
+    promised = outs[0].allocation.x @ np.array([speed[c] for c in outs[0].allocation.cells])
+    for row, job_id in enumerate(outs[0].allocation.job_ids):
+        got = sum(t * speed[c] for c, t in state.jobs[job_id].attained_by_cell.items()) / (20 * 360)
+        assert got >= 0.6 * promised[row], (name, job_id, got, promised[row])
