@@ -29,6 +29,7 @@ def main() -> None:
     parser.add_argument("--cluster", default=CRIUS_CLUSTER)
     parser.add_argument("--round", type=float, default=300.0, help="round length (Crius used 5-minute rounds)")
     parser.add_argument("--tick", type=float, default=30.0, help="daemon tick interval (0: tick at every event)")
+    parser.add_argument("--no-arrival-ticks", action="store_true", help="see arrivals at the next round/completion")
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
@@ -39,14 +40,14 @@ def main() -> None:
     config = LlmTraceConfig(num_jobs=jobs_n, rate_per_h=args.jobs_per_day / 24, seed=args.seed)
     jobs = llm_trace(config, perf_feasible(args.cluster))
     t_trace = time.perf_counter() - t0
+    options = SimOptions(round_s=args.round, tick_s=args.tick, arrival_ticks=not args.no_arrival_ticks)
     walls, decides, cands = [], [], []
     summary = {}
     for _ in range(args.repeat):
         t1 = time.perf_counter()
         workloads = build_workloads(jobs, spec, None)
         cands.append(time.perf_counter() - t1)
-        sim = Simulation(workloads, spec, load_policy(args.policy), SimOptions(round_s=args.round, tick_s=args.tick))
-        result = sim.run()
+        result = Simulation(workloads, spec, load_policy(args.policy), options).run()
         walls.append(time.perf_counter() - t1)
         decides.append(result.decide_s)
         summary = summarize(result)

@@ -23,6 +23,7 @@ def _run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--reconfig-cost", type=float, default=78.0, help="seconds per reconfiguration (default 78)")
     p.add_argument("--zero-cost", action="store_true", help="no reconfiguration cost (Gavel's simulator's model)")
     p.add_argument("--tick", type=float, default=30.0, help="daemon tick interval in seconds (0: every event)")
+    p.add_argument("--no-arrival-ticks", action="store_true", help="see arrivals at the next round or completion")
     p.add_argument("--round-ticks-only", action="store_true", help="tick only at round boundaries (Gavel's rule)")
     p.add_argument("--run-all", action="store_true", help="run every job, even past a measured window's end")
     p.add_argument("--max-jobs", type=int, default=None, help="use only the first N jobs of the trace")
@@ -73,6 +74,7 @@ def _spec(args: argparse.Namespace, policy: str) -> RunSpec:
         round_s=args.round,
         event_ticks=not args.round_ticks_only,
         tick_s=args.tick,
+        arrival_ticks=not args.no_arrival_ticks,
         stop_when_window_done=windowed,
         max_time_s=args.max_hours * 3600 if args.max_hours else float("inf"),
         progress=not args.no_progress and sys.stderr.isatty(),

@@ -35,6 +35,9 @@ class SimOptions:
     """Round length; None takes the policy's own ``config.round_s``."""
     event_ticks: bool = True
     """Tick at arrivals and completions too (a daemon with a short interval), not only at round boundaries."""
+    arrival_ticks: bool = True
+    """Tick when a job arrives. Off, an arrival is first seen at the next round or completion tick (Gavel's
+    rule for arrivals); it saves the ticks that only note a new held job, at some cost in fidelity."""
     tick_s: float = 0.0
     """The daemon's tick interval: events are seen at the next tick of this grid (0: at the event itself)."""
     stop_when_window_done: bool = False
@@ -177,9 +180,11 @@ class Simulation:
         candidates = [self._on_grid(next_round)]  # the daemon notices a round is due at its next tick
         if self.options.event_ticks:
             event = self.backend.next_completion()
-            if self._next_arrival < len(self.arrivals):
+            if self._next_arrival < len(self.arrivals) and self.options.arrival_ticks:
                 event = min(event, self.arrivals[self._next_arrival].trace.arrival_s)
             candidates.append(self._on_grid(event))
+            if not self.options.arrival_ticks and not self.backend.jobs and self._next_arrival < len(self.arrivals):
+                candidates.append(self._on_grid(self.arrivals[self._next_arrival].trace.arrival_s))  # idle cluster
         else:
             candidates.append(self._round_after(self.backend.next_completion(), start))
             if self._next_arrival < len(self.arrivals):

@@ -121,3 +121,11 @@ def test_a_model_job_runs_at_the_performance_models_throughput():
     # slurm_fifo runs the user's own request, so the job takes exactly its duration
     assert rec.jct_s == pytest.approx(3600.0, rel=1e-6)
     assert rec.dedicated_s == pytest.approx(3600.0, rel=1e-9)
+
+
+def test_without_arrival_ticks_an_arrival_waits_for_the_next_round(table):
+    jobs = [hours_job(table, 0, 1.0), hours_job(table, 1, 0.5, arrival=100.0)]
+    seen = run(table, jobs, "v100:1,k80:1", "las", arrival_ticks=False)
+    assert by_id(seen)[1].first_start_s == pytest.approx(360.0)  # the next round boundary
+    eager = run(table, jobs, "v100:1,k80:1", "las")
+    assert by_id(eager)[1].first_start_s <= 360.0
