@@ -65,6 +65,9 @@ static struct spank_option plan_options[] = {
 	 _accept_option},
 	{"plan-deadline", "YYYY-MM-DDTHH:MM", "slurmplan: UTC time by which the job should finish.", 1, 0,
 	 _accept_option},
+	{"plan-managed", "yes|no",
+	 "slurmplan: no = record the hints but let Slurm schedule the job itself (it is not held).", 1, 0,
+	 _accept_option},
 	SPANK_OPTIONS_TABLE_END
 };
 

@@ -63,6 +63,12 @@ def test_comment_hints_are_accepted_and_spank_options_win(site: SiteCluster) -> 
     site.run("scancel", str(job_id), check=True)
 
 
+def test_unmanaged_hints_are_recorded_but_not_held(site: SiteCluster) -> None:
+    job_id = site.sbatch("true", "--plan-model=bert-large", "--plan-managed=no")
+    job = site.wait_state(job_id, "RUNNING", "COMPLETING", "COMPLETED")
+    assert job["admin_comment"] == "slurmplan:model=bert-large;managed=no"
+
+
 def test_job_without_hints_is_untouched(site: SiteCluster) -> None:
     job_id = site.sbatch("true", "--comment", "just a note")
     job = site.wait_state(job_id, "RUNNING", "COMPLETED", "COMPLETING")
