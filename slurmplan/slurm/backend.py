@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -314,9 +315,16 @@ class SlurmBackend:
     def _json(self, argv: Sequence[str]) -> Any:
         proc = run_slurm(argv, self.env, timeout=self.timeout)
         try:
-            return json.loads(proc.stdout)
+            payload = json.loads(proc.stdout)
         except json.JSONDecodeError as exc:
             raise SlurmOutputError(" ".join(argv), "(document)", f"not JSON ({exc})") from exc
+        errors = payload.get("errors") if isinstance(payload, Mapping) else None
+        if errors:  # 22.05 exits 0 with an "Unspecified error" here when slurmctld cannot be reached
+            conf = self.env.get("SLURM_CONF") or os.environ.get("SLURM_CONF") or "the default slurm.conf"
+            raise SlurmCommandError(
+                argv, proc.returncode, f"Slurm reported {errors!r}; is slurmctld running for {conf}?"
+            )
+        return payload
 
     def snapshot(self) -> Snapshot:
         """Nodes and jobs at one instant: one ``sinfo --json`` and one ``squeue --json`` (all states)."""

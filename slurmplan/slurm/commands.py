@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+from pathlib import Path
 
 from slurmplan.slurm.backend import SlurmBackend
 from slurmplan.slurm.devcluster import DevCluster, default_state_dir, install_packages
@@ -76,8 +78,18 @@ def _devcluster(args: argparse.Namespace) -> int:
     return 0 if args.devcluster_command == "down" or status.running else 1
 
 
+def _fallback_slurm_conf() -> str | None:
+    """The default dev cluster's slurm.conf when nothing else names a cluster (no $SLURM_CONF, no
+    /etc/slurm/slurm.conf), so ``devcluster up`` then ``status`` works without an export."""
+    if os.environ.get("SLURM_CONF") or Path("/etc/slurm/slurm.conf").exists():
+        return None
+    conf = default_state_dir() / "conf" / "slurm.conf"
+    return str(conf) if conf.exists() else None
+
+
 def _status(args: argparse.Namespace) -> int:
-    env = {"SLURM_CONF": args.slurm_conf} if args.slurm_conf else None
+    conf = args.slurm_conf or _fallback_slurm_conf()
+    env = {"SLURM_CONF": conf} if conf else None
     snapshot = SlurmBackend(env).snapshot()
     if args.json:
         json.dump(status_dict(snapshot, args.all), sys.stdout, indent=2)

@@ -11,8 +11,10 @@ import pytest
 
 from slurmplan.domain import ValidationError
 from slurmplan.slurm import procs
+from slurmplan.slurm.backend import SlurmBackend
 from slurmplan.slurm.devcluster import DevCluster, DevClusterError
 from slurmplan.slurm.devlayout import load_layout, parse_layout
+from slurmplan.slurm.run import SlurmCommandError
 
 pytestmark = pytest.mark.slurm
 
@@ -64,6 +66,8 @@ def test_down_stops_every_process_and_job_of_its_own_only(devcluster, devcluster
     handle.cluster.down()
     assert not [p for p in pids + steps if procs.is_alive(p)]
     assert not handle.cluster.status().running
+    with pytest.raises(SlurmCommandError, match="is slurmctld running for .*slurm.conf"):
+        SlurmBackend(handle.env).snapshot()
     assert devcluster.cluster.status().running
     assert devcluster.squeue_job(other_job)["job_state"] == "RUNNING"
     devcluster.run("scancel", str(other_job))
