@@ -61,6 +61,14 @@ class HighsModel:
         for r, v in zip(rows.tolist(), np.asarray(values, dtype=float).tolist(), strict=True):
             self._h.changeCoeff(r, col, v)
 
+    def add_rows(self, a_rows: sp.spmatrix, upper: np.ndarray) -> None:
+        """Append ``a_rows @ v <= upper``; the current basis stays valid (the new rows enter basic)."""
+        a = sp.csr_matrix(a_rows)
+        k = a.shape[0]
+        lower = np.full(k, -highspy.kHighsInf)
+        self._h.addRows(k, lower, np.asarray(upper, dtype=float), a.nnz, a.indptr[:-1], a.indices, a.data)
+        self.m += k
+
     def run(self) -> LpResult:
         """Solve (interior point the first time on large models, then simplex from the last basis)."""
         first_large = self._runs == 0 and self.n > _IPM_ABOVE
