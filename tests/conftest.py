@@ -19,9 +19,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 from slurmplan.slurm.devcluster import REQUIRED_BINARIES, DevCluster
 from slurmplan.slurm.devlayout import load_layout
+
+# Property tests run on shared, busy machines (and CI): a slow example is not a failure.
+settings.register_profile("slurmplan", deadline=None)
+settings.load_profile("slurmplan")
 
 
 def _unusable_reason() -> str | None:
