@@ -66,3 +66,36 @@ def test_snapshot_is_what_the_backend_holds(table):
     assert len(running) == 1
     assert snap.cluster.node(running[0].nodes[0]).gpus_used == 1
     assert sum(j.held for j in snap.jobs) == 1
+
+
+def test_the_daemons_own_tick_over_the_sim_backend_decides_exactly_as_the_simulator(table, tmp_path):
+    """The real daemon (control/, shadow mode, SQLite journal for its state) observes the simulated cluster
+    before each simulator tick; both must emit the same actions on every tick of the run."""
+    from dataclasses import replace
+
+    from slurmplan.control.config import DaemonConfig
+    from slurmplan.control.runner import Daemon
+    from slurmplan.domain import Hints
+
+    jobs = [hours_job(table, i, 0.3 + 0.2 * (i % 4), arrival=150.0 * i) for i in range(8)]
+    sim = make_sim(table, jobs, "v100:2,p100:2,k80:2", "las", cost=78.0)
+    # what the daemon knows of these jobs: managed by their partition, the request from Slurm, no model hints
+    for w in list(sim.workloads.values()):
+        sim.workloads[w.job_id] = replace(w, hints=Hints(gpus=w.trace.gpus))
+    candidates = sim.workloads[0].candidates  # every job is the same job type
+    config = DaemonConfig(
+        managed_partitions=("gpu",), shadow=True, database=tmp_path / "journal.db", report_dir=tmp_path
+    )
+    daemon = Daemon(config, backend=sim.backend, policy=load_policy("las"), candidates_fn=lambda h, c, m: candidates)
+    ticks = actions = 0
+    while sim.backend.jobs or sim._next_arrival < len(sim.arrivals):
+        sim._submit_arrivals()
+        report = daemon.tick()
+        out = sim.step()
+        assert tuple(report.actions) == out.actions, f"tick {ticks} at t={sim.backend.now}"
+        ticks += 1
+        actions += len(out.actions)
+        sim.backend.advance(sim._next_event())
+        assert ticks < 500
+    assert actions > 10
+    assert sorted(sim.backend.finished) == list(range(8))
