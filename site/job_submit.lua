@@ -263,6 +263,30 @@ function H.from_submission(spank_env, comment)
   return H.format(h), nil, h
 end
 
+-- ------------------------------------------------------------------------------------------ managed partitions
+
+-- Jobs in these partitions are managed even without hints (the daemon's managed_partitions setting);
+-- `slurmplan site install` fills the list from slurmplan.yaml. Keep it on one line.
+H.MANAGED_PARTITIONS = {}
+
+-- The partitions a job asked for; the default partition when it named none.
+function H.job_partitions(partition, part_list)
+  if partition and partition ~= "" then return split(partition, ",") end
+  for name, part in pairs(part_list or {}) do
+    if part.flag_default == 1 then return { part.name or name } end
+  end
+  return {}
+end
+
+function H.in_managed_partition(partitions)
+  for _, p in ipairs(partitions) do
+    for _, m in ipairs(H.MANAGED_PARTITIONS) do
+      if strip(p) == m then return true end
+    end
+  end
+  return false
+end
+
 -- ------------------------------------------------------------------------------------------ Slurm entry points
 
 function slurm_job_submit(job_desc, part_list, submit_uid)
@@ -273,7 +297,10 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
     slurm.log_user("%s", msg)
     return slurm.ERROR
   end
-  if not text then return slurm.SUCCESS end
+  if not text then
+    if not H.in_managed_partition(H.job_partitions(job_desc.partition, part_list)) then return slurm.SUCCESS end
+    text, h = H.PREFIX, {}
+  end
   job_desc.admin_comment = text
   if h.managed ~= "no" then
     job_desc.priority = 0 -- held until the slurmplan daemon releases it

@@ -55,6 +55,8 @@ class SiteLayout:
     database: Path | None = None
     """Only for the hook's environment file; normally the database comes from the config."""
     hook_log: Path = Path("/var/log/slurmplan/hook.log")
+    managed_partitions: tuple[str, ...] = ()
+    """Partitions whose jobs job_submit.lua holds even without hints (the config's ``managed_partitions``)."""
 
     def at(self, path: Path) -> Path:
         """``path`` below the prefix (``/etc/slurm`` -> ``<prefix>/etc/slurm``)."""
@@ -94,6 +96,20 @@ def render(text: str, layout: SiteLayout) -> str:
     return text
 
 
+_PARTITIONS_LINE = "H.MANAGED_PARTITIONS = {}"
+
+
+def render_job_submit(text: str, partitions: tuple[str, ...]) -> str:
+    """job_submit.lua with its managed-partition list filled in (names are checked, they become lua strings)."""
+    for name in partitions:
+        if not name or not all(c.isascii() and (c.isalnum() or c in "_-.") for c in name):
+            raise ValidationError("managed_partitions", name, "partition names of A-Z a-z 0-9 _ - .", "site")
+    if _PARTITIONS_LINE not in text:
+        raise ValidationError("job_submit.lua", "", f"a line {_PARTITIONS_LINE!r}", "site")
+    listed = ", ".join(f'"{name}"' for name in partitions)
+    return text.replace(_PARTITIONS_LINE, "H.MANAGED_PARTITIONS = {" + listed + "}", 1)
+
+
 def hook_env(layout: SiteLayout) -> str:
     """``slurmplan-hook.env``: sourced by the prolog/epilog scripts, whose environment slurmctld empties."""
     lines = [
@@ -125,20 +141,18 @@ def site_files(layout: SiteLayout, root: Path | None = None, plugin: Path | None
     def text(rel: str) -> bytes:
         return render((root / rel).read_text(), layout).encode()
 
-    items = [
-        InstallItem(conf / "job_submit.lua", (root / "site/job_submit.lua").read_bytes(), 0o644, "site/job_submit.lua"),
-        InstallItem(conf / "slurmplan.conf", text("site/slurm.conf.snippet"), 0o644, "site/slurm.conf.snippet"),
-        InstallItem(
-            conf / "plugstack.conf.d/slurmplan.conf", text("site/plugstack.conf"), 0o644, "site/plugstack.conf"
-        ),
-        InstallItem(
-            conf / "slurmplan/gres.conf.example", text("site/gres.conf.example"), 0o644, "site/gres.conf.example"
-        ),
-        InstallItem(conf / "slurmplan/prolog_slurmctld.sh", text("prolog/prolog_slurmctld.sh"), 0o755, "prolog/"),
-        InstallItem(conf / "slurmplan/epilog_slurmctld.sh", text("prolog/epilog_slurmctld.sh"), 0o755, "prolog/"),
-        InstallItem(conf / "slurmplan/slurmplan-hook.env", hook_env(layout).encode(), 0o644, "generated"),
-        InstallItem(layout.cron_dir / "slurmplan", text("site/slurmplan.cron"), 0o644, "site/slurmplan.cron"),
+    rendered = [
+        (conf / "slurmplan.conf", "site/slurm.conf.snippet", 0o644),
+        (conf / "plugstack.conf.d/slurmplan.conf", "site/plugstack.conf", 0o644),
+        (conf / "slurmplan/gres.conf.example", "site/gres.conf.example", 0o644),
+        (conf / "slurmplan/prolog_slurmctld.sh", "prolog/prolog_slurmctld.sh", 0o755),
+        (conf / "slurmplan/epilog_slurmctld.sh", "prolog/epilog_slurmctld.sh", 0o755),
+        (layout.cron_dir / "slurmplan", "site/slurmplan.cron", 0o644),
     ]
+    lua = render_job_submit((root / "site/job_submit.lua").read_text(), layout.managed_partitions)
+    items = [InstallItem(conf / "job_submit.lua", lua.encode(), 0o644, "site/job_submit.lua")]
+    items += [InstallItem(dest, text(rel), mode, rel) for dest, rel, mode in rendered]
+    items.append(InstallItem(conf / "slurmplan/slurmplan-hook.env", hook_env(layout).encode(), 0o644, "generated"))
     for unit in sorted((root / "site" / "systemd").iterdir()):
         items.append(InstallItem(layout.systemd_dir / unit.name, text(f"site/systemd/{unit.name}"), 0o644, "systemd"))
     if plugin is not None:
@@ -153,9 +167,8 @@ def _with_line(path: Path, line: str) -> bytes | None:
     old = path.read_text()
     if any(existing.strip() == line for existing in old.splitlines()):
         return old.encode()
-    return (
-        old + ("" if old.endswith("\n") or not old else "\n") + f"# added by slurmplan site install\n{line}\n"
-    ).encode()
+    sep = "" if old.endswith("\n") or not old else "\n"
+    return (old + sep + f"# added by slurmplan site install\n{line}\n").encode()
 
 
 def conf_edits(layout: SiteLayout) -> tuple[list[InstallItem], list[InstallResult]]:

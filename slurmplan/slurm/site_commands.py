@@ -7,7 +7,7 @@ import json
 import logging
 import os
 import shlex
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from slurmplan.control.hook import EVENTS, run_hook
@@ -58,9 +58,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _install(args: argparse.Namespace) -> int:
+    from slurmplan.control.config import load_config
+
     layout = SiteLayout(
         prefix=args.prefix, slurm_conf_dir=args.slurm_conf_dir, plugin_dir=args.plugin_dir, config=args.config
     )
+    config_file = layout.at(args.config)
+    if config_file.is_file():  # job_submit.lua holds the jobs of the partitions the daemon manages
+        layout = replace(layout, managed_partitions=load_config(config_file).managed_partitions)
     results = install_site(layout, dry_run=args.dry_run, build=not args.no_build)
     if args.json:
         print(json.dumps([{**asdict(r), "dest": str(r.dest), "backup": r.backup and str(r.backup)} for r in results]))

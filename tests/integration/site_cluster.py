@@ -21,9 +21,11 @@ from slurmplan.control.journal import Journal
 from slurmplan.slurm.devcluster import DevCluster
 from slurmplan.slurm.devconf import ClusterPaths
 from slurmplan.slurm.devlayout import load_layout
-from slurmplan.slurm.site import SiteLayout, hook_env
+from slurmplan.slurm.site import SiteLayout, hook_env, render_job_submit
 
 ROOT = Path(__file__).resolve().parents[2]
+MANAGED_PARTITIONS = ("debug",)
+"""Jobs in the dev cluster's debug partition are managed (held) even without hints."""
 
 
 def unusable_reason() -> str | None:
@@ -53,6 +55,8 @@ class SiteCluster:
         env_file = tmp / "slurmplan-hook.env"
         layout = SiteLayout(command=f"{sys.executable} -m slurmplan.cli", database=self.journal, hook_log=self.hook_log)
         env_file.write_text(hook_env(layout))
+        lua = tmp / "job_submit.lua"
+        lua.write_text(render_job_submit((ROOT / "site/job_submit.lua").read_text(), MANAGED_PARTITIONS))
         overrides = {
             "slurm_conf_extra": [
                 "JobSubmitPlugins=lua",
@@ -60,7 +64,7 @@ class SiteCluster:
                 f"EpilogSlurmctld={conf_dir / 'epilog_slurmctld.sh'}",
             ],
             "conf_files": {
-                "job_submit.lua": str(ROOT / "site/job_submit.lua"),
+                "job_submit.lua": str(lua),
                 "plugstack.conf": str(plugstack),
                 "prolog_slurmctld.sh": str(ROOT / "prolog/prolog_slurmctld.sh"),
                 "epilog_slurmctld.sh": str(ROOT / "prolog/epilog_slurmctld.sh"),

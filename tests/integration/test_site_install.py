@@ -16,7 +16,7 @@ import pytest
 from slurmplan.control.hook import event_from_env, run_hook
 from slurmplan.control.journal import Journal
 from slurmplan.domain import ValidationError
-from slurmplan.slurm.site import BACKUP_SUFFIX, SiteLayout, install_site, plan_env_for_job
+from slurmplan.slurm.site import BACKUP_SUFFIX, SiteLayout, install_site, plan_env_for_job, render_job_submit
 
 ROOT = Path(__file__).resolve().parents[2]
 EVENT_OF = {"prolog_slurmctld.sh": "job-start", "epilog_slurmctld.sh": "job-end"}
@@ -51,6 +51,20 @@ def test_install_is_idempotent_and_backs_up_what_it_replaces(tmp_path: Path) -> 
     assert {r.status for r in second} <= {"unchanged", "skipped"}
     assert (conf / "slurm.conf").read_text().count("include /etc/slurm/slurmplan.conf") == 1
     assert len(list(conf.glob("*" + BACKUP_SUFFIX + "*"))) == 2  # job_submit.lua and slurm.conf, once each
+
+
+def test_install_fills_managed_partitions_from_the_config(tmp_path: Path) -> None:
+    (tmp_path / "etc/slurmplan").mkdir(parents=True)
+    (tmp_path / "etc/slurmplan/slurmplan.yaml").write_text("managed_partitions: [gpu, debug]\n")
+    subprocess.run(
+        [sys.executable, "-m", "slurmplan.cli", "site", "install", "--prefix", str(tmp_path), "--no-build"],
+        capture_output=True,
+        check=True,
+    )
+    lua = (tmp_path / "etc/slurm/job_submit.lua").read_text()
+    assert 'H.MANAGED_PARTITIONS = {"gpu", "debug"}' in lua
+    with pytest.raises(ValidationError, match="managed_partitions"):
+        render_job_submit(lua, ('x"; os.exit() --',))
 
 
 def test_dry_run_changes_nothing(tmp_path: Path) -> None:

@@ -69,6 +69,13 @@ def test_unmanaged_hints_are_recorded_but_not_held(site: SiteCluster) -> None:
     assert job["admin_comment"] == "slurmplan:model=bert-large;managed=no"
 
 
+def test_job_in_a_managed_partition_is_held_without_hints(site: SiteCluster) -> None:
+    job_id = site.sbatch("true", "--partition=debug")
+    job = site.wait_state(job_id, "PENDING")
+    assert (job["admin_comment"], job["priority"]) == ("slurmplan:", 0)
+    site.run("scancel", str(job_id), check=True)
+
+
 def test_job_without_hints_is_untouched(site: SiteCluster) -> None:
     job_id = site.sbatch("true", "--comment", "just a note")
     job = site.wait_state(job_id, "RUNNING", "COMPLETED", "COMPLETING")
