@@ -78,7 +78,7 @@ class HighsModel:
         status = self._h.getModelStatus()
         if status != highspy.HighsModelStatus.kOptimal:
             text = self._h.modelStatusToString(status)
-            log.warning("LP %s", text)
+            log.debug("LP %s", text)
             return LpResult(False, text.lower(), np.zeros(self.n), float("nan"), None, text)
         sol = self._h.getSolution()
         obj = self._h.getInfo().objective_function_value

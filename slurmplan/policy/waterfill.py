@@ -23,7 +23,9 @@ from slurmplan.policy import lp
 
 log = logging.getLogger(__name__)
 
-_DUAL_TOL = 1e-9
+_DUAL_TOL = {"highs": 1e-9}
+"""A dual above this proves a bottleneck. Simplex duals of slack rows are exact zeros; interior-point solvers
+(the cvxpy path) leave ~1e-8 on them, so they get 1e-6 (default)."""
 _LEVEL_SLACK = 1e-7
 """Relative slack on frozen levels so round-off in one LP never makes the next one infeasible."""
 
@@ -210,7 +212,8 @@ def max_min(
         duals = res.duals_ub[job_rows] if res.duals_ub is not None else np.zeros(nj)
         # A positive dual proves a job cannot rise; so does having reached its own ceiling (a full row in its
         # best-scoring column), which degenerate simplex duals often fail to show.
-        tight = active & ((np.abs(duals) > _DUAL_TOL) | (levels >= ceiling * (1 - 1e-9)))
+        tol = _DUAL_TOL.get(solver, 1e-6)
+        tight = active & ((np.abs(duals) > tol) | (levels >= ceiling * (1 - 1e-9)))
         if not tight.any():
             log.debug("water filling: no dual identified a bottleneck; stopping after %d levels", it)
             break

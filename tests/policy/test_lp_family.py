@@ -188,3 +188,21 @@ def test_highs_and_cvxpy_agree_on_las():
     slow = make("max_min_fairness")
     slow = build_policy(PolicyConfig("x", "max_min_fairness", solver="CLARABEL"))
     assert slow.allocate(problem).objective == pytest.approx(fast.objective, rel=1e-5)
+
+
+@pytest.mark.parametrize("inner", ["fairness", "fifo"])
+def test_water_filling_same_through_cvxpy_rebuild_path(inner):
+    # The warm-started HiGHS model and the rebuild-per-level path (any cvxpy solver) give the same levels.
+    problem = type_problem(
+        {"v100": [1, 1, 1], "k80": [0.5, 0.2, 0.4]},
+        {"v100": 2, "k80": 1},
+        accounts=("a", "a", "b"),
+        account_weights={"a": 1.0, "b": 2.0},
+        submit_time=np.array([0.0, 1.0, 0.0]),
+    )
+    fast = make("hierarchical", inner=inner).allocate(problem)
+    slow = build_policy(PolicyConfig("h", "hierarchical", solver="CLARABEL", params={"inner": inner}))
+    slow_alloc = slow.allocate(problem)
+    np.testing.assert_allclose(
+        slow_alloc.effective_throughput(problem), fast.effective_throughput(problem), rtol=1e-4, atol=1e-5
+    )
