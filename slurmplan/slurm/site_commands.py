@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import enum
 import json
 import logging
 import os
@@ -12,6 +13,7 @@ from pathlib import Path
 
 from slurmplan.control.hook import EVENTS, run_hook
 from slurmplan.domain import ValidationError
+from slurmplan.slurm.hints import format_hints, parse_hints
 from slurmplan.slurm.site import DEFAULT_CONFIG, DEFAULT_PLUGIN_DIR, SiteLayout, install_site, plan_env_for_job
 
 log = logging.getLogger(__name__)
@@ -34,6 +36,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     inst.add_argument("--json", action="store_true", help="print the results as JSON")
     inst.set_defaults(func=_install)
     site.set_defaults(func=lambda _args: site.print_help() or 2)
+
+    check = site_sub.add_parser(
+        "hints",
+        help="check plan hints with the grammar job_submit.lua uses; print the canonical form (exit 1 if invalid)",
+    )
+    check.add_argument("text", help='hints such as "slurmplan:gpus=2:8;types=a100" (quote it)')
+    check.add_argument("--json", action="store_true", help="print the parsed fields as JSON")
+    check.set_defaults(func=_check_hints)
 
     env = site_sub.add_parser(
         "plan-env",
@@ -74,6 +84,17 @@ def _install(args: argparse.Namespace) -> int:
     for r in results:
         extra = f" (backup {r.backup})" if r.backup else (f" ({r.note})" if r.note else "")
         print(f"{verb}{r.status:9} {layout.at(r.dest)}{extra}")
+    return 0
+
+
+def _check_hints(args: argparse.Namespace) -> int:
+    """Raises ValidationError on bad hints; the CLI prints it (field, value, allowed) and exits 1."""
+    hints = parse_hints(args.text)
+    if args.json:
+        fields = {k: (v.value if isinstance(v, enum.Enum) else v) for k, v in asdict(hints).items()}
+        print(json.dumps({"canonical": format_hints(hints), **fields}))
+    else:
+        print(format_hints(hints))
     return 0
 
 

@@ -131,3 +131,17 @@ def test_plan_env_from_admin_comment() -> None:
     env = plan_env_for_job(1, comment)
     assert env["SLURMPLAN_TP"] == "4" and env["SLURMPLAN_OFFLOAD"] == "1" and env["SLURMPLAN_GPU_TYPE"] == "h100"
     assert plan_env_for_job(1, "slurmplan:gpus=8") == {}
+
+
+def test_cli_checks_hints() -> None:
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-m", "slurmplan.cli", "site", "hints", *args]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=60)
+
+    ok = cli("slurmplan: types=A100 ;gpus=02", "--json")
+    assert ok.returncode == 0
+    data = json.loads(ok.stdout)
+    assert data["canonical"] == "slurmplan:gpus=2;types=a100" and data["job_class"] == "best-effort"
+    bad = cli("slurmplan:gpus=0")
+    assert bad.returncode == 1
+    assert "invalid gpus '0': an integer from 1 to 999999999" in bad.stderr
