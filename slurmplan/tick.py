@@ -12,7 +12,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from slurmplan.domain import Action, Allocation, Assignment, Candidate, Cell, Cluster, GpuType, Hints, Job, JobId
+from slurmplan.domain import (
+    Action,
+    Allocation,
+    Assignment,
+    Candidate,
+    Cell,
+    Cluster,
+    GpuType,
+    Hints,
+    Job,
+    JobId,
+    ValidationError,
+)
 
 
 @dataclass(frozen=True)
@@ -71,6 +83,21 @@ class TickConfig:
     """Weights of Slurm accounts for hierarchical policies (empty: all equal)."""
     cost_per_gpu_hour: Mapping[GpuType, float] = field(default_factory=dict)
     """Price of one GPU hour per type for cost policies (empty: unknown)."""
+
+    def __post_init__(self) -> None:
+        checks = (
+            ("round_s", self.round_s > 0, "a number of seconds > 0"),
+            ("grace_s", self.grace_s >= 0, "a number of seconds >= 0"),
+            ("reconfig_threshold", 0 < self.reconfig_threshold <= 1, "a number in (0, 1]"),
+            ("reconfig_cost_s", self.reconfig_cost_s >= 0, "a number of seconds >= 0"),
+        )
+        for name, ok, allowed in checks:
+            if not ok:
+                raise ValidationError(name, getattr(self, name), allowed, "tick config")
+        if not self.checkpoint_signal or not self.checkpoint_signal.isalnum():
+            raise ValidationError(
+                "checkpoint_signal", self.checkpoint_signal, "a signal name such as USR2", "tick config"
+            )
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from mechanism.helpers import (
     node,
 )
 
-from slurmplan.domain import ActionKind, Cell, Cluster, JobState, Plan, Reason, SlurmplanError
+from slurmplan.domain import ActionKind, Cell, Cluster, JobState, Plan, Reason, SlurmplanError, ValidationError
 from slurmplan.tick import SchedulerState, TickConfig, TickInput, TickOutput, decide
 
 
@@ -333,3 +333,25 @@ def test_real_policies_rounds_deliver_most_of_what_x_promises(name: str) -> None
     for row, job_id in enumerate(outs[0].allocation.job_ids):
         got = sum(t * speed[c] for c, t in state.jobs[job_id].attained_by_cell.items()) / (20 * 360)
         assert got >= 0.6 * promised[row], (name, job_id, got, promised[row])
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("round_s", 0.0),
+        ("grace_s", -1.0),
+        ("reconfig_threshold", 1.5),
+        ("reconfig_cost_s", -5.0),
+        ("checkpoint_signal", ""),
+    ],
+)
+def test_bad_tick_config_is_refused_naming_the_field(field: str, value: object) -> None:
+    with pytest.raises(ValidationError) as err:
+        TickConfig(**{field: value})
+    assert err.value.field == field and field in str(err.value)
+
+
+def test_duplicate_job_ids_in_the_input_are_refused() -> None:
+    jobs = (mjob(1, {"a100": {1: 10.0}}), mjob(1, {"a100": {1: 10.0}}))
+    with pytest.raises(ValidationError, match="each job id at most once"):
+        decide(TickInput(T0, cluster(a100=(1, 1)), jobs), RequestedPolicy(), SchedulerState())

@@ -22,6 +22,7 @@ from slurmplan.domain import (
     GpuType,
     JobId,
     Reason,
+    ValidationError,
 )
 from slurmplan.domain import JobState as SlurmState
 from slurmplan.tick import JobState, ManagedJob, TickInput
@@ -156,6 +157,10 @@ def _match(by_shape: Mapping[tuple[GpuType, int], int], gpu_type: GpuType | None
 
 def build_problem(inp: TickInput, states: Mapping[JobId, JobState]) -> ProblemContext:
     """The AllocationProblem for this tick; ``states`` must already hold this tick's attained time."""
+    ids = [mj.job.job_id for mj in inp.jobs]
+    if len(set(ids)) != len(ids):
+        dup = sorted({i for i in ids if ids.count(i) > 1})
+        raise ValidationError("jobs", dup, "each job id at most once in a tick's input", "tick input")
     holding = tuple(mj for mj in inp.jobs if mj.hints.managed and mj.job.state.active)
     pool = build_pool(inp.cluster, holding)
     raw_capacity = pool.capacity()
