@@ -29,8 +29,8 @@ from slurmplan.policy.waterfill import feasible_floors, max_min
 def sla_floors(problem: AllocationProblem) -> np.ndarray:
     """Throughput floors of guaranteed jobs (0 for best-effort jobs or when no SLA is given)."""
     sla = problem.column("sla_throughput")
-    if problem.job_class is None:
-        return sla
+    if problem.job_class is None:  # no class given: nobody is guaranteed
+        return np.zeros(problem.num_jobs)
     guaranteed = np.array([c is JobClass.GUARANTEED for c in problem.job_class])
     return np.where(guaranteed, sla, 0.0)
 
