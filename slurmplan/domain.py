@@ -332,6 +332,11 @@ class AllocationProblem:
     cost_per_gpu_hour: Mapping[GpuType, float] | None = None
     candidates: tuple[tuple[Candidate | None, ...], ...] | None = None
     """Per job and column, the candidate behind the throughput (plan, CPU and memory needs, source)."""
+    cpu_capacity: Mapping[GpuType, int] | None = None
+    """CPUs on the usable nodes of each GPU type (Rubick's second resource); None: CPUs do not limit X.
+    A column's CPU need is its candidate's ``cpus``."""
+    memory_capacity_mb: Mapping[GpuType, int] | None = None
+    """Host memory (MB) on the usable nodes of each GPU type; None: memory does not limit X."""
 
     def __post_init__(self) -> None:
         shape = (len(self.job_ids), len(self.cells))
