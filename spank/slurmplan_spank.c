@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <slurm/spank.h>
 
@@ -207,12 +208,19 @@ static int _parse_decision(const char *text, struct plan *p)
 static int _export_file(spank_t sp, uint32_t job_id)
 {
 	char path[1200], line[1024];
+	struct stat st;
 	int n = 0;
 	FILE *f;
 
 	snprintf(path, sizeof(path), "%s/%u.env", plan_dir, job_id);
 	if (!(f = fopen(path, "r")))
 		return -1;
+	/* The file sets the job's environment: only trust one that only its owner (root or SlurmUser) can change. */
+	if (fstat(fileno(f), &st) || (st.st_mode & (S_IWGRP | S_IWOTH))) {
+		slurm_error("slurmplan: ignoring %s: writable by group or others", path);
+		fclose(f);
+		return -1;
+	}
 	while (fgets(line, sizeof(line), f)) {
 		char *eq = strchr(line, '=');
 		line[strcspn(line, "\r\n")] = '\0';

@@ -147,3 +147,14 @@ def test_owner_cannot_release_a_held_managed_job(site: SiteCluster) -> None:
     assert site.job(job_id)["priority"] == 0
     site.run("scontrol", "release", str(job_id), check=True)  # root (the daemon) may
     site.wait_state(job_id, "RUNNING", "COMPLETING", "COMPLETED")
+
+
+def test_plan_file_writable_by_others_is_ignored(site: SiteCluster) -> None:
+    out = site.tmp / "unsafe"
+    job_id = site.sbatch(ENV_SCRIPT.format(out=out), "--plan-gpus=1")
+    site.wait_state(job_id, "PENDING")
+    write_plan_file(site.plan_dir, job_id, Cell("t4", 1), Plan(tp=1)).chmod(0o666)
+    release_with_plan(site, job_id, "slurmplan:gpus=1")
+    site.wait_state(job_id, "COMPLETED", timeout=60)
+    env = dict(line.split("=", 1) for line in Path(f"{out}.task").read_text().splitlines())
+    assert (env["SLURMPLAN_PLAN_SOURCE"], env["SLURMPLAN_GPU_TYPE"]) == ("admin-comment", "a100")
