@@ -108,7 +108,8 @@ class Simulation:
         if self._bar is not None:
             self._bar.update(1)
 
-    def _submit_arrivals(self) -> None:
+    def submit_arrivals(self) -> None:
+        """Submit every job that has arrived by now (held, as job_submit.lua holds managed jobs)."""
         now = self.backend.now
         while self._next_arrival < len(self.arrivals) and self.arrivals[self._next_arrival].trace.arrival_s <= now:
             w = self.arrivals[self._next_arrival]
@@ -151,7 +152,7 @@ class Simulation:
 
     def step(self) -> TickOutput:
         """One daemon tick at the current simulated time."""
-        self._submit_arrivals()
+        self.submit_arrivals()
         snap = self.backend.snapshot()
         inp = TickInput(
             now=snap.time, cluster=snap.cluster, jobs=self._managed_from(snap.jobs), config=self.tick_config
@@ -171,7 +172,8 @@ class Simulation:
             self.refused += not r.ok
         return out
 
-    def _next_event(self) -> float:
+    def next_event(self) -> float:
+        """When the daemon's next tick that can matter falls: round boundary, arrival or completion."""
         now = self.backend.now
         start = self.state.last_round_start if self.state.last_round_start is not None else now
         next_round = start + self.tick_config.round_s
@@ -213,6 +215,10 @@ class Simulation:
         self._series_busy.append(busy)
         self._series_active.append(active)
 
+    @property
+    def arrivals_left(self) -> int:
+        return len(self.arrivals) - self._next_arrival
+
     def _done(self, idle: int) -> bool:
         if self.options.stop_when_window_done and self._window_left <= 0:
             return True
@@ -238,7 +244,7 @@ class Simulation:
                 )
                 if self._done(idle):
                     break
-                t_next = self._next_event()
+                t_next = self.next_event()
                 if t_next > self.options.max_time_s or not math.isfinite(t_next):
                     log.warning("stopping at t=%.0f: next event at %s is past the limit", self.backend.now, t_next)
                     break

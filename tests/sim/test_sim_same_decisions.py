@@ -51,9 +51,9 @@ def test_each_tick_equals_decide_called_directly_on_the_same_snapshot(table):
         assert again.actions == out.actions
         assert again.assignments == out.assignments
         compared += len(out.actions)
-        if not sim.backend.jobs and sim._next_arrival >= len(sim.arrivals):
+        if not sim.backend.jobs and not sim.arrivals_left:
             break
-        sim.backend.advance(sim._next_event())
+        sim.backend.advance(sim.next_event())
     assert compared > 0
 
 
@@ -88,14 +88,14 @@ def test_the_daemons_own_tick_over_the_sim_backend_decides_exactly_as_the_simula
     )
     daemon = Daemon(config, backend=sim.backend, policy=load_policy("las"), candidates_fn=lambda h, c, m: candidates)
     ticks = actions = 0
-    while sim.backend.jobs or sim._next_arrival < len(sim.arrivals):
-        sim._submit_arrivals()
+    while sim.backend.jobs or sim.arrivals_left:
+        sim.submit_arrivals()
         report = daemon.tick()
         out = sim.step()
         assert tuple(report.actions) == out.actions, f"tick {ticks} at t={sim.backend.now}"
         ticks += 1
         actions += len(out.actions)
-        sim.backend.advance(sim._next_event())
+        sim.backend.advance(sim.next_event())
         assert ticks < 500
     assert actions > 10
     assert sorted(sim.backend.finished) == list(range(8))
