@@ -11,8 +11,8 @@
  * SLURMPLAN_DP, _TP, _PP, _MICRO_BATCH, _GRAD_ACCUM, _CHECKPOINTING, _ZERO_STAGE, _OFFLOAD, _VIRTUAL_STAGES,
  * _GPU_TYPE and _GPUS into the tasks' environment. Slurm 22.05 gives a SPANK plugin no item for the admin
  * comment, so the plan is found, in this order:
- *   1. <plan_dir>/<job_id>.env, lines NAME=value (only SLURMPLAN_* names are taken), if the daemon or the
- *      job-start hook wrote one (needs plan_dir on a file system the compute nodes see; a file writable by
+ *   1. <plan_dir>/<job_id>.env, lines NAME=value (only SLURMPLAN_* names are taken), if the daemon wrote
+ *      one with slurmplan.control.hook.write_plan_file (needs plan_dir on a file system the compute nodes see; a file writable by
  *      group or others is ignored);
  *   2. the decision part of the job's admin comment, read with `scontrol show job -o <id>` (works on any
  *      node that can reach slurmctld; the step's SLURM_CONF is inherited from slurmd).
