@@ -46,7 +46,7 @@ class Crius(Policy):
     def _place(self, pack: Packing, j: int, score: np.ndarray) -> None:
         best_value, best_state = -np.inf, None
         for c in np.nonzero(pack.problem.throughput[j] > 0)[0]:
-            trial = Packing(pack.problem, pack.col.copy(), pack.free.copy(), pack.types, pack.cell_type, pack.cell_gpus)
+            trial = pack.copy()
             if pack.cell_type[c] < 0 or not self._make_room(trial, j, int(c), score):
                 continue
             trial.assign(j, int(c))
@@ -55,6 +55,8 @@ class Crius(Policy):
                 best_value, best_state = value, trial
         if best_state is not None:
             pack.col[:], pack.free[:] = best_state.col, best_state.free
+            for (_, free), (_, best_free) in zip(pack.host, best_state.host, strict=True):
+                free[:] = best_free
 
     def _make_room(self, pack: Packing, j: int, c: int, score: np.ndarray) -> bool:
         t = pack.cell_type[c]
@@ -83,6 +85,9 @@ class Crius(Policy):
         room = pack.free[np.maximum(pack.cell_type, 0)][None, :]
         ok = (pack.problem.throughput[rows] > 0) & (pack.cell_type >= 0)[None, :] & (freed > 0)
         ok &= ~other | (pack.cell_gpus[None, :] <= room + 1e-9)
+        for need, free in pack.host:
+            extra = need[rows] - np.where(other, 0.0, need[rows, cur][:, None])
+            ok &= extra <= free[np.maximum(pack.cell_type, 0)][None, :] + 1e-9
         if not ok.any():
             return None
         cost = np.where(ok, (score[rows, cur][:, None] - score[rows]) / np.maximum(freed, 1e-12), np.inf)

@@ -13,11 +13,12 @@ evaluation reports it, instead of favouring models that happen to process many s
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from slurmplan.domain import AllocationProblem
+from slurmplan.policy import lp
 
 MoveFilter = Callable[[np.ndarray, np.ndarray], np.ndarray]
 """(current column per job, candidate mask J x C) -> the mask with the moves this policy forbids removed."""
@@ -45,6 +46,8 @@ class Packing:
     types: tuple[str, ...]
     cell_type: np.ndarray
     cell_gpus: np.ndarray
+    host: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
+    """CPUs and host memory when the problem limits them: (need per job x column, free per type)."""
 
     @classmethod
     def empty(cls, problem: AllocationProblem) -> Packing:
@@ -52,7 +55,26 @@ class Packing:
         pos = {t: i for i, t in enumerate(types)}
         cell_type = np.array([pos.get(c.gpu_type, -1) for c in problem.cells], dtype=int)
         free = np.array([float(problem.capacity[t]) for t in types])
-        return cls(problem, np.full(problem.num_jobs, -1), free, types, cell_type, problem.gpus_per_cell.copy())
+        host = []
+        for need, cap in zip(lp.host_needs(problem), (problem.cpu_capacity, problem.memory_capacity_mb), strict=True):
+            if cap is not None and need.any():
+                host.append((need, np.array([float(cap.get(t, np.inf)) for t in types])))
+        cols = np.full(problem.num_jobs, -1)
+        return cls(problem, cols, free, types, cell_type, problem.gpus_per_cell.copy(), host)
+
+    def copy(self) -> Packing:
+        host = [(need, free.copy()) for need, free in self.host]
+        return Packing(
+            self.problem, self.col.copy(), self.free.copy(), self.types, self.cell_type, self.cell_gpus, host
+        )
+
+    def _host_fits(self, j: int, c: int) -> bool:
+        t, cur = self.cell_type[c], self.col[j]
+        for need, free in self.host:
+            back = need[j, cur] if cur >= 0 and self.cell_type[cur] == t else 0.0
+            if need[j, c] > free[t] + back + 1e-9:
+                return False
+        return True
 
     def gpus_of(self, j: int) -> float:
         return float(self.cell_gpus[self.col[j]]) if self.col[j] >= 0 else 0.0
@@ -62,16 +84,21 @@ class Packing:
         if t < 0 or self.problem.throughput[j, c] <= 0:
             return False
         back = self.gpus_of(j) if self.col[j] >= 0 and self.cell_type[self.col[j]] == t else 0.0
-        return self.cell_gpus[c] <= self.free[t] + back + 1e-9
+        return self.cell_gpus[c] <= self.free[t] + back + 1e-9 and self._host_fits(j, c)
 
     def assign(self, j: int, c: int) -> None:
         self.release(j)
         self.free[self.cell_type[c]] -= self.cell_gpus[c]
+        for need, free in self.host:
+            free[self.cell_type[c]] -= need[j, c]
         self.col[j] = c
 
     def release(self, j: int) -> None:
-        if self.col[j] >= 0:
-            self.free[self.cell_type[self.col[j]]] += self.cell_gpus[self.col[j]]
+        c = self.col[j]
+        if c >= 0:
+            self.free[self.cell_type[c]] += self.cell_gpus[c]
+            for need, free in self.host:
+                free[self.cell_type[c]] += need[j, c]
             self.col[j] = -1
 
     def x(self) -> np.ndarray:
@@ -113,6 +140,10 @@ def climb(
         need = pack.cell_gpus[None, :] - np.where(same, cur_gpus[:, None], 0.0)
         room = pack.free[np.maximum(pack.cell_type, 0)][None, :]
         ok = usable & (need <= room + 1e-9)
+        for host_need, host_free in pack.host:
+            held = np.where(on, host_need[np.arange(nj), cur], 0.0)
+            extra = host_need - np.where(same, held[:, None], 0.0)
+            ok &= extra <= host_free[np.maximum(pack.cell_type, 0)][None, :] + 1e-9
         gain = score - cur_score[:, None]
         ok &= gain > 1e-12
         if allowed is not None:

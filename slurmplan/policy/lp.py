@@ -45,6 +45,8 @@ class LpIndex:
     """Index into ``types`` of each variable's GPU type."""
     capacity: np.ndarray
     """GPUs per type, aligned with ``types``."""
+    host: tuple[tuple[np.ndarray, np.ndarray], ...] = ()
+    """Host resources that limit X: (need per variable, capacity per type) for CPUs and memory when given."""
 
     @property
     def size(self) -> int:
@@ -55,9 +57,10 @@ class LpIndex:
         data = np.ones(self.size) if values is None else np.asarray(values, dtype=float)
         return sp.csr_matrix((data, (self.rows, np.arange(self.size))), shape=(self.num_jobs, self.size))
 
-    def per_type(self) -> sp.csr_matrix:
-        """(types x variables) matrix of GPUs used: the capacity constraint's left side."""
-        return sp.csr_matrix((self.gpus, (self.type_of, np.arange(self.size))), shape=(len(self.types), self.size))
+    def per_type(self, values: np.ndarray | None = None) -> sp.csr_matrix:
+        """(types x variables) matrix of GPUs (or ``values``) used: the capacity constraint's left side."""
+        data = self.gpus if values is None else values
+        return sp.csr_matrix((data, (self.type_of, np.arange(self.size))), shape=(len(self.types), self.size))
 
     def dense(self, values: np.ndarray) -> np.ndarray:
         """Variables back to the (jobs x columns) matrix X."""
@@ -85,6 +88,11 @@ def index(problem: AllocationProblem, throughput: np.ndarray | None = None) -> L
     cell_ok = (cell_type >= 0) & (cell_gpus <= cell_cap) & (cell_gpus > 0)
     usable = (np.asarray(thr) > 0) & cell_ok[None, :]
     rows, cols = np.nonzero(usable)
+    host = []
+    for need, cap_map in zip(host_needs(problem), (problem.cpu_capacity, problem.memory_capacity_mb), strict=True):
+        if cap_map is not None and need.any():
+            host_cap = np.array([float(cap_map.get(t, np.inf)) for t in types])
+            host.append((need[rows, cols], host_cap))
     return LpIndex(
         num_jobs=problem.num_jobs,
         num_cells=len(problem.cells),
@@ -95,7 +103,19 @@ def index(problem: AllocationProblem, throughput: np.ndarray | None = None) -> L
         types=types,
         type_of=cell_type[cols],
         capacity=cap,
+        host=tuple(host),
     )
+
+
+def host_needs(problem: AllocationProblem) -> tuple[np.ndarray, np.ndarray]:
+    """CPUs and host memory (MB) each (job, column) needs, from the candidates (0 where unknown)."""
+    shape = problem.throughput.shape
+    cpus, mem = np.zeros(shape), np.zeros(shape)
+    for j, row in enumerate(problem.candidates or ()):
+        for c, cand in enumerate(row):
+            if cand is not None:
+                cpus[j, c], mem[j, c] = cand.cpus, cand.host_memory_mb
+    return cpus, mem
 
 
 def agnostic_throughput(problem: AllocationProblem) -> np.ndarray:
@@ -144,11 +164,17 @@ def fastest_throughput(idx: LpIndex) -> np.ndarray:
 
 
 def base_constraints(idx: LpIndex, extra_vars: int = 0) -> tuple[sp.csr_matrix, np.ndarray]:
-    """Gavel's (5.2) and (5.3): each job's shares sum to at most 1; GPUs used per type within capacity."""
-    a = sp.vstack([idx.per_job(), idx.per_type()], format="csr")
+    """Gavel's (5.2) and (5.3): each job's shares sum to at most 1; GPUs used per type within capacity; and,
+    where the problem gives them, CPUs and host memory per type within capacity."""
+    blocks, rhs = [idx.per_job(), idx.per_type()], [np.ones(idx.num_jobs), idx.capacity]
+    for need, cap in idx.host:  # Rubick's CPU and memory dimensions, where the problem gives them
+        finite = np.isfinite(cap)
+        blocks.append(idx.per_type(need)[finite])
+        rhs.append(cap[finite])
+    a = sp.vstack(blocks, format="csr")
     if extra_vars:
         a = sp.hstack([a, sp.csr_matrix((a.shape[0], extra_vars))], format="csr")
-    b = np.concatenate([np.ones(idx.num_jobs), idx.capacity])
+    b = np.concatenate(rhs)
     return a, b
 
 

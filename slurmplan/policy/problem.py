@@ -62,6 +62,16 @@ def violations(problem: AllocationProblem, alloc: Allocation, tol: float = 1e-6)
             out.append(f"{t}: {used:.6f} GPUs > capacity {problem.capacity.get(t, 0)}")
     if (x[problem.throughput <= 0] > tol).any():
         out.append("share in a column the job cannot use")
+    from slurmplan.policy.lp import host_needs
+
+    for label, need, cap in zip(
+        ("CPUs", "memory MB"), host_needs(problem), (problem.cpu_capacity, problem.memory_capacity_mb), strict=True
+    ):
+        for t in cap or {}:
+            cols = [c for c, cell in enumerate(problem.cells) if cell.gpu_type == t]
+            used = float((x[:, cols] * need[:, cols]).sum())
+            if used > cap[t] + tol * max(1.0, used):
+                out.append(f"{t}: {used:.3f} {label} > capacity {cap[t]}")
     return out
 
 

@@ -9,8 +9,10 @@ Rubick's sensitivity curve), so Algorithm 1 becomes:
    nothing, guaranteed jobs from their minRes (never below it, so only best-effort jobs are preempted);
 3. anti-starvation: a best-effort job that has waited ``starvation_s`` without service is served first, at its
    smallest configuration, as Tiresias-style promotion.
-Quota per account is its weight's share of all GPUs when account weights are given, else unlimited. CPU and
-host memory are left to the mechanism's placement, which checks them per node (the problem has no CPU totals).
+Quota per account is its weight's share of all GPUs when account weights are given, else unlimited. CPUs and
+host memory: each column's needs come from its candidate (the plan perf/ chose, e.g. ZeRO-Offload needs more
+CPUs); when the problem gives ``cpu_capacity`` / ``memory_capacity_mb`` per GPU type, no move may exceed them,
+so a job whose best plan is CPU-hungry is held to a Cell whose plan fits (Rubick's GPU-then-CPU search).
 """
 
 from __future__ import annotations

@@ -104,3 +104,38 @@ def test_crius_moves_a_job_to_another_type_with_room():
     )
     alloc = load_policy("crius").allocate(problem)
     assert cells_of(alloc.x, problem.cells) == ["bx2", "ax2"]
+
+
+def with_cpus(problem: AllocationProblem, cpus: list[list[int]], cap: int | None) -> AllocationProblem:
+    from dataclasses import replace
+
+    from slurmplan.domain import Candidate
+
+    cands = tuple(
+        tuple(Candidate(cell, float(problem.throughput[j, c]), cpus=cpus[j][c]) for c, cell in enumerate(problem.cells))
+        for j in range(problem.num_jobs)
+    )
+    return replace(problem, candidates=cands, cpu_capacity=None if cap is None else {"a": cap})
+
+
+def test_rubick_respects_cpus():
+    # job 0's 2-GPU plan needs 16 CPUs (offload), job 1's only 8; with 12 CPUs job 0 must stay on 1 GPU.
+    base = one_type([[10, 21], [10, 20]], sizes=(1, 2), requested=np.array([0, 0]))
+    cpus = [[4, 16], [4, 8]]
+    assert cells_of(load_policy("rubick").allocate(with_cpus(base, cpus, None)).x, base.cells) == ["ax2", "ax2"]
+    limited = with_cpus(base, cpus, 12)
+    alloc = load_policy("rubick").allocate(limited)
+    assert cells_of(alloc.x, base.cells) == ["ax1", "ax2"]
+    for name in ("crius", "easyscale"):
+        x = load_policy(name).allocate(limited).x
+        assert (x * np.array(cpus)).sum() <= 12 + 1e-9
+
+
+def test_lp_policies_respect_cpus():
+    base = one_type([[10.0], [10.0]], sizes=(1,), gpus=2)
+    limited = with_cpus(base, [[8], [8]], 8)
+    for name in ("las", "slurmplan", "makespan", "max_throughput"):
+        x = load_policy(name).allocate(limited).x
+        assert (x * 8).sum() <= 8 + 1e-6, name
+    np.testing.assert_allclose(load_policy("las").allocate(limited).x[:, 0], [0.5, 0.5], atol=1e-6)
+    np.testing.assert_allclose(load_policy("las").allocate(base).x[:, 0], [1.0, 1.0], atol=1e-6)
