@@ -1,135 +1,86 @@
-"""How long ``tick.decide`` takes for 2,000 jobs x 20 Cells on 1,280 GPUs, excluding the policy solve.
+"""Tick wall time on the local Slurm cluster with N managed jobs, split into observe / decide / act.
 
-The simulator calls ``decide`` thousands of times, so the mechanism (problem building, priorities, greedy round,
-placement, action diff) must stay well under a second. The policy here returns a precomputed X (equal shares of
-each job's requested Cell), so its cost is not in the figures. Prints medians over a few repetitions.
+Starts its own dev cluster (default layout: a100, v100, t4 nodes), submits N held managed jobs of mixed
+models and sizes, then runs ticks with ``round_s`` = 1 s so that every tick is a new round (the worst case:
+policy solved, mechanism run, actions diffed). Prints the median of each phase over the ticks.
 
-    python benchmarks/bench_tick.py [--jobs 2000] [--reps 5]
+    python benchmarks/bench_tick.py [--jobs 200] [--ticks 5]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
-from dataclasses import replace
+from pathlib import Path
 
-import numpy as np
+from slurmplan.control.config import DaemonConfig
+from slurmplan.control.runner import Daemon, TickReport
+from slurmplan.slurm.backend import SlurmBackend
+from slurmplan.slurm.devcluster import DevCluster
+from slurmplan.slurm.devlayout import load_layout
 
-from slurmplan.domain import (
-    Allocation,
-    AllocationProblem,
-    Candidate,
-    Cell,
-    Cluster,
-    Hints,
-    Job,
-    JobState,
-    Node,
-    NodeState,
-    Plan,
-)
-from slurmplan.tick import ManagedJob, SchedulerState, TickInput, decide
-
-TYPES = ("a100", "a40", "a10", "v100")
-COUNTS = (1, 2, 4, 8, 16)
+MODELS = ("gpt2", "bert-large", "vit-b", "llama2-7b", "t5-large")
 
 
-class PrecomputedPolicy:
-    """Equal shares of each job's requested Cell, scaled to capacity; cached per problem shape."""
-
-    name = "precomputed"
-
-    def __init__(self) -> None:
-        self.cache: dict[tuple[int, ...], np.ndarray] = {}
-
-    def allocate(self, problem: AllocationProblem) -> Allocation:
-        key = problem.job_ids
-        if key not in self.cache:
-            x = np.zeros(problem.throughput.shape)
-            x[np.arange(problem.num_jobs), np.asarray(problem.requested)] = 1.0
-            demand = (x * problem.gpus_per_cell).sum()
-            self.cache[key] = x * min(1.0, sum(problem.capacity.values()) / max(demand, 1.0))
-        return Allocation(problem.job_ids, problem.cells, self.cache[key], self.name)
-
-
-def build(num_jobs: int, seed: int = 0) -> TickInput:
-    rng = np.random.default_rng(seed)
-    nodes = tuple(
-        Node(f"{t}-{i:03d}", NodeState.IDLE, t, 8, cpus=128, memory_mb=1_000_000) for t in TYPES for i in range(40)
-    )
-    speed = {"a100": 3.0, "a40": 2.0, "a10": 1.2, "v100": 1.5}
-    jobs = []
-    for j in range(num_jobs):
-        base = rng.uniform(5, 50)
-        want = int(rng.choice(COUNTS[:4], p=(0.5, 0.2, 0.2, 0.1)))
-        cands = tuple(
-            Candidate(Cell(t, g), base * speed[t] * g**0.85, Plan(dp=g), cpus=4 * g, host_memory_mb=8000 * g)
-            for t in TYPES
-            for g in COUNTS
+def submit(env: dict[str, str], workdir: Path, n: int) -> None:
+    script = workdir / "job.sh"
+    script.write_text("#!/bin/bash\ntrap 'scontrol requeuehold $SLURM_JOB_ID; exit 0' USR2\nsleep 900 & wait\n")
+    for i in range(n):
+        gpus = (1, 1, 2, 4)[i % 4]
+        hint = f"slurmplan:model={MODELS[i % len(MODELS)]};gpus={gpus};min={gpus};max={gpus}"
+        subprocess.run(
+            ["sbatch", "--hold", f"--gres=gpu:{gpus}", "--comment", hint, "-o", "/dev/null", str(script)],
+            env={**os.environ, **env},
+            check=True,
+            capture_output=True,
+            cwd=workdir,
         )
-        job = Job(j + 1, gpu_type=TYPES[j % 4], gpus_per_node=want, submit_time=float(j), held=True)
-        jobs.append(ManagedJob(job, Hints(gpus=want, steps=int(rng.integers(1000, 100000))), cands))
-    return TickInput(1_700_000_000.0, Cluster(nodes), tuple(jobs))
 
 
-def with_running(inp: TickInput, out) -> TickInput:
-    """The input one tick later, with the jobs the round started now running where they were placed."""
-    placed = {a.job_id: a for a in out.assignments if a.nodes}
-    jobs = []
-    used: dict[str, int] = {}
-    for mj in inp.jobs:
-        a = placed.get(mj.job.job_id)
-        if a is None:
-            jobs.append(mj)
-            continue
-        for n in a.nodes:
-            used[n] = used.get(n, 0) + a.gpus_per_node
-        job = replace(
-            mj.job,
-            state=JobState.RUNNING,
-            gpu_type=a.cell.gpu_type,
-            gpus_per_node=a.gpus_per_node,
-            node_count=len(a.nodes),
-            nodes=a.nodes,
-            held=False,
-            start_time=inp.now,
-        )
-        jobs.append(replace(mj, job=job))
-    nodes = tuple(replace(n, gpus_used=used.get(n.name, 0)) for n in inp.cluster.nodes)
-    return replace(inp, now=inp.now + 60, cluster=Cluster(nodes), jobs=tuple(jobs))
-
-
-def timed(fn, reps: int) -> float:
-    times = []
-    for _ in range(reps):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
-
-
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--jobs", type=int, default=2000)
-    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--jobs", type=int, default=200)
+    parser.add_argument("--ticks", type=int, default=5)
+    parser.add_argument("--policy", default="las")
     args = parser.parse_args()
-    policy = PrecomputedPolicy()
-    inp = build(args.jobs)
-    first = decide(inp, policy, SchedulerState())  # warms the policy cache
-    cells = len(first.allocation.cells)
-    t_round = timed(lambda: decide(inp, policy, SchedulerState()), args.reps)
-    later = with_running(inp, first)
-    t_between = timed(lambda: decide(later, policy, first.state), args.reps)
-    mid = decide(later, policy, first.state).state
-    next_round = replace(later, now=inp.now + 360)
-    t_next = timed(lambda: decide(next_round, policy, mid), args.reps)
-    running = sum(1 for mj in later.jobs if mj.job.state is JobState.RUNNING)
-    print(f"jobs {args.jobs}, cells {cells}, GPUs {sum(n.gpus for n in inp.cluster.nodes)}, running {running}")
-    print(f"decide, first round (all pending):      median {t_round:.3f} s")
-    print(f"decide, between rounds (replay, refill): median {t_between:.3f} s")
-    print(f"decide, next round (running jobs):       median {t_next:.3f} s")
+    root = Path(tempfile.mkdtemp(prefix="bench-tick-"))
+    cluster = DevCluster(load_layout(), root / "cluster")
+    cluster.up(timeout=120)
+    try:
+        t0 = time.perf_counter()
+        submit(cluster.env, root, args.jobs)
+        print(f"submitted {args.jobs} held managed jobs in {time.perf_counter() - t0:.1f} s", flush=True)
+        config = DaemonConfig(database=root / "journal.db", report_dir=root / "reports", round_s=1.0,
+                              policy=args.policy)  # fmt: skip
+        daemon = Daemon(config, backend=SlurmBackend(env=cluster.env))
+        reports: list[TickReport] = []
+        for _ in range(args.ticks):
+            time.sleep(1.1)  # past round_s: every tick starts a new round
+            r = daemon.tick()
+            reports.append(r)
+            print(
+                f"  tick {r.tick_id}: {r.managed} managed, {len(r.actions)} actions, observe {r.observe_s:.3f} s, "
+                f"decide {r.decide_s:.3f} s, act {r.act_s:.3f} s{' SKIPPED ' + r.skipped if r.skipped else ''}",
+                flush=True,
+            )
+        ok = [r for r in reports if not r.skipped]
+        if not ok:
+            return 1
+        med = {k: statistics.median(getattr(r, f"{k}_s") for r in ok) for k in ("observe", "decide", "act")}
+        total = statistics.median(r.observe_s + r.decide_s + r.act_s for r in ok)
+        print(
+            f"median over {len(ok)} ticks with {ok[0].managed} managed jobs: observe {med['observe']:.3f} s, "
+            f"decide {med['decide']:.3f} s, act {med['act']:.3f} s, total {total:.3f} s"
+        )
+        return 0
+    finally:
+        cluster.down()
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
