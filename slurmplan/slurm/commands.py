@@ -57,7 +57,7 @@ def _devcluster(args: argparse.Namespace) -> int:
         install_packages()
     cluster = DevCluster(load_layout(args.layout), args.state_dir)
     if args.devcluster_command == "up":
-        status = cluster.up(timeout=args.timeout)
+        status = cluster.up(timeout=args.timeout, detach=True)
     elif args.devcluster_command == "down":
         cluster.down()
         status = cluster.status()

@@ -121,9 +121,22 @@ class DevCluster:
 
     # ------------------------------------------------------------------------------------------------ up
 
-    def up(self, timeout: float = 90.0) -> ClusterStatus:
-        """Start whatever is not running yet and wait until every node can take jobs."""
+    def up(self, timeout: float = 90.0, detach: bool = False) -> ClusterStatus:
+        """Start whatever is not running yet and wait until every node can take jobs.
+
+        With ``detach`` (what the CLI uses) the daemons are started by a keeper process that outlives the
+        caller and reaps them when they stop, so no zombie is left where PID 1 does not reap.
+        """
         check_prerequisites()
+        if detach:
+            try:
+                procs.run_in_keeper(lambda: self._up(timeout).cluster_name)
+            except RuntimeError as exc:
+                raise DevClusterError(str(exc)) from exc
+            return self.status()
+        return self._up(timeout)
+
+    def _up(self, timeout: float) -> ClusterStatus:
         running = {name for name in self.daemon_names() if self._own_pid(name) is not None}
         if running:
             self._check_config_unchanged()

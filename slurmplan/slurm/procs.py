@@ -12,6 +12,7 @@ import random
 import signal
 import socket
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -139,3 +140,58 @@ def pick_free_ports(count: int, avoid: set[int], low: int = 20000, high: int = 3
     if len(out) < count:
         raise OSError(f"could not find {count} free TCP ports in {low}-{high}")
     return out
+
+
+def _set_process_name(name: bytes) -> None:
+    """Rename the calling process (its ``comm``), so it is not mistaken for one of Slurm's processes."""
+    with contextlib.suppress(OSError, AttributeError):
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(15, ctypes.c_char_p(name), 0, 0, 0)  # PR_SET_NAME
+
+
+def run_in_keeper(start: Callable[[], str], name: bytes = b"devcluster-keep") -> str:
+    """Run ``start`` in a forked keeper process that then stays the parent of what it started.
+
+    A daemon whose parent exits is re-parented to PID 1, and where PID 1 does not reap (as in some
+    containers and VMs) every stopped daemon would linger as a zombie. The keeper avoids that: it reaps its
+    children as they exit and leaves when none are left. ``start`` returns a text for the caller (or raises,
+    and the caller gets the error message as a :class:`RuntimeError`).
+    """
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the keeper
+        status = 0
+        try:
+            os.close(read_fd)
+            os.setsid()
+            _set_process_name(name)
+            devnull = os.open(os.devnull, os.O_RDWR)
+            for fd in (0, 1, 2):  # never hold the caller's pipes open
+                os.dup2(devnull, fd)
+            try:
+                message = "ok\n" + start()
+            except BaseException as exc:  # noqa: BLE001 - everything must reach the caller
+                message, status = f"error\n{exc}", 1
+            os.write(write_fd, message.encode())
+            os.close(write_fd)
+            while True:
+                try:
+                    os.wait()
+                except ChildProcessError:
+                    break
+                except InterruptedError:
+                    continue
+        finally:
+            os._exit(status)
+    os.close(write_fd)
+    chunks = []
+    with os.fdopen(read_fd, "rb") as fh:
+        chunks.append(fh.read())
+    kind, _, text = b"".join(chunks).decode().partition("\n")
+    if kind != "ok":
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+        raise RuntimeError(text or "the keeper process died before it reported")
+    return text

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import json
 import socket
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -94,3 +97,30 @@ def test_layout_with_bad_field_names_file_field_allowed(tmp_path):
     bad.write_text(json.dumps({"nodes": [{"name": "n1", "gpu": 2}]}))
     with pytest.raises(ValidationError, match="node key 'gpu'.*one of .*gpus"):
         load_layout(bad)
+
+
+def _processes_naming(text: str) -> list[str]:
+    """Live processes whose command line names ``text`` (the keeper, the daemons and their job steps do)."""
+    return [f"{pid} {procs.cmdline(pid)}" for pid in procs.all_pids() if text in procs.cmdline(pid)]
+
+
+def test_cli_up_down_leaves_nothing(tmp_path):
+    """The CLI starts the daemons through a keeper process, so `down` leaves neither process nor zombie."""
+    layout = tmp_path / "small.yaml"
+    layout.write_text(json.dumps({"nodes": [{"name": "c[1-2]", "gpu_type": "t4", "gpus": 1}]}))
+    state = tmp_path / "state"
+    cli = [sys.executable, "-m", "slurmplan.cli", "devcluster"]
+    args = ["--layout", str(layout), "--state-dir", str(state), "--json"]
+    up = subprocess.run([*cli, "up", *args], capture_output=True, text=True, timeout=180)
+    try:
+        assert up.returncode == 0, up.stderr
+        assert [n["state"] for n in json.loads(up.stdout)["nodes"]] == ["idle", "idle"]
+    finally:
+        down = subprocess.run([*cli, "down", *args], capture_output=True, text=True, timeout=120)
+    assert down.returncode == 0, down.stderr
+    assert not json.loads(down.stdout)["running"]
+    time_left = 50
+    while _processes_naming(str(state)) and time_left:
+        time.sleep(0.1)
+        time_left -= 1
+    assert _processes_naming(str(state)) == []
