@@ -10,6 +10,7 @@ import numpy as np
 from slurmplan.domain import Allocation, AllocationProblem
 from slurmplan.policy import lp
 from slurmplan.policy.base import Param, Policy, one_of
+from slurmplan.policy.greedy import Packing
 
 log = logging.getLogger(__name__)
 
@@ -71,23 +72,18 @@ class Fifo(Policy):
         return usable[np.argsort(-row[usable], kind="stable")].tolist()
 
     def _greedy(self, problem: AllocationProblem) -> Allocation:
-        x = np.zeros((problem.num_jobs, len(problem.cells)))
-        free = {t: float(n) for t, n in problem.capacity.items()}
-        placed = 0
+        pack = Packing.empty(problem)
         view = problem.throughput if self.params["aware"] else lp.agnostic_throughput(problem)
         for j in self.order(problem):
             choices = self._choices(problem, view, j)
-            fit = [c for c in choices if free.get(problem.cells[c].gpu_type, 0.0) >= problem.cells[c].gpus]
+            fit = [c for c in choices if pack.fits(int(j), c)]
             if fit:
-                cell = problem.cells[fit[0]]
-                free[cell.gpu_type] -= cell.gpus
-                x[j, fit[0]] = 1.0
-                placed += 1
+                pack.assign(int(j), fit[0])
             elif not choices:
                 log.debug("job %s has no usable column", problem.job_ids[j])
             elif not self.params["backfill"]:
                 break
-        return self.result(problem, x, float(placed))
+        return self.result(problem, pack.x(), float((pack.col >= 0).sum()))
 
 
 class ShortestJobFirst(Fifo):

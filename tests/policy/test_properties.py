@@ -7,7 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from slurmplan.domain import AllocationProblem, Cell, JobClass
+from slurmplan.domain import AllocationProblem, Candidate, Cell, JobClass
 from slurmplan.policy import list_policies, load_policy
 from slurmplan.policy.problem import type_problem, violations
 
@@ -26,6 +26,14 @@ def problems(draw, homogeneous: bool = False) -> AllocationProblem:
     thr[thr < 5] = 0.0
     cap = {t: draw(st.integers(0, 6)) for t in types}
     guaranteed = draw(st.lists(st.booleans(), min_size=nj, max_size=nj))
+    host = {}
+    if draw(st.booleans()):  # CPUs limit X too: every column needs some, each type has a CPU budget
+        cpus = draw(st.lists(st.integers(0, 16), min_size=nj * len(cells), max_size=nj * len(cells)))
+        host["candidates"] = tuple(
+            tuple(Candidate(cell, float(thr[j, c]), cpus=cpus[j * len(cells) + c]) for c, cell in enumerate(cells))
+            for j in range(nj)
+        )
+        host["cpu_capacity"] = {t: draw(st.integers(0, 32)) for t in types}
     return AllocationProblem(
         job_ids=tuple(range(nj)),
         cells=cells,
@@ -43,6 +51,7 @@ def problems(draw, homogeneous: bool = False) -> AllocationProblem:
         requested=np.zeros(nj, dtype=int),
         current=np.where(np.arange(nj) % 2 == 0, 0, -1),
         cost_per_gpu_hour=dict.fromkeys(types, 1.5),
+        **host,
     )
 
 
