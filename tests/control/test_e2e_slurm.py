@@ -98,3 +98,30 @@ def test_job_ignoring_the_signal_is_requeued_held_after_grace(rig: Rig) -> None:
     with rig.journal() as j:
         forced = [r for r in j.actions(job_id=job) if r.action.kind is ActionKind.REQUEUE_HOLD]
         assert len(forced) == 1 and forced[0].status in (ActionStatus.APPLIED, ActionStatus.CONFIRMED)
+
+
+def test_daemon_command_ticks_until_sigterm_and_explain_reads_it(rig: Rig) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    config = rig.path / "slurmplan.yaml"
+    config.write_text(f"database: {rig.config.database}\nreport_dir: {rig.path}/reports\nround_s: 20\npolicy: las\n")
+    job = rig.submit(SIGNAL_AWARE, "--hold", "--gres=gpu:1", "--comment", HINT.format(gpus=1), seconds=120)
+    env = {**os.environ, **rig.handle.env}
+    argv = [sys.executable, "-m", "slurmplan.cli", "daemon", "--interval", "1", "--config", str(config)]
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        rig.handle.wait_state(job, "RUNNING", timeout=60)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert f"job {job:>6}: scheduled" in out
+    explained = subprocess.run(
+        [sys.executable, "-m", "slurmplan.cli", "explain", str(job), "--config", str(config)],
+        env=env, capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    assert "scheduled" in explained and "candidates" in explained and "estimated" in explained
+    assert "share X" in explained
