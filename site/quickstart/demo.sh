@@ -14,9 +14,11 @@ fi
 
 echo "== 1. install Slurm, munge and Python (Debian packages)"
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-apt-get install -y -qq --no-install-recommends \
-    slurmctld slurmd slurm-client munge libslurm-dev python3 python3-pip >/dev/null
+PACKAGES="slurmctld slurmd slurm-client munge libslurm-dev python3 python3-pip"
+if ! dpkg -s $PACKAGES >/dev/null 2>&1; then # skip apt entirely when all are there already
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends $PACKAGES >/dev/null
+fi
 
 echo "== 2. install slurmplan"
 export PIP_ROOT_USER_ACTION=ignore

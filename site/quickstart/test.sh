@@ -13,10 +13,11 @@ fi
 
 echo "== install Slurm, munge, Lua and a C toolchain (Debian packages)"
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-apt-get install -y -qq --no-install-recommends \
-    slurmctld slurmd slurm-client munge libslurm-dev \
-    lua5.3 liblua5.3-dev gcc make libc6-dev python3 python3-pip >/dev/null
+PACKAGES="slurmctld slurmd slurm-client munge libslurm-dev lua5.3 liblua5.3-dev gcc make libc6-dev python3 python3-pip"
+if ! dpkg -s $PACKAGES >/dev/null 2>&1; then # skip apt entirely when all are there already
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends $PACKAGES >/dev/null
+fi
 
 echo "== install slurmplan with its test and launcher extras"
 export PIP_ROOT_USER_ACTION=ignore
