@@ -153,7 +153,8 @@ def max_min(
     """Maximise ``min_m score_m(X) / w_m`` over jobs with ``w_m > 0`` (and, with water filling, the next minima).
 
     ``score`` holds one coefficient per variable (job m's score is ``sum score[v] x[v]`` over its variables);
-    ``floor_thr`` are per-job lower bounds on effective throughput (already feasible, see feasible_floors);
+    ``floor_thr`` are per-job lower bounds on effective throughput, added lazily (see _FloorRows); if they
+    cannot all be met the result is not ok and the caller may scale them with feasible_floors;
     ``reweight(frozen)`` gives new weights once some jobs froze (the hierarchical policy's redistribution);
     ``efficiency_pass`` ends with one LP that maximises the total score keeping every level, so no
     capacity is left idle that a job could use (the max-min LP alone is indifferent to it). ``bonus`` (one
@@ -185,8 +186,7 @@ def max_min(
     ceiling = np.zeros(nj)
     np.maximum.at(ceiling, idx.rows, score)
     levels = np.zeros(nj)
-    frozen = ~has_var
-    """Bottlenecked jobs (or jobs that can use nothing); a job with weight 0 is inactive but not frozen."""
+    frozen = ~has_var  # bottlenecked jobs (or jobs that can use nothing); weight 0 is inactive, not frozen
     x = np.zeros(n)
     first_t, it = float("nan"), 0
     while it < max_iterations:
