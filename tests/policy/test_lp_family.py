@@ -206,3 +206,33 @@ def test_water_filling_same_through_cvxpy_rebuild_path(inner):
     np.testing.assert_allclose(
         slow_alloc.effective_throughput(problem), fast.effective_throughput(problem), rtol=1e-4, atol=1e-5
     )
+
+
+def test_index_skips_unusable_columns():
+    # Column 1's type is absent, column 2 needs more GPUs than its type has, job 1 cannot use column 0.
+    problem = AllocationProblem(
+        job_ids=(1, 2),
+        cells=(Cell("a", 1), Cell("b", 1), Cell("a", 8)),
+        throughput=np.array([[1.0, 1.0, 5.0], [0.0, 2.0, 9.0]]),
+        capacity={"a": 4},
+    )
+    idx = lp.index(problem)
+    assert list(zip(idx.rows.tolist(), idx.cols.tolist(), strict=True)) == [(0, 0)]
+    alloc = load_policy("slurmplan").allocate(problem)
+    assert alloc.x[0, 0] == pytest.approx(1.0) and alloc.x[1].sum() == 0.0
+    assert not violations(problem, alloc)
+
+
+def test_flagship_same_through_cvxpy_path_with_slas():
+    problem = AllocationProblem(
+        job_ids=(1, 2, 3),
+        cells=(Cell("a", 1),),
+        throughput=np.array([[10.0], [10.0], [10.0]]),
+        capacity={"a": 2},
+        job_class=(JobClass.GUARANTEED, JobClass.BEST_EFFORT, JobClass.BEST_EFFORT),
+        sla_throughput=np.array([9.0, 0.0, 0.0]),
+    )
+    fast = load_policy("slurmplan").allocate(problem)
+    slow = build_policy(PolicyConfig("s", "slurmplan", solver="CLARABEL")).allocate(problem)
+    np.testing.assert_allclose(slow.effective_throughput(problem), fast.effective_throughput(problem), atol=1e-4)
+    np.testing.assert_allclose(fast.effective_throughput(problem), [9.0, 5.5, 5.5], atol=1e-4)
