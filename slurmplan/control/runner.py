@@ -3,9 +3,10 @@
 Order inside a tick, chosen so that a tick killed at any line loses nothing:
 
 1. take the lock (a second tick exits with ``TickLocked``);
-2. roll forward: apply the intents an earlier tick wrote but did not finish;
-3. observe: one ``snapshot()``; a failed read skips the tick with a logged reason (nothing decided on a
-   half-seen cluster); confirm applied actions against it; ingest the jobs' throughput reports;
+2. observe: one ``snapshot()``; a failed read skips the tick with a logged reason (nothing decided on a
+   half-seen cluster, nothing sent to a controller that is not answering);
+3. roll forward: apply the intents an earlier tick wrote but did not finish, and observe again if that
+   changed anything; confirm applied actions against the snapshot; ingest the jobs' throughput reports;
 4. decide: ``slurmplan.tick.decide`` on the managed jobs, the same pure function the simulator calls;
 5. journal, in ONE transaction: the new scheduler state, the decisions, the candidates and the actions as
    intents. Killed before the commit, the next tick decides again from the old state; killed after, it
@@ -145,9 +146,13 @@ class Daemon:
         t0 = time.perf_counter()
         write = mode != "dry-run"
         tick_id = journal.begin_tick(mode, time.time()) if write else None
-        rolled = roll_forward(journal, self.backend, time.time(), cfg.round_s) if mode == "act" else ApplyReport()
+        rolled = ApplyReport()
         try:
             snapshot = self.backend.snapshot()
+            if mode == "act" and journal.actions(status=ActionStatus.INTENT, limit=1):
+                rolled = roll_forward(journal, self.backend, time.time(), cfg.round_s)
+                if rolled.applied:
+                    snapshot = self.backend.snapshot()  # decide on the state the rolled-forward actions made
         except Exception as exc:  # Slurm unreachable or answering garbage: decide nothing this time
             reason = f"cannot observe the cluster: {type(exc).__name__}: {exc}"
             log.error("tick skipped: %s", reason)
