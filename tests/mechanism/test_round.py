@@ -115,3 +115,13 @@ def test_running_job_passed_over_keeps_spare_gpus_but_yields_to_waiting_jobs() -
     assert one.col.tolist() == [-1, 0] and one.reason[0] is Reason.PREEMPTED
     two = plan_round(problem(cells, [[10.0], [10.0]], {"a100": 2}), x, pri, info, CONFIG)
     assert two.col.tolist() == [0, 0] and two.reason == (Reason.KEPT, Reason.SCHEDULED)
+
+
+def test_shrinking_job_cannot_stay_big_when_its_gpus_are_needed() -> None:
+    # Job 1 runs on a100x4; X moves it to a100x2 (a small loss) to make room for job 2 (a100x2).
+    p = problem([Cell("a100", 2), Cell("a100", 4)], [[19.0, 20.0], [19.0, 0.0]], {"a100": 4})
+    x = np.array([[1.0, 0.0], [1.0, 0.0]])
+    info = RunningInfo(np.array([True, False]), np.array([1, -1]), np.zeros(2, bool), np.full(2, 360.0))
+    choice = plan_round(p, x, priorities(x, np.array([[0.0, 0.5], [0.0, 0.0]])), info, CONFIG)
+    assert choice.col.tolist() == [0, 0]  # both fit only if job 1 shrinks: capacity is never exceeded
+    assert choice.reason[0] is Reason.RESIZED and "moves although" in choice.detail[0]
