@@ -47,6 +47,7 @@ from slurmplan.control.observe import (
 from slurmplan.control.reports import ingest_reports, load_measurements
 from slurmplan.control.state_store import load_state, save_state
 from slurmplan.domain import Action, Assignment, ClusterBackend, Job, Snapshot
+from slurmplan.slurm.hints import split_admin_comment
 from slurmplan.tick import ManagedJob, SchedulerState, TickInput, TickOutput
 
 log = logging.getLogger(__name__)
@@ -284,6 +285,11 @@ def _prune(state: SchedulerState, managed: list[ManagedJob]) -> SchedulerState:
     return replace(state, jobs={j: s for j, s in state.jobs.items() if j in alive})
 
 
+def _hints_text(job: Job) -> str:
+    """The text the job's hints came from (the admin comment's hints part, else a ``slurmplan:`` comment)."""
+    return split_admin_comment(job.admin_comment).hints or split_admin_comment(job.comment).hints
+
+
 def _journal_jobs(
     journal: Journal, snapshot: Snapshot, observed: list[Observed], refused: tuple[Observed, ...]
 ) -> None:
@@ -303,7 +309,7 @@ def _journal_jobs(
                 "user": job.user,
                 "partition": job.partition,
                 "managed": int(o.managed and job.job_id not in errors),
-                "hints": job.admin_comment or job.comment,
+                "hints": _hints_text(job),
                 "hint_error": err,
                 "state": job.state.value,
                 "first_seen": snapshot.time,
