@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from slurmplan.domain import ActionKind, Cluster, Node, Reason
 from slurmplan.tick import SchedulerState, TickInput, decide
 
-from .helpers import T0, EqualSharePolicy, RequestedPolicy, mjob, node
+from .helpers import T0, EqualSharePolicy, MiniCluster, RequestedPolicy, mjob, node
 
 TYPES = ("a100", "v100")
 
@@ -78,3 +78,22 @@ def test_every_pending_job_ends_a_tick_held_or_started(inp: TickInput) -> None:
             assert starts == ((job.job_id, ActionKind.RELEASE) in kinds)
         else:
             assert starts != ((job.job_id, ActionKind.HOLD) in kinds), (job.job_id, kinds)
+
+
+@settings(max_examples=25, deadline=None)
+@given(scenarios(), st.sampled_from((RequestedPolicy(), EqualSharePolicy())), st.lists(st.integers(0, 12), max_size=6))
+def test_many_ticks_never_overcommit_and_decide_every_job(inp: TickInput, policy, finishing: list[int]) -> None:
+    """Ticks every 2 minutes over several rounds, jobs finishing on the way; MiniCluster refuses overcommit."""
+    mini = MiniCluster(inp.cluster, list(inp.jobs))
+    state = SchedulerState()
+    now = inp.now
+    for step in range(12):
+        jobs = mini.managed()
+        out = decide(TickInput(now, mini.snapshot_cluster(), jobs), policy, state)
+        assert sorted(a.job_id for a in out.assignments) == sorted(mj.job.job_id for mj in jobs)
+        assert set(out.state.jobs) == {mj.job.job_id for mj in jobs}
+        mini.apply(out.actions, now)
+        state = out.state
+        if step < len(finishing) and finishing[step] in mini.jobs:
+            mini.finish(finishing[step])
+        now += 120.0
