@@ -67,3 +67,21 @@ def test_history_for_one_job(journal_setup: tuple[Path, Path], capsys) -> None: 
     assert {r["job_id"] for r in rows} == {11}
     assert main(["history", "--config", str(cfg)]) == 0
     assert "bad-hints" in capsys.readouterr().out
+
+
+def test_job_reports_reach_candidates_and_explain(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """A launcher's report line becomes a journal measurement, then a MEASURED candidate that explain shows."""
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    line = {"job_id": 21, "model": "gpt2", "gpu_type": "a100", "gpus": 1, "nodes": 1,
+            "plan": {"micro_batch": 4, "grad_accum": 128}, "samples_per_s": 99.0, "time": 990.0}  # fmt: skip
+    (reports / "21.jsonl").write_text(json.dumps(line) + "\n")
+    db = tmp_path / "j.db"
+    backend = MemBackend([Job(21, "gpt", admin_comment="slurmplan:model=gpt2;gpus=1;min=1;max=1")])
+    Daemon(DaemonConfig(database=db, report_dir=reports), backend=backend).tick()  # real perf, policy, decide
+    cfg = tmp_path / "slurmplan.yaml"
+    cfg.write_text(f"database: {db}\nreport_dir: {reports}\n")
+    assert main(["explain", "21", "--config", str(cfg), "--json"]) == 0
+    cands = {c["cell"]: c for c in json.loads(capsys.readouterr().out)["candidates"]}
+    assert cands["a100x1"]["source"] == "measured" and cands["a100x1"]["throughput"] == 99.0
+    assert cands["v100x1"]["source"] != "measured"
