@@ -145,13 +145,32 @@ def plan_round(
     masked = np.where(x > EPS, priority, -np.inf)
     best = masked.max(axis=1) if n and problem.cells else np.zeros(n)
     pri = np.where(col >= 0, priority[np.arange(n), np.maximum(col, 0)] if problem.cells else 0.0, best)
+    left = dict(capacity)
+    for c in col[col >= 0].tolist():
+        left[problem.cells[c].gpu_type] = left.get(problem.cells[c].gpu_type, 0) - problem.cells[c].gpus
     reasons: list[Reason] = []
     details: list[str] = []
     for j in range(n):
-        reason, detail = _explain(problem, j, int(col[j]), bool(kept[j]), x, info, notes.get(j, ""))
+        note = notes.get(j, "") if col[j] >= 0 else _outranked(problem, j, x, priority, left)
+        reason, detail = _explain(problem, j, int(col[j]), bool(kept[j]), x, info, note)
         reasons.append(reason)
         details.append(detail)
     return RoundChoice(col, tuple(reasons), tuple(details), np.where(pri == -np.inf, 0.0, pri))
+
+
+def _outranked(
+    problem: AllocationProblem, j: int, x: np.ndarray, priority: np.ndarray, left: Mapping[GpuType, int]
+) -> str:
+    """Why a job with a share was not picked: its best column and what GPUs of that type were left."""
+    if not problem.cells or x[j].max() <= EPS:
+        return ""
+    c = int(np.argmax(np.where(x[j] > EPS, priority[j], -np.inf)))
+    cell = problem.cells[c]
+    free = max(0, int(left.get(cell.gpu_type, 0)))
+    return (
+        f"outranked this round (X sums to {x[j].sum():.2f}; best {cell.short()} at priority {priority[j, c]:.3g} "
+        f"needs {cell.gpus}, {free} {cell.gpu_type} GPUs left after higher priorities)"
+    )
 
 
 def _explain(
@@ -160,7 +179,7 @@ def _explain(
     share = float(x[j].sum()) if problem.cells else 0.0
     running, cur = bool(info.running[j]), int(info.current[j])
     if c < 0:
-        why = "X is 0 for every configuration" if share <= EPS else f"outranked this round (X sums to {share:.2f})"
+        why = "X is 0 for every configuration" if share <= EPS else note
         return (Reason.PREEMPTED, why) if running else (Reason.WAITING, why)
     cell = problem.cells[c]
     if running and info.signalled[j]:

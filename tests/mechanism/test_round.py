@@ -40,7 +40,7 @@ def test_greedy_skips_what_does_not_fit_and_takes_a_job_once() -> None:
     choice = plan_round(p, x, pri, idle(3), CONFIG)
     assert choice.col.tolist() == [0, -1, -1]  # job 1 takes all 8 GPUs once; the others do not fit
     assert choice.reason == (Reason.SCHEDULED, Reason.WAITING, Reason.WAITING)
-    assert "outranked" in choice.detail[1]
+    assert "outranked" in choice.detail[1] and "needs 1, 0 a100 GPUs left" in choice.detail[1]
     assert choice.priority.tolist() == [9.0, 5.0, 4.0]  # the chosen pair's, else the job's best
 
 
