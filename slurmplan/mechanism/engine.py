@@ -47,6 +47,7 @@ def align(allocation: Allocation | None, problem: AllocationProblem) -> np.ndarr
     if x.shape != (len(allocation.job_ids), len(allocation.cells)):
         want = f"shape {(len(allocation.job_ids), len(allocation.cells))}"
         raise ValidationError("allocation.x", x.shape, want, f"policy {allocation.policy}")
+    x = np.clip(np.nan_to_num(x, nan=0.0), 0.0, 1.0)  # a share is in [0, 1]; solver noise must not leak on
     if allocation.job_ids == problem.job_ids and allocation.cells == problem.cells:
         return x
     out = np.zeros(shape)
