@@ -108,6 +108,27 @@ class SimBackend:
         for i, n in enumerate(self.nodes):
             self._by_type.setdefault(n.gpu_type, []).append(i)
         self.running: dict[JobId, SimJob] = {}
+        self._busy = sum(self._used)
+        self.series: list[tuple[float, int, int]] = []
+        """(time, busy GPUs, active jobs) at every change, for utilization and fairness over time."""
+        self._mark()
+
+    def start_at(self, t: float) -> None:
+        """Set the clock before anything happened (the run starts at the first arrival, not at 0)."""
+        if self.jobs or self.finished:
+            raise ValueError("start_at() only before the first job")
+        self.now = t
+        self.series.clear()
+        self._mark()
+
+    def _mark(self) -> None:
+        point = (self.now, self._busy, len(self.jobs))
+        if self.series and self.series[-1][1:] == point[1:]:
+            return
+        if self.series and self.series[-1][0] == self.now:
+            self.series[-1] = point
+        else:
+            self.series.append(point)
 
     # ------------------------------------------------------------------------------------------- observing
 
@@ -142,7 +163,7 @@ class SimBackend:
 
     @property
     def busy_gpus(self) -> int:
-        return sum(self._used)
+        return self._busy
 
     # ---------------------------------------------------------------------------------------------- submit
 
@@ -152,6 +173,7 @@ class SimBackend:
         self.jobs[job.job_id] = job
         if not job.held:
             self._try_start(job)
+        self._mark()
 
     # -------------------------------------------------------------------------------------------- actions
 
@@ -248,9 +270,11 @@ class SimBackend:
         for name, gpus in zip(job.nodes, job.alloc_gpus, strict=True):
             i = self._index[name]
             self._used[i] -= gpus
+            self._busy -= gpus
             self._dirty.add(i)
         job.alloc_gpus = ()
         self.running.pop(job.job_id, None)
+        self._mark()
 
     def _end(self, job: SimJob, state: JobState) -> None:
         job.state = state
@@ -260,6 +284,7 @@ class SimBackend:
         self.jobs.pop(job.job_id, None)
         self.running.pop(job.job_id, None)
         self.finished[job.job_id] = job
+        self._mark()
         if self.on_finish is not None:
             self.on_finish(job)
 
@@ -297,6 +322,7 @@ class SimBackend:
         rate = self.rate_fn(job.job_id, gpu_type, job.gpus, job.admin_comment)
         for i in picked:
             self._used[i] += job.gpus_per_node
+            self._busy += job.gpus_per_node
             self._dirty.add(i)
         job.nodes = tuple(self.nodes[i].name for i in picked)
         job.alloc_gpus = tuple(job.gpus_per_node for _ in picked)
@@ -314,6 +340,7 @@ class SimBackend:
         job.configs.append((self.now, gpu_type, job.gpus))
         job.cached = None
         self.running[job.job_id] = job
+        self._mark()
         if rate <= 0:
             log.warning("job %s started on %s x%d where it cannot make progress", job.job_id, gpu_type, job.gpus)
         return True

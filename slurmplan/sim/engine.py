@@ -84,9 +84,6 @@ class Simulation:
         self._managed: dict[int, ManagedJob] = {}
         self._reasons: dict[int, Reason] = {}
         self._window_left = sum(1 for w in self.arrivals if w.trace.in_window)
-        self._series_t: list[float] = []
-        self._series_busy: list[int] = []
-        self._series_active: list[int] = []
         self.ticks = 0
         self.rounds = 0
         self.action_counts: Counter[str] = Counter()
@@ -207,14 +204,6 @@ class Simulation:
         k = math.ceil((t - start) / self.tick_config.round_s)
         return start + max(k, 1) * self.tick_config.round_s
 
-    def _record(self) -> None:
-        busy, active = self.backend.busy_gpus, len(self.backend.jobs)
-        if self._series_busy and self._series_busy[-1] == busy and self._series_active[-1] == active:
-            return
-        self._series_t.append(self.backend.now)
-        self._series_busy.append(busy)
-        self._series_active.append(active)
-
     @property
     def arrivals_left(self) -> int:
         return len(self.arrivals) - self._next_arrival
@@ -230,15 +219,14 @@ class Simulation:
     def run(self) -> SimResult:
         """Tick, jump to the next event, repeat, until the trace is done (or cannot progress)."""
         wall = time.perf_counter()
-        if self.arrivals:
-            self.backend.now = self.arrivals[0].trace.arrival_s
+        if self.arrivals and not self.backend.jobs and not self.backend.finished:
+            self.backend.start_at(self.arrivals[0].trace.arrival_s)
         self._origin = self.backend.now
         self._bar = _progress_bar(len(self.arrivals), self.options.progress)
         idle = 0
         try:
             while True:
                 out = self.step()
-                self._record()
                 idle = (
                     idle + 1 if (out.new_round and not self.backend.running) else (0 if self.backend.running else idle)
                 )
@@ -252,7 +240,6 @@ class Simulation:
         finally:
             if self._bar is not None:
                 self._bar.close()
-        self._record()
         return self._result(time.perf_counter() - wall)
 
     # --------------------------------------------------------------------------------------------- result
@@ -271,9 +258,9 @@ class Simulation:
             reconfig_cost_s=self.options.reconfig_cost_s,
             round_s=self.tick_config.round_s,
             jobs=tuple(records),
-            times=tuple(self._series_t),
-            busy_gpus=tuple(self._series_busy),
-            active_jobs=tuple(self._series_active),
+            times=tuple(p[0] for p in self.backend.series),
+            busy_gpus=tuple(p[1] for p in self.backend.series),
+            active_jobs=tuple(p[2] for p in self.backend.series),
             end_s=self.backend.now,
             ticks=self.ticks,
             rounds=self.rounds,

@@ -129,3 +129,12 @@ def test_without_arrival_ticks_an_arrival_waits_for_the_next_round(table):
     assert by_id(seen)[1].first_start_s == pytest.approx(360.0)  # the next round boundary
     eager = run(table, jobs, "v100:1,k80:1", "las")
     assert by_id(eager)[1].first_start_s <= 360.0
+
+
+def test_utilization_counts_gpus_freed_between_ticks_as_idle(table):
+    # one job of 1000 s on a 1-GPU cluster, then nothing until a second job arrives at 3000 s
+    jobs = [hours_job(table, 0, 1000 / 3600), hours_job(table, 1, 1000 / 3600, arrival=3000.0)]
+    res = run(table, jobs, "v100:1", "slurm_fifo", tick_s=300.0)
+    got = by_id(res)
+    busy = 1000.0 + (got[1].finish_s - got[1].first_start_s)
+    assert summarize(res)["utilization"] == pytest.approx(busy / res.end_s, rel=1e-9)
