@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -142,16 +142,13 @@ class Daemon:
         with TickLock(self.config.lock_path), self.open_journal() as journal:
             return self._tick(journal, policy)
 
-    def _tick(self, journal: Journal, policy: Any) -> TickReport:
-        mode, cfg = self.mode, self.config
-        t0 = time.perf_counter()
-        write = mode != "dry-run"
-        tick_id = journal.begin_tick(mode, time.time()) if write else None
+    def _observe(self, journal: Journal, tick_id: int | None, t0: float) -> tuple[Snapshot | None, ApplyReport, str]:
+        """Steps 2-3: snapshot, roll forward pending intents (then look again); ``(None, _, why)`` on failure."""
         rolled = ApplyReport()
         try:
             snapshot = self.backend.snapshot()
-            if mode == "act" and journal.actions(status=ActionStatus.INTENT, limit=1):
-                rolled = roll_forward(journal, self.backend, time.time(), cfg.round_s)
+            if self.mode == "act" and journal.actions(status=ActionStatus.INTENT, limit=1):
+                rolled = roll_forward(journal, self.backend, time.time(), self.config.round_s)
                 if rolled.applied:
                     snapshot = self.backend.snapshot()  # decide on the state the rolled-forward actions made
         except Exception as exc:  # Slurm unreachable or answering garbage: decide nothing this time
@@ -159,11 +156,20 @@ class Daemon:
             log.error("tick skipped: %s", reason)
             if tick_id is not None:
                 journal.finish_tick(tick_id, error=reason, observe_s=time.perf_counter() - t0)
-            return TickReport(mode=mode, tick_id=tick_id, rolled_forward=rolled, skipped=reason)
-        if mode == "act":
-            confirm(journal, snapshot, cfg.round_s, time.time())
-        if write:
-            ingest_reports(journal, Path(cfg.report_dir))
+            return None, rolled, reason
+        if self.mode == "act":
+            confirm(journal, snapshot, self.config.round_s, time.time())
+        if self.mode != "dry-run":
+            ingest_reports(journal, Path(self.config.report_dir))
+        return snapshot, rolled, ""
+
+    def _tick(self, journal: Journal, policy: Any) -> TickReport:
+        mode, cfg = self.mode, self.config
+        t0 = time.perf_counter()
+        tick_id = journal.begin_tick(mode, time.time()) if mode != "dry-run" else None
+        snapshot, rolled, why = self._observe(journal, tick_id, t0)
+        if snapshot is None:
+            return TickReport(mode=mode, tick_id=tick_id, rolled_forward=rolled, skipped=why)
         observed = classify_all(snapshot.jobs, cfg.managed_partitions)
         managed, unpriced = managed_jobs(observed, snapshot.cluster, load_measurements(journal), self.candidates_fn)
         refused = tuple(o for o in [*observed, *unpriced] if o.error and not o.job.state.finished)
@@ -174,10 +180,7 @@ class Daemon:
         out = self.decide_fn(inp, policy, state)
         t2 = time.perf_counter()
 
-        jobs = {j.job_id: j for j in snapshot.jobs}
-        actions = [untyped_update(keep_user_hints(a, jobs.get(a.job_id)), jobs.get(a.job_id)) for a in out.actions]
-        actions += [a for o in refused if (a := bad_hint_annotation(o)) is not None]
-        actions = drop_no_ops(actions, jobs)
+        actions = _shape_actions(out.actions, refused, {j.job_id: j for j in snapshot.jobs})
         report = TickReport(
             mode=mode,
             tick_id=tick_id,
@@ -192,16 +195,17 @@ class Daemon:
             observe_s=t1 - t0,
             decide_s=t2 - t1,
         )
-        if not write:
+        if tick_id is None:  # dry run: print, change nothing
             return replace(report, act_s=time.perf_counter() - t2)
-        ids = self._journal_decision(journal, tick_id or 0, snapshot, observed, managed, refused, out, actions)
+        ids = self._journal_decision(journal, tick_id, snapshot, observed, managed, refused, out, actions)
         applied = ApplyReport()
         if mode == "act" and ids:
-            rows = [r for r in journal.actions(status=ActionStatus.INTENT) if r.id in set(ids)]
+            wanted = set(ids)
+            rows = [r for r in journal.actions(status=ActionStatus.INTENT) if r.id in wanted]
             applied = apply_rows(journal, self.backend, rows, time.time())
         t3 = time.perf_counter()
         journal.finish_tick(
-            tick_id or 0,
+            tick_id,
             round_index=out.state.round_index,
             new_round=int(out.new_round),
             observe_s=t1 - t0,
@@ -275,6 +279,13 @@ class Daemon:
                 break
             stop.wait(max(0.0, interval_s - (time.monotonic() - started)))
         return count
+
+
+def _shape_actions(decided: Sequence[Action], refused: Sequence[Observed], jobs: dict[int, Job]) -> list[Action]:
+    """The mechanism's actions made safe for Slurm 22.05, plus bad-hint annotations, minus no-ops."""
+    actions = [untyped_update(keep_user_hints(a, jobs.get(a.job_id)), jobs.get(a.job_id)) for a in decided]
+    actions += [a for o in refused if (a := bad_hint_annotation(o)) is not None]
+    return drop_no_ops(actions, jobs)
 
 
 def _prune(state: SchedulerState, managed: list[ManagedJob]) -> SchedulerState:
