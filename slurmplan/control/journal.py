@@ -182,6 +182,10 @@ class ActionRow:
     message: str = ""
 
 
+def _decision_key(a: Assignment) -> tuple[str, str | None, str | None, str]:
+    return (a.reason.value, a.cell.short() if a.cell else None, a.plan.short() if a.plan else None, ",".join(a.nodes))
+
+
 class Journal:
     """The SQLite journal at ``path`` (created with its schema on first use)."""
 
@@ -343,6 +347,26 @@ class Journal:
             }
             for a in assignments
         )
+
+    def changed_decisions(self, assignments: Sequence[Assignment]) -> list[Assignment]:
+        """The assignments that differ from each job's last journaled decision (reason, cell, plan, nodes).
+
+        Between rounds most ticks repeat the round's decisions; journaling only the changes keeps ``history``
+        readable and the database small, while every new round is journaled in full.
+        """
+        if not assignments:
+            return []
+        ids = [a.job_id for a in assignments]
+        marks = ",".join("?" * len(ids))
+        last = {
+            r[0]: (r[1], r[2], r[3], r[4])
+            for r in self.db.execute(
+                f"SELECT job_id, reason, cell, plan, nodes FROM decisions WHERE rowid IN "
+                f"(SELECT MAX(rowid) FROM decisions WHERE job_id IN ({marks}) GROUP BY job_id)",
+                ids,
+            ).fetchall()
+        }
+        return [a for a in assignments if last.get(a.job_id) != _decision_key(a)]
 
     def record_candidates(self, tick_id: int, by_job: dict[int, Sequence[Candidate]]) -> None:
         """Keep each job's latest candidate list (what ``explain`` shows); older lists are replaced."""

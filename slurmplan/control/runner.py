@@ -233,8 +233,9 @@ class Daemon:
         with journal.transaction():
             _journal_jobs(journal, snapshot, observed, refused)
             save_state(journal, out.state)
+            assignments = out.assignments if out.new_round else journal.changed_decisions(out.assignments)
             journal.record_decision(
-                tick_id, out.state.round_index, now, out.assignments, out.allocation, out.new_round, self.config.policy
+                tick_id, out.state.round_index, now, assignments, out.allocation, out.new_round, self.config.policy
             )
             known = {r[0] for r in journal.db.execute("SELECT DISTINCT job_id FROM candidates").fetchall()}
             fresh = {m.job.job_id: m.candidates for m in managed if out.new_round or m.job.job_id not in known}

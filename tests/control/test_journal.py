@@ -86,3 +86,16 @@ def test_jobs_keep_first_seen(tmp_path: Path) -> None:
         assert row is not None and row["first_seen"] == 5.0 and row["state"] == "running"
         j.mark_finished([1], "completed", 20.0)
         assert j.jobs(unfinished_only=True) == []
+
+
+def test_only_changed_decisions_between_rounds(tmp_path: Path) -> None:
+    from slurmplan.domain import Assignment, Cell, Reason
+
+    a = Assignment(1, Reason.SCHEDULED, Cell("a100", 2), nodes=("a1",))
+    b = Assignment(2, Reason.WAITING)
+    with Journal(tmp_path / "j.db") as j:
+        assert j.changed_decisions([a, b]) == [a, b]
+        j.record_decision(1, 1, 10.0, [a, b], None, True, "las")
+        kept = Assignment(1, Reason.KEPT, Cell("a100", 2), nodes=("a1",))
+        assert j.changed_decisions([a, b]) == []
+        assert j.changed_decisions([kept, b]) == [kept]
