@@ -113,8 +113,12 @@ def cmd_daemon(args: argparse.Namespace) -> int:
         signal.signal(sig, lambda *_: stop.set())
 
     def show(report: TickReport) -> None:
-        if not args.quiet:
-            print(format_report(report), flush=True)
+        """Full decisions when something happens (new round, actions); one line for a quiet tick."""
+        if args.quiet:
+            return
+        text = format_report(report)
+        quiet = not (report.new_round or report.actions or report.skipped or report.rolled_forward.applied)
+        print(text.splitlines()[0] if quiet else text, flush=True)
 
     Daemon(cfg).run(interval, max_ticks=args.max_ticks, stop=stop, on_tick=show)
     return 0
