@@ -138,3 +138,12 @@ def test_utilization_counts_gpus_freed_between_ticks_as_idle(table):
     got = by_id(res)
     busy = 1000.0 + (got[1].finish_s - got[1].first_start_s)
     assert summarize(res)["utilization"] == pytest.approx(busy / res.end_s, rel=1e-9)
+
+
+def test_gavel_rule_round_ticks_only_freed_gpus_wait_for_the_round(table, capsys):
+    jobs = [hours_job(table, 0, 1000 / 3600), hours_job(table, 1, 0.5, arrival=1.0)]
+    res = run(table, jobs, "v100:1", "slurm_fifo", event_ticks=False, progress=True)
+    got = by_id(res)
+    assert got[0].finish_s == pytest.approx(1000.0)
+    assert got[1].first_start_s == pytest.approx(1080.0)  # 3 x 360 s
+    assert res.ticks == res.rounds  # every tick was a round tick
