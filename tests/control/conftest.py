@@ -1,8 +1,9 @@
 """Fixtures for the daemon's end-to-end tests: a real local Slurm cluster and a daemon wired to it.
 
-The cluster is the default dev layout (a100, v100 and t4 nodes) with one change: ``cred_expire=10`` in
-``AuthInfo``, which is what sets how long Slurm keeps a requeued job pending ("BeginTime", 120 s by default),
-so a move between GPU types completes within a test's patience. Everything else is Slurm as a site runs it.
+The cluster is the default dev layout (a100, v100 and t4 nodes) with the site's job_submit.lua (hinted jobs
+are held at submit, bad hints refused) and one change: ``cred_expire=10`` in ``AuthInfo``, which is what sets
+how long Slurm keeps a requeued job pending ("BeginTime", 120 s by default), so a move between GPU types
+completes within a test's patience. Everything else is Slurm as a site runs it.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from slurmplan.control.journal import Journal
 from slurmplan.control.runner import Daemon, TickReport
 from tests.conftest import ClusterHandle, _require_slurm
 
+REPO = Path(__file__).resolve().parents[2]
 ROUND_S = 20.0
 GRACE_S = 5.0
 
@@ -46,7 +48,11 @@ def daemon_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster
 
     root = tmp_path_factory.mktemp("daemon-cluster").resolve()
     sock = ClusterPaths(root).munge_socket
-    cluster = DevCluster(load_layout(None, {"slurm_conf_extra": [f"AuthInfo=socket={sock},cred_expire=10"]}), root)
+    overrides = {
+        "slurm_conf_extra": [f"AuthInfo=socket={sock},cred_expire=10", "JobSubmitPlugins=lua"],
+        "conf_files": {"job_submit.lua": str(REPO / "site" / "job_submit.lua")},
+    }
+    cluster = DevCluster(load_layout(None, overrides), root)
     try:
         cluster.up(timeout=120)
         handle = ClusterHandle(cluster)

@@ -1,7 +1,7 @@
 """End to end on the local Slurm cluster: real sbatch, real SlurmBackend, real policy, mechanism and perf.
 
-Managed jobs are submitted with ``--hold``: that is what site/job_submit.lua does for a hinted job (priority 0)
-before the daemon decides; submitting held keeps these tests independent of the Lua plugin.
+The cluster runs site/job_submit.lua, which holds a hinted job at submit (priority 0) until the daemon decides.
+Most tests also pass ``--hold`` so that they do not depend on it; the first one relies on the plugin alone.
 """
 
 from __future__ import annotations
@@ -32,8 +32,14 @@ def _node_type(node_list: str) -> str:
 
 def test_held_jobs_start_on_the_preferred_type_others_untouched_journal_matches(rig: Rig) -> None:
     plain = rig.submit(SIGNAL_AWARE, "--gres=gpu:t4:1", seconds=60)
-    bad = rig.submit(SIGNAL_AWARE, "--gres=gpu:t4:1", "--comment", "slurmplan:gpus=zero", seconds=60)
-    managed = rig.submit(SIGNAL_AWARE, "--hold", "--gres=gpu:2", "--comment", HINT.format(gpus=2), seconds=6)
+    with pytest.raises(RuntimeError, match="gpus"):  # job_submit.lua refuses a bad hint at submit time
+        rig.submit(SIGNAL_AWARE, "--gres=gpu:t4:1", "--comment", "slurmplan:gpus=zero", seconds=60)
+    bad = rig.submit(SIGNAL_AWARE, "--gres=gpu:t4:1", seconds=60)
+    rig.scontrol("update", f"jobid={bad}", "AdminComment=slurmplan:gpus=zero")  # corrupted after submit
+    managed = rig.submit(SIGNAL_AWARE, "--gres=gpu:2", "--comment", HINT.format(gpus=2), seconds=6)
+    held = rig.job(managed)
+    assert held["job_state"] == "PENDING" and held["priority"] == 0  # held by job_submit.lua
+    assert held["admin_comment"] == HINT.format(gpus=2)  # the canonical hints, copied by job_submit.lua
     rig.handle.wait_state(plain, "RUNNING")
 
     report = rig.tick()
@@ -42,12 +48,12 @@ def test_held_jobs_start_on_the_preferred_type_others_untouched_journal_matches(
     assert decided.cell is not None and decided.cell.gpu_type == "a100"  # the fastest type for gpt2, all free
     rec = rig.handle.wait_state(managed, "RUNNING", "COMPLETED")
     assert _node_type(rec["nodes"]) == "a100" and rec["nodes"] in decided.nodes
-    assert rec["admin_comment"].startswith(f"slurmplan: a100x{decided.cell.gpus}")
+    assert rec["admin_comment"].startswith(f"{HINT.format(gpus=2)} || slurmplan: a100x{decided.cell.gpus}")
 
     untouched = rig.job(plain)
     assert untouched["admin_comment"] == "" and untouched["tres_per_node"] == "gres:gpu:t4:1"
     left_alone = rig.job(bad)
-    assert left_alone["admin_comment"].startswith(BAD_HINTS_PREFIX) and "gpus" in left_alone["admin_comment"]
+    assert left_alone["admin_comment"].startswith(f"slurmplan:gpus=zero || {BAD_HINTS_PREFIX}")
     assert left_alone["tres_per_node"] == "gres:gpu:t4:1"
 
     rig.handle.wait_state(managed, "COMPLETED", timeout=40)
