@@ -254,7 +254,12 @@ class Journal:
         if not rows:
             return
         with self.transaction():
-            known = {r["job_id"]: r for r in self.db["jobs"].rows}
+            ids = [r["job_id"] for r in rows]
+            known: dict[int, dict[str, Any]] = {}
+            for start in range(0, len(ids), 500):  # SQLite's bound-parameter limit
+                chunk = ids[start : start + 500]
+                where = f"job_id IN ({','.join('?' * len(chunk))})"
+                known.update((r["job_id"], r) for r in self.db["jobs"].rows_where(where, chunk))
             out = []
             for row in rows:
                 old = known.get(row["job_id"])
