@@ -1,6 +1,8 @@
 """The daemon: one tick = observe (Slurm) -> decide (``slurmplan.tick.decide``) -> act (Slurm), journaled.
 
-Modules: ``config`` (the YAML file), ``journal`` (SQLite), ``lock`` (no two ticks overlap), ``observe``
-(snapshot -> managed jobs), ``act`` (intents -> applied -> confirmed), ``runner`` (one tick, the loop),
-``explain`` (operator views), ``commands`` (CLI).
+Modules: ``config`` (the YAML file), ``journal`` (SQLite, WAL; ``Journal(path).record_event`` for the Slurm
+hook), ``state_store`` (SchedulerState <-> journal), ``reports`` (jobs' throughput reports -> measurements),
+``lock`` (no two ticks overlap), ``observe`` (snapshot -> managed jobs with candidates), ``act`` (intents ->
+applied -> confirmed, roll-forward), ``runner`` (``Daemon.tick()`` and ``Daemon.run()``), ``explain``
+(operator views), ``commands`` (``slurmplan tick|daemon|explain|history``), ``codec`` (JSON forms).
 """
