@@ -164,9 +164,18 @@ class Daemon:
         return snapshot, rolled, ""
 
     def _tick(self, journal: Journal, policy: Any) -> TickReport:
-        mode, cfg = self.mode, self.config
+        mode = self.mode
         t0 = time.perf_counter()
         tick_id = journal.begin_tick(mode, time.time()) if mode != "dry-run" else None
+        try:
+            return self._tick_body(journal, policy, tick_id, t0)
+        except Exception as exc:
+            if tick_id is not None:  # the failure is on record; the next tick rolls forward what was written
+                journal.finish_tick(tick_id, error=f"tick failed: {type(exc).__name__}: {exc}")
+            raise
+
+    def _tick_body(self, journal: Journal, policy: Any, tick_id: int | None, t0: float) -> TickReport:
+        mode, cfg = self.mode, self.config
         snapshot, rolled, why = self._observe(journal, tick_id, t0)
         if snapshot is None:
             return TickReport(mode=mode, tick_id=tick_id, rolled_forward=rolled, skipped=why)

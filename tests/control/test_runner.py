@@ -155,3 +155,23 @@ def test_finished_jobs_leave_the_state(tmp_path: Path) -> None:
     with Journal(tmp_path / "j.db") as j:
         assert 1 not in load_state(j).jobs
         assert j.job(1)["finished_at"] == backend.now and j.job(1)["state"] == "completed"
+
+
+def test_loop_survives_a_failing_tick_and_the_next_one_works(tmp_path: Path) -> None:
+    backend = MemBackend(_jobs()[:1])
+    calls: list[int] = []
+
+    def flaky(inp, policy, state):  # type: ignore[no-untyped-def]
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("solver crashed")
+        return simple_decide(inp, policy, state)
+
+    daemon = _daemon(tmp_path, backend)
+    daemon.decide_fn = flaky
+    seen = []
+    assert daemon.run(0.01, max_ticks=2, on_tick=seen.append) == 2
+    assert len(seen) == 1 and backend.jobs[1].state is JobState.RUNNING
+    with Journal(tmp_path / "j.db") as j:
+        ticks = j.ticks()
+        assert len(ticks) == 2 and "solver crashed" in ticks[-1]["error"] and not ticks[0]["error"]
