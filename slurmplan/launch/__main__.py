@@ -27,9 +27,9 @@ def main(argv: list[str] | None = None) -> int:
     rest = ns.args[1:] if ns.args[:1] == ["--"] else ns.args
     try:
         if ns.nproc > 1:
-            run_local(run_target, ns.nproc, (ns.target, rest))
+            run_local(run_target, ns.nproc, (ns.target, rest, level))
         else:
-            run_target(ns.target, rest)
+            run_target(ns.target, rest, level)
     except (SlurmplanError, WorkerFailed) as exc:
         print(f"slurmplan.launch: error: {exc}", file=sys.stderr)
         return 1

@@ -49,8 +49,15 @@ def load_target(target: str) -> SpecFactory:
     return factory
 
 
-def run_target(target: str, argv: Sequence[str] = ()) -> TrainResult:
+def ensure_logging(level: int = logging.INFO) -> None:
+    """Send the launcher's progress to stderr (the job's log) unless the program configured logging itself."""
+    if not logging.getLogger().handlers:
+        logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+def run_target(target: str, argv: Sequence[str] = (), log_level: int = logging.INFO) -> TrainResult:
     """Build the spec from ``target`` and train it in this process."""
+    ensure_logging(log_level)
     return run(load_target(target)(list(argv)))
 
 

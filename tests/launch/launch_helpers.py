@@ -1,12 +1,16 @@
 """A tiny training job and helpers to run it as several real processes (gloo on 127.0.0.1, a free port).
 
-Processes are forked from the test process, which imports torch but never runs parallel torch work before
-forking, so the children start in a fraction of a second instead of re-importing torch.
+Processes are forked from the test process when it has a single thread (it imports torch but never runs
+parallel torch work before forking), so the children start in a fraction of a second instead of re-importing
+torch. When other threads exist (another fixture started some), forking could inherit a held lock, so they
+are spawned instead; everything handed to them is therefore picklable.
 """
 
 from __future__ import annotations
 
+import os
 import random
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -62,19 +66,24 @@ def tiny_spec(steps: int, checkpoint_dir: Path | str | None, **overrides: Any) -
     return TrainSpec(**fields)
 
 
+def start_method() -> str:
+    forced = os.environ.get("LAUNCH_TEST_START_METHOD")  # to check the spawn path on purpose
+    return forced or ("fork" if threading.active_count() == 1 else "spawn")
+
+
 def _train(steps: int, checkpoint_dir: str, overrides: dict[str, Any]) -> None:
     run(tiny_spec(steps, checkpoint_dir, **overrides))
 
 
 def train(nprocs: int, steps: int, checkpoint_dir: Path, **overrides: Any) -> None:
     """Train (or resume) the tiny job to ``steps`` on ``nprocs`` forked processes."""
-    run_local(_train, nprocs, (steps, str(checkpoint_dir), overrides), start_method="fork")
+    run_local(_train, nprocs, (steps, str(checkpoint_dir), overrides), start_method=start_method())
 
 
 def start_training(
     nprocs: int, steps: int, checkpoint_dir: Path, env: dict[str, str] | None = None, **overrides: Any
 ) -> LocalGroup:
-    return start_local(_train, nprocs, (steps, str(checkpoint_dir), overrides), env=env, start_method="fork")
+    return start_local(_train, nprocs, (steps, str(checkpoint_dir), overrides), env=env, start_method=start_method())
 
 
 def saved(checkpoint_dir: Path) -> dict[str, Any]:
@@ -91,4 +100,4 @@ def assert_same_params(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -
 
 def in_child(fn: Callable[..., Any], *args: Any) -> None:
     """Run ``fn`` in one forked process (so torch's global switches never leak into the test process)."""
-    run_local(fn, 1, args, start_method="fork")
+    run_local(fn, 1, args, start_method=start_method())

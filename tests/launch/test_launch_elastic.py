@@ -76,9 +76,13 @@ def _no_dropout() -> torch.nn.Module:
     return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 3))
 
 
+def _sgd(params) -> torch.optim.Optimizer:  # noqa: ANN001
+    return torch.optim.SGD(params, lr=0.1)
+
+
 def test_grad_accumulation_is_the_same_maths(tmp_path: Path) -> None:
     """Micro-batches of 2 and one batch of 4 agree to rounding (not bitwise: a different sum order)."""
-    plain = {"model_factory": _no_dropout, "optimizer_factory": lambda p: torch.optim.SGD(p, lr=0.1)}
+    plain = {"model_factory": _no_dropout, "optimizer_factory": _sgd}
     train(1, 3, tmp_path / "mb2", micro_batch=2, **plain)
     train(1, 3, tmp_path / "mb4", micro_batch=4, **plain)
     a, b = saved(tmp_path / "mb2")["model"], saved(tmp_path / "mb4")["model"]

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import torch
-from launch_helpers import assert_same_params, saved, start_training, train
+from launch_helpers import assert_same_params, saved, start_method, start_training, train
 
 from slurmplan.launch.checkpoint import CheckpointStore
 from slurmplan.launch.local import start_local
@@ -32,17 +32,20 @@ def _progress(folder: Path, rank: int) -> int:
         return 0
 
 
-def _record_progress(folder: Path):  # noqa: ANN202
-    def on_step(step: int, loss: float) -> None:
-        (folder / f"progress-{os.environ['RANK']}").write_text(str(step))
-        time.sleep(0.15)
+class _RecordProgress:
+    """``on_step`` hook: writes the step each rank finished, and slows steps down so a signal lands mid-run."""
 
-    return on_step
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    def __call__(self, step: int, loss: float) -> None:
+        (self.folder / f"progress-{os.environ['RANK']}").write_text(str(step))
+        time.sleep(0.15)
 
 
 def test_usr2_to_one_rank_stops_all_ranks_after_the_same_step(tmp_path: Path) -> None:
     ckpt = tmp_path / "ckpt"
-    group = start_training(2, 500, ckpt, on_step=_record_progress(tmp_path))
+    group = start_training(2, 500, ckpt, on_step=_RecordProgress(tmp_path))
     _wait_for(lambda: _progress(tmp_path, 0) >= 3, 60, "step 3")
     os.kill(group.pids[0], signal.SIGUSR2)  # only rank 0 is told, as with `scancel --batch` on a batch script
     group.wait(timeout_s=60)
@@ -61,7 +64,7 @@ def test_usr2_to_one_rank_stops_all_ranks_after_the_same_step(tmp_path: Path) ->
 
 
 def test_configurable_signal_name(tmp_path: Path) -> None:
-    group = start_training(1, 500, tmp_path / "ckpt", on_step=_record_progress(tmp_path), checkpoint_signal="INT")
+    group = start_training(1, 500, tmp_path / "ckpt", on_step=_RecordProgress(tmp_path), checkpoint_signal="INT")
     _wait_for(lambda: _progress(tmp_path, 0) >= 1, 60, "step 1")
     os.kill(group.pids[0], signal.SIGINT)
     group.wait(timeout_s=60)
@@ -89,7 +92,7 @@ def test_kill_during_checkpoint_write_leaves_previous_usable(tmp_path: Path) -> 
     train(1, 2, ckpt)
     before = saved(ckpt)
     marker = tmp_path / "marker"
-    group = start_local(_save_blocking, 1, (str(ckpt), str(marker)), start_method="fork")
+    group = start_local(_save_blocking, 1, (str(ckpt), str(marker)), start_method=start_method())
     _wait_for(marker.exists, 30, "writer inside torch.save")
     os.kill(group.pids[0], signal.SIGKILL)
     group.processes[0].join(10)
