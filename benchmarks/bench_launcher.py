@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 import torch._inductor  # noqa: F401  # imported before forking, not once per worker
 from torch import nn
+from torch.utils.data import default_collate
 
 from slurmplan.domain import Plan
 from slurmplan.launch import TrainSpec, dist
@@ -93,7 +94,7 @@ def _time_ddp(steps: int, warmup: int, out: str) -> None:
     times = []
     for i in range(steps + warmup):
         idx = torch.arange(WORKER_BATCH) + (i * denv.world_size + denv.rank) * WORKER_BATCH % (len(data) - WORKER_BATCH)
-        x, y = data[idx]
+        x, y = default_collate([data[int(j)] for j in idx])  # per-sample fetch, as the launcher does
         if device.type == "cuda":
             torch.cuda.synchronize()
         start = time.perf_counter()

@@ -6,8 +6,8 @@ each process runs its share of workers in turn. Three things make the result ind
 * the samples a worker sees are a pure function of (seed, step, virtual rank) — :class:`WorkerSampler`;
 * each worker's RNG states travel with it (``determinism.RngContext``);
 * gradients are combined in one fixed order of virtual ranks — :class:`GradientCombiner`. An all-reduce would
-  add in an order that depends on the number of processes, so every process instead all-gathers the
-  per-worker gradients and adds them itself, worker 0 first.
+  add in an order that depends on the number of processes; here each element is added worker 0 first, by
+  whichever process owns that element's chunk.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import torch
+import torch.distributed as tdist
 
 from slurmplan.domain import ValidationError
 from slurmplan.launch import dist
@@ -102,18 +103,27 @@ class WorkerSampler:
 
 
 class GradientCombiner:
-    """Per-worker gradients in, the mean over all maxP workers (in virtual-rank order) out."""
+    """Per-worker gradients in, the mean over all maxP workers (in virtual-rank order) out.
+
+    Every element of the result is ``((g_0 + g_1) + ... + g_{maxP-1}) / maxP`` computed left to right, whatever
+    process computes it. The flat gradient is cut into one chunk per process; an all-to-all sends each chunk of
+    every worker's gradient to the process that owns the chunk, which adds its chunk in virtual-rank order, and
+    an all-gather shares the sums. That moves about as much data as DDP's reduce-scatter + all-gather, instead
+    of the maxP copies an all-gather of whole gradients would move.
+    """
 
     def __init__(self, params: Sequence[torch.nn.Parameter], assignment: tuple[tuple[int, ...], ...], rank: int):
         self.params = [p for p in params if p.requires_grad]
         self.assignment = assignment
         self.rank = rank
+        self.world = len(assignment)
         self.max_p = sum(len(a) for a in assignment)
         self.slots = max(len(a) for a in assignment)
         self.numel = sum(p.numel() for p in self.params)
+        self.chunk = -(-self.numel // self.world)
         device = self.params[0].device if self.params else torch.device("cpu")
         dtype = self.params[0].dtype if self.params else torch.float32
-        self._local = torch.zeros(self.slots, self.numel, device=device, dtype=dtype)
+        self._local = torch.zeros(self.slots, self.chunk * self.world, device=device, dtype=dtype)
         self._filled = 0
 
     def take(self) -> None:
@@ -130,25 +140,29 @@ class GradientCombiner:
             offset += n
         self._filled += 1
 
+    def _exchange(self) -> dict[int, torch.Tensor]:
+        """This process's chunk of every worker's gradient, by virtual rank."""
+        if self.world == 1:
+            return {v: self._local[slot] for slot, v in enumerate(self.assignment[0])}
+        send = self._local.view(self.slots, self.world, self.chunk).transpose(0, 1).contiguous()
+        recv = torch.empty_like(send)  # [source process, slot, chunk]
+        tdist.all_to_all_single(recv, send)
+        return {v: recv[src][slot] for src, vranks in enumerate(self.assignment) for slot, v in enumerate(vranks)}
+
     def combine(self) -> None:
-        """Gather all workers' gradients, add them in virtual-rank order, divide by maxP, set ``.grad``."""
+        """Add all workers' gradients in virtual-rank order, divide by maxP, and set every ``.grad``."""
         mine = len(self.assignment[self.rank])
         if self._filled != mine:
             raise RuntimeError(f"{self._filled} worker gradients taken, {mine} workers on this process")
-        if mine < self.slots:
-            self._local[mine:].zero_()
-        gathered = dist.all_gather_tensor(self._local)
-        rows: dict[int, torch.Tensor] = {}
-        for r, vranks in enumerate(self.assignment):
-            for slot, v in enumerate(vranks):
-                rows[v] = gathered[r][slot]
-        total = rows[0].clone()
+        rows = self._exchange()
+        part = rows[0].clone()
         for v in range(1, self.max_p):
-            total.add_(rows[v])
-        total.div_(self.max_p)
+            part.add_(rows[v])
+        part.div_(self.max_p)
+        total = torch.cat(dist.all_gather_tensor(part)) if self.world > 1 else part
         offset = 0
-        for p in self.params:
+        for p in self.params:  # views into ``total``: it is fresh every step, so no copy is needed
             n = p.numel()
-            p.grad = total[offset : offset + n].view_as(p).clone()
+            p.grad = total[offset : offset + n].view_as(p)
             offset += n
         self._filled = 0
