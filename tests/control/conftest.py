@@ -39,7 +39,7 @@ for i in $(seq 1 {seconds}); do sleep 1; done
 """
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def daemon_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterHandle]:
     _require_slurm()
     from slurmplan.slurm.devcluster import DevCluster
