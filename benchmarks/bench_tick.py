@@ -2,7 +2,8 @@
 
 Starts its own dev cluster (default layout: a100, v100, t4 nodes), submits N held managed jobs of mixed
 models and sizes, then runs ticks with ``round_s`` = 1 s so that every tick is a new round (the worst case:
-policy solved, mechanism run, actions diffed). Prints the median of each phase over the ticks.
+policy solved, mechanism run, actions diffed), then ticks between rounds (confirm, renew, refill). Prints the
+median of each phase for both kinds of tick.
 
     python benchmarks/bench_tick.py [--jobs 200] [--ticks 5]
 """
@@ -16,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from slurmplan.control.config import DaemonConfig
@@ -42,6 +44,34 @@ def submit(env: dict[str, str], workdir: Path, n: int) -> None:
         )
 
 
+def run_ticks(daemon: Daemon, n: int, pause: float) -> list[TickReport]:
+    reports = []
+    for _ in range(n):
+        time.sleep(pause)
+        r = daemon.tick()
+        print(
+            f"  tick {r.tick_id}: {r.managed} managed, {len(r.actions)} actions, observe {r.observe_s:.3f} s, "
+            f"decide {r.decide_s:.3f} s, act {r.act_s:.3f} s{' SKIPPED ' + r.skipped if r.skipped else ''}",
+            flush=True,
+        )
+        if not r.skipped:
+            reports.append(r)
+    return reports
+
+
+def print_medians(what: str, ok: list[TickReport]) -> None:
+    if not ok:
+        print(f"{what}: no tick ran")
+        return
+    med = {k: statistics.median(getattr(r, f"{k}_s") for r in ok) for k in ("observe", "decide", "act")}
+    total = statistics.median(r.observe_s + r.decide_s + r.act_s for r in ok)
+    print(
+        f"{what}, median of {len(ok)} with {ok[0].managed} managed jobs: observe {med['observe']:.3f} s, "
+        f"decide {med['decide']:.3f} s, act {med['act']:.3f} s, total {total:.3f} s",
+        flush=True,
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=200)
@@ -57,26 +87,13 @@ def main() -> int:
         print(f"submitted {args.jobs} held managed jobs in {time.perf_counter() - t0:.1f} s", flush=True)
         config = DaemonConfig(database=root / "journal.db", report_dir=root / "reports", round_s=1.0,
                               policy=args.policy)  # fmt: skip
-        daemon = Daemon(config, backend=SlurmBackend(env=cluster.env))
-        reports: list[TickReport] = []
-        for _ in range(args.ticks):
-            time.sleep(1.1)  # past round_s: every tick starts a new round
-            r = daemon.tick()
-            reports.append(r)
-            print(
-                f"  tick {r.tick_id}: {r.managed} managed, {len(r.actions)} actions, observe {r.observe_s:.3f} s, "
-                f"decide {r.decide_s:.3f} s, act {r.act_s:.3f} s{' SKIPPED ' + r.skipped if r.skipped else ''}",
-                flush=True,
-            )
-        ok = [r for r in reports if not r.skipped]
-        if not ok:
+        backend = SlurmBackend(env=cluster.env)
+        rounds = run_ticks(Daemon(config, backend=backend), args.ticks, pause=1.1)  # past round_s: new rounds
+        print_medians("new-round ticks", rounds)
+        steady = run_ticks(Daemon(replace(config, round_s=3600.0), backend=backend), args.ticks, pause=0.2)
+        print_medians("between-round ticks", steady)
+        if not rounds:
             return 1
-        med = {k: statistics.median(getattr(r, f"{k}_s") for r in ok) for k in ("observe", "decide", "act")}
-        total = statistics.median(r.observe_s + r.decide_s + r.act_s for r in ok)
-        print(
-            f"median over {len(ok)} ticks with {ok[0].managed} managed jobs: observe {med['observe']:.3f} s, "
-            f"decide {med['decide']:.3f} s, act {med['act']:.3f} s, total {total:.3f} s"
-        )
         return 0
     finally:
         cluster.down()
