@@ -20,6 +20,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "slurmplan.control.commands",
     "slurmplan.slurm.site_commands",
     "slurmplan.policy.commands",
+    "slurmplan.launch.commands",
 )
 
 

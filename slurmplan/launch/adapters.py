@@ -10,17 +10,15 @@ framework that does. Three shapes are covered:
 * :func:`edit_command` — an existing command line with those flags replaced in place (flags the plan turns off
   are removed), plus :func:`torchrun_prefix` for the process layout.
 
-Example (what an sbatch template does): ``srun torchrun $(python -m slurmplan.launch.adapters torchrun)
-pretrain_gpt.py $(python -m slurmplan.launch.adapters megatron --num-layers 24) ...`` — the plan is read from the
-job (``SLURMPLAN_*`` or the admin comment).
+Example (what an sbatch template does): ``srun torchrun $(slurmplan launch-args torchrun --nodes 2)
+pretrain_gpt.py $(slurmplan launch-args megatron --num-layers 24) ...`` — the plan is read from the job
+(``SLURMPLAN_*`` or the admin comment); ``python -m slurmplan.launch.adapters KIND`` is the same command.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
-import shlex
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -174,30 +172,7 @@ def edit_command(argv: Sequence[str], plan_args: Sequence[str]) -> list[str]:
     return out + list(plan_args)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``python -m slurmplan.launch.adapters {megatron,deepspeed,torchrun}``: print for a shell ``$(...)``."""
-    from slurmplan.launch.plan_env import load_assigned_plan
-
-    p = argparse.ArgumentParser(prog="python -m slurmplan.launch.adapters", description=main.__doc__)
-    p.add_argument("kind", choices=["megatron", "megatron-deepspeed", "deepspeed", "torchrun"])
-    p.add_argument("--num-layers", type=int, default=None)
-    p.add_argument("--config-path", default="ds_config.json", help="where the DeepSpeed config is (or goes)")
-    p.add_argument("--nodes", type=int, default=1)
-    p.add_argument("--gpus-per-node", type=int, default=None)
-    p.add_argument("--rdzv-endpoint", default="127.0.0.1:29500")
-    ns = p.parse_args(argv)
-    plan = load_assigned_plan().plan
-    if ns.kind == "megatron":
-        print(shlex.join(megatron_args(plan, num_layers=ns.num_layers)))
-    elif ns.kind == "megatron-deepspeed":
-        print(shlex.join(megatron_deepspeed_args(plan, ns.config_path, num_layers=ns.num_layers)))
-    elif ns.kind == "deepspeed":
-        print(json.dumps(deepspeed_config(plan), indent=2))
-    else:
-        gpus = ns.gpus_per_node or max(1, plan.gpus // ns.nodes)
-        print(shlex.join(torchrun_prefix(ns.nodes, gpus, rdzv_endpoint=ns.rdzv_endpoint)))
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    from slurmplan.cli import main as cli_main
+
+    sys.exit(cli_main(["launch-args", *sys.argv[1:]]))

@@ -157,3 +157,15 @@ def test_adapter_command_line_reads_the_plan_from_the_environment() -> None:
         check=True,
     ).stdout
     assert json.loads(cfg)["gradient_accumulation_steps"] == 8
+
+
+def test_slurmplan_launch_args_command(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    from slurmplan.cli import main
+
+    for name, value in {"SLURMPLAN_DP": "2", "SLURMPLAN_PP": "2", "SLURMPLAN_ZERO_STAGE": "1"}.items():
+        monkeypatch.setenv(name, value)
+    assert main(["launch-args", "megatron", "--json"]) == 0
+    flags = _flags(json.loads(capsys.readouterr().out))
+    assert flags["--pipeline-model-parallel-size"] == "2" and flags["--use-distributed-optimizer"] is True
+    assert main(["launch-args", "torchrun", "--nodes", "2"]) == 0
+    assert _flags(capsys.readouterr().out.split())["--nproc-per-node"] == "2"  # 4 GPUs over 2 nodes
