@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +32,18 @@ def first_host(nodelist: str) -> str:
     if not match:
         raise ValidationError("nodelist", nodelist, "a Slurm hostlist such as node[01-04]", "SLURM_JOB_NODELIST")
     return match["prefix"] + (match["first"] or "")
+
+
+def _reachable(host: str, env: Mapping[str, str]) -> str:
+    """``host`` if it resolves, else the address of the node srun was started from (rank 0's node in a batch
+    job); node names that are not host names occur on virtual-node clusters such as the dev cluster."""
+    try:
+        socket.gethostbyname(host)
+        return host
+    except OSError:
+        fallback = env.get("SLURM_LAUNCH_NODE_IPADDR") or "127.0.0.1"
+        log.info("node name %s does not resolve; rendezvous at %s", host, fallback)
+        return fallback
 
 
 @dataclass(frozen=True)
@@ -61,7 +74,7 @@ class DistEnv:
                 rank=int(env["SLURM_PROCID"]),
                 world_size=int(env.get("SLURM_NTASKS", env.get("SLURM_STEP_NUM_TASKS", "1"))),
                 local_rank=int(env.get("SLURM_LOCALID", "0")),
-                master_addr=env.get("MASTER_ADDR") or first_host(nodelist),
+                master_addr=env.get("MASTER_ADDR") or _reachable(first_host(nodelist), env),
                 master_port=int(env.get("MASTER_PORT") or 20000 + job_id % 20000),
             )
         return cls()

@@ -53,8 +53,11 @@ class TrainSpec:
     """Also checkpoint every this many steps (0: only when signalled and at the end)."""
     keep_checkpoints: int = 2
     micro_batch: int | None = None
-    """Samples per micro-batch inside a worker; None takes the plan's ``micro_batch`` when it divides
-    ``worker_batch``. Changing it between runs keeps the maths but not the exact rounding."""
+    """Samples per micro-batch inside a worker (gradient accumulation = worker_batch / micro_batch); None: one
+    micro-batch per worker, or the plan's with ``follow_plan_micro_batch``."""
+    follow_plan_micro_batch: bool = False
+    """Let the scheduler's plan choose the micro-batch (saves memory). Off by default: a different split keeps
+    the maths but not the exact rounding, so results would no longer be bitwise independent of the plan."""
     activation_checkpointing: bool | None = None
     """None follows the plan's ``checkpointing`` flag."""
     checkpoint_modules: tuple[str, ...] | None = None

@@ -47,13 +47,14 @@ def _to_device(batch: Any, device: torch.device) -> Any:
 
 
 def resolve_micro_batch(spec: TrainSpec, assigned: AssignedPlan) -> int:
-    """The micro-batch inside a worker: the spec's, else the plan's when it divides the worker batch."""
+    """The micro-batch inside a worker: the spec's; the plan's only when the spec opts in and it divides the
+    worker batch (a different split changes the rounding, so by default a new plan never changes it)."""
     if spec.micro_batch is not None:
         return spec.micro_batch
     mb = assigned.plan.micro_batch
-    if assigned.managed and spec.worker_batch % mb == 0:
-        return mb
-    if assigned.managed:
+    if spec.follow_plan_micro_batch and assigned.managed:
+        if spec.worker_batch % mb == 0:
+            return mb
         log.warning(
             "plan micro_batch %d does not divide worker_batch %d; using %d", mb, spec.worker_batch, spec.worker_batch
         )

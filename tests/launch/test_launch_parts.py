@@ -140,8 +140,11 @@ def test_dist_env_from_torchrun_srun_and_batch() -> None:
         "SLURM_JOB_ID": "1234",
         "SLURM_JOB_NODELIST": "gpu[03-05,9],cpu1",
     }
-    sr = DistEnv.from_env(step)
-    assert (sr.rank, sr.world_size, sr.master_addr, sr.master_port) == (5, 8, "gpu03", 21234)
+    sr = DistEnv.from_env({**step, "SLURM_LAUNCH_NODE_IPADDR": "10.1.2.3"})
+    # gpu03 is not a host name here: the rendezvous falls back to the node srun was started from
+    assert (sr.rank, sr.world_size, sr.master_addr, sr.master_port) == (5, 8, "10.1.2.3", 21234)
+    local = DistEnv.from_env({**step, "SLURM_JOB_NODELIST": "localhost"})
+    assert local.master_addr == "localhost"
     batch = DistEnv.from_env({"SLURM_PROCID": "0", "SLURM_NTASKS": "8", "SLURM_JOB_ID": "1"})
     assert batch.world_size == 1  # a batch script without srun is one process
 

@@ -31,22 +31,30 @@ def _wait_for_text(path: Path, pattern: str, timeout: float) -> str:
     raise AssertionError(f"{pattern!r} not in {path} after {timeout} s:\n{text[-2000:]}")
 
 
-def test_signalled_job_checkpoints_requeues_and_resumes_bitwise(devcluster, tmp_path: Path) -> None:  # noqa: ANN001
+@pytest.mark.parametrize("managed", [False, True], ids=["plain-requeue", "managed-requeuehold"])
+def test_signalled_job_checkpoints_requeues_and_resumes_bitwise(devcluster, tmp_path: Path, managed: bool) -> None:  # noqa: ANN001
+    """Plain jobs requeue; a job with a slurmplan plan (here SLURMPLAN_DP, as the SPANK plugin exports it)
+    requeues held, for the daemon to release — the test releases it instead."""
     ckpt, out, reports = tmp_path / "ckpt", tmp_path / "job.out", tmp_path / "reports"
     script = (
-        f"export SLURMPLAN_REPORT_DIR={reports}\n"
+        ("export SLURMPLAN_DP=1\n" if managed else "unset SLURMPLAN_DP\n") + f"export SLURMPLAN_REPORT_DIR={reports}\n"
         f"exec {sys.executable} {EXAMPLE} --steps {STEPS} --step-sleep 0.15 --checkpoint-dir {ckpt}\n"
     )
     job = devcluster.sbatch(script, "--requeue", "--open-mode=append", f"--output={out}", "--time=5", "-n1")
     _wait_for_text(out, r"step 5/", 120)
     sig = devcluster.run("scancel", "--signal=USR2", "--batch", str(job))
     assert sig.returncode == 0, sig.stderr
-    _wait_for_text(out, r"requeue \d+ done", 60)
+    _wait_for_text(out, r"requeuehold \d+ done" if managed else r"requeue \d+ done", 60)
 
     # Requeued: pending again, with a begin time Slurm puts about two minutes ahead; move it to now.
     record = devcluster.wait_for(
         job, lambda j: j.get("restart_cnt", 0) >= 1 and j.get("job_state") == "PENDING", 60, "requeued, pending"
     )
+    if managed:
+        assert record["priority"] == 0 or "Held" in record["state_reason"], record["state_reason"]
+        time.sleep(2)
+        assert devcluster.squeue_job(job)["job_state"] == "PENDING"  # stays held until released
+        devcluster.run("scontrol", "release", str(job), check=True)
     devcluster.run("scontrol", "update", f"jobid={job}", "StartTime=now")
     final = devcluster.wait_state(job, "COMPLETED", "FAILED", "CANCELLED", timeout=180)
     assert final["job_state"] == "COMPLETED", out.read_text()[-3000:]
@@ -68,3 +76,22 @@ def test_signalled_job_checkpoints_requeues_and_resumes_bitwise(devcluster, tmp_
 
     lines = [json.loads(line) for line in (reports / f"{job}.jsonl").read_text().splitlines()]
     assert lines and all(r["job_id"] == job and r["samples_per_s"] > 0 and r["gpus"] == 1 for r in lines)
+
+
+def test_srun_two_tasks_train_as_one_job(devcluster, tmp_path: Path) -> None:  # noqa: ANN001
+    """Two srun tasks find each other from Slurm's variables alone (rank, size, first node, job-derived port)."""
+    ckpt, out = tmp_path / "ckpt", tmp_path / "job.out"
+    script = f"srun {sys.executable} {EXAMPLE} --steps 6 --checkpoint-dir {ckpt}\n"
+    job = devcluster.sbatch(script, f"--output={out}", "--time=5", "-n2", "-N1")
+    final = devcluster.wait_state(job, "COMPLETED", "FAILED", "CANCELLED", timeout=180)
+    assert final["job_state"] == "COMPLETED", out.read_text()[-3000:]
+    state = saved(ckpt)
+    assert state["world_size"] == 2 and state["step"] == 6
+    reference = tmp_path / "reference"
+    subprocess.run(
+        [sys.executable, str(EXAMPLE), "--steps", "6", "--checkpoint-dir", str(reference)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    assert_same_params(state["model"], saved(reference)["model"])
