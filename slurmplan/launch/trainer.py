@@ -224,12 +224,12 @@ def _requeue(spec: TrainSpec, flag: StopFlag, assigned: AssignedPlan, is_main: b
 
 def run(spec: TrainSpec, assigned: AssignedPlan | None = None) -> TrainResult:
     """Train ``spec`` in this process (one of the job's processes), resuming from its latest checkpoint."""
-    enable_determinism(spec.cpu_threads)
-    denv = dist.DistEnv.from_env()
-    backend = spec.backend or dist.default_backend()
-    dist.init(denv, backend)
-    flag = StopFlag(resolve_signal(spec.checkpoint_signal)).install()
+    flag = StopFlag(resolve_signal(spec.checkpoint_signal)).install()  # first: USR2's default action kills
     try:
+        enable_determinism(spec.cpu_threads)
+        denv = dist.DistEnv.from_env()
+        backend = spec.backend or dist.default_backend()
+        dist.init(denv, backend)
         if assigned is None:
             assigned = dist.broadcast_object(load_assigned_plan(query_slurm=denv.is_main) if denv.is_main else None)
         if assigned.managed and assigned.plan.dp != denv.world_size:

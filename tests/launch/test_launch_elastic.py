@@ -88,3 +88,8 @@ def test_grad_accumulation_is_the_same_maths(tmp_path: Path) -> None:
     a, b = saved(tmp_path / "mb2")["model"], saved(tmp_path / "mb4")["model"]
     for k in a:
         torch.testing.assert_close(a[k], b[k], rtol=1e-4, atol=1e-5)
+
+
+def test_periodic_checkpoints_keep_the_latest_two(tmp_path: Path) -> None:
+    train(2, 5, tmp_path, checkpoint_every=2, keep_checkpoints=2)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["step-00000004", "step-00000005"]
