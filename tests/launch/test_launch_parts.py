@@ -152,3 +152,18 @@ def test_dist_env_from_torchrun_srun_and_batch() -> None:
 @pytest.mark.parametrize(("nodelist", "host"), [("n1", "n1"), ("node[001-004]", "node001"), ("a[7],b", "a7")])
 def test_first_host(nodelist: str, host: str) -> None:
     assert first_host(nodelist) == host
+
+
+def test_checkpoint_store_replaces_a_step_and_ignores_incomplete_folders(tmp_path: Path) -> None:
+    import torch
+
+    from slurmplan.launch.checkpoint import CheckpointStore
+
+    store = CheckpointStore(tmp_path, keep=2)
+    assert store.latest() is None and store.load() is None
+    store.save({"v": torch.tensor([1.0])}, step=3)
+    store.save({"v": torch.tensor([2.0])}, step=3)  # the same step again (a finished job started once more)
+    (tmp_path / "step-00000009").mkdir()  # a folder without the completion marker is not a checkpoint
+    assert store.latest() == tmp_path / "step-00000003"
+    assert torch.equal(store.load()["v"], torch.tensor([2.0]))
+    assert not any(p.name.startswith(".tmp-") for p in tmp_path.iterdir())
