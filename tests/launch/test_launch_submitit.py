@@ -45,6 +45,7 @@ def test_submitit_preemption_checkpoints_requeues_and_resumes(
     _wait_for_text(job.paths.stderr, r"step 5/", 120)
     job._interrupt()  # submitit's own preemption: SIGTERM (bypassed), then USR2 to every task
     devcluster.wait_for(job_id, lambda j: j.get("restart_cnt", 0) >= 1 and j["job_state"] == "PENDING", 60, "requeue")
+    time.sleep(2)  # a restart in the same second as the requeue is refused ("credential revoked")
     devcluster.run("scontrol", "update", f"jobid={job_id}", "StartTime=now")
     devcluster.wait_state(job_id, "COMPLETED", "FAILED", timeout=180)
     result = job.result()
