@@ -167,3 +167,19 @@ def test_checkpoint_store_replaces_a_step_and_ignores_incomplete_folders(tmp_pat
     assert store.latest() == tmp_path / "step-00000003"
     assert torch.equal(store.load()["v"], torch.tensor([2.0]))
     assert not any(p.name.startswith(".tmp-") for p in tmp_path.iterdir())
+
+
+def test_micro_batch_follows_the_plan_only_when_asked() -> None:
+    from launch_helpers import tiny_spec
+
+    from slurmplan.launch.plan_env import AssignedPlan, PlanSource
+    from slurmplan.launch.trainer import resolve_micro_batch
+
+    managed = AssignedPlan(Plan(micro_batch=2), PlanSource.ENV)
+    odd = AssignedPlan(Plan(micro_batch=3), PlanSource.ENV)
+    assert resolve_micro_batch(tiny_spec(1, None, micro_batch=None), managed) == 4  # the worker batch
+    assert resolve_micro_batch(tiny_spec(1, None, micro_batch=None, follow_plan_micro_batch=True), managed) == 2
+    assert resolve_micro_batch(tiny_spec(1, None, micro_batch=None, follow_plan_micro_batch=True), odd) == 4
+    assert resolve_micro_batch(tiny_spec(1, None, micro_batch=1, follow_plan_micro_batch=True), managed) == 1
+    with pytest.raises(ValidationError):
+        tiny_spec(1, None, micro_batch=3)  # must divide worker_batch = 4
