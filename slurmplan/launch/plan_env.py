@@ -19,7 +19,8 @@ import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from slurmplan.domain import Cell, GpuType, Plan, ValidationError
+from slurmplan.domain import GpuType, Plan, ValidationError
+from slurmplan.slurm import hints
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +39,6 @@ PLAN_VARS = (*_INT_VARS, *_BOOL_VARS, "SLURMPLAN_GPU_TYPE", "SLURMPLAN_GPUS")
 _TRUE = {"1", "true", "yes", "on", "y"}
 _FALSE = {"0", "false", "no", "off", "n", ""}
 
-_DECISION = re.compile(r"slurmplan:\s*(?P<body>[^|;\n]*)")
-_CELL = re.compile(r"^(?P<type>[a-z0-9][a-z0-9_.-]*?)x(?P<gpus>\d+)$")
 _TOKEN = re.compile(r"^(?P<key>dp|tp|pp|mb|ga|v|z)(?P<num>\d+)$")
 _TOKEN_FIELDS = {
     "dp": "dp",
@@ -138,32 +137,16 @@ def parse_plan_short(text: str) -> Plan:
 
 
 def parse_decision(admin_comment: str) -> AssignedPlan | None:
-    """The decision part of an admin comment (``slurmplan: a100x8 dp2 ... | round ...``), or None if absent."""
-    match = _DECISION.search(admin_comment or "")
-    if not match:
-        return None
-    tokens = match["body"].split()
-    if not tokens:
-        return None
-    cell_match = _CELL.match(tokens[0])
-    if not cell_match:
-        raise ValidationError("cell", tokens[0], "GPU type and count such as a100x8", "admin comment")
-    gpu_type, gpus = cell_match["type"], int(cell_match["gpus"])
-    rest = tokens[1:]
-    stages = None
-    # Cell.short() appends " ppN" only for multi-stage cells; Plan.short() always has its own ppN after dpN.
-    if rest and rest[0].startswith("pp") and len(rest) > 1 and rest[1].startswith("dp"):
-        stages = int(rest[0][2:])
-        rest = rest[1:]
-    plan = parse_plan_short(" ".join(rest))
-    if stages is not None and stages != plan.pp:
-        raise ValidationError("pp", plan.pp, f"the cell's stage count {stages}", "admin comment")
-    return AssignedPlan(plan, PlanSource.ADMIN_COMMENT, gpu_type, gpus)
+    """The daemon's decision in an admin comment (``<hints> || slurmplan: a100x8 dp2 ... | round ...``).
 
-
-def format_decision(cell: Cell, plan: Plan) -> str:
-    """The decision text this module parses; shown here so the round trip is tested in one place."""
-    return f"slurmplan: {cell.short()} {plan.short()}"
+    One grammar for the whole project: the text is read by :func:`slurmplan.slurm.hints.parse_decision`, the
+    same parser the daemon's tools and the tests of the SPANK side use.
+    """
+    decided = hints.parse_decision(admin_comment or "")
+    if decided is None:
+        return None
+    cell, plan = decided
+    return AssignedPlan(plan, PlanSource.ADMIN_COMMENT, cell.gpu_type, cell.gpus)
 
 
 def admin_comment_from_squeue(job_id: str, squeue: str = "squeue", timeout_s: float = 20.0) -> str | None:

@@ -295,7 +295,9 @@ def parse_decision(text: str) -> tuple[Cell, Plan] | None:
     if not decision.startswith(PREFIX):
         return None
     tokens = decision[len(PREFIX) :].split("|")[0].split()
-    if not tokens or not (cell_match := _CELL_RE.fullmatch(tokens[0])):
+    if not tokens:
+        return None
+    if not (cell_match := _CELL_RE.fullmatch(tokens[0])):
         raise ValidationError("decision", decision, "slurmplan: <type>x<gpus> dpN tpN ppN mbN gaN [vN] [gc] [zN] [off]")
     values: dict[str, object] = {}
     for token in tokens[1:]:

@@ -9,12 +9,12 @@ from hypothesis import strategies as st
 from slurmplan.domain import Cell, Plan, ValidationError
 from slurmplan.launch.plan_env import (
     PlanSource,
-    format_decision,
     load_assigned_plan,
     parse_decision,
     parse_plan_short,
     plan_from_env,
 )
+from slurmplan.slurm.hints import compose_admin_comment, format_decision
 
 plans = st.builds(
     Plan,
@@ -35,26 +35,25 @@ def test_plan_short_round_trips(plan: Plan) -> None:
     assert parse_plan_short(plan.short()) == plan
 
 
-@given(plans, st.sampled_from(["a100", "v100", "t4", "h100-80gb"]), st.integers(1, 64), st.integers(1, 4))
-def test_decision_round_trips_with_cell_stages(plan: Plan, gpu: str, gpus: int, stages: int) -> None:
-    text = f"{format_decision(Cell(gpu, gpus, stages), plan)} | round 17 | lease until 12:06"
-    if stages > 1 and stages != plan.pp:
-        with pytest.raises(ValidationError, match="pp"):
-            parse_decision(text)
-        return
-    got = parse_decision(text)
+@given(plans, st.sampled_from(["a100", "v100", "t4", "h100-80gb"]), st.integers(1, 64))
+def test_decision_round_trips_through_the_admin_comment(plan: Plan, gpu: str, gpus: int) -> None:
+    decision = format_decision(Cell(gpu, gpus, plan.pp), plan, "round 17", "lease until 12:06")
+    got = parse_decision(compose_admin_comment("slurmplan:model=bert-large;gpus=8", decision))
     assert got is not None
     assert (got.plan, got.gpu_type, got.gpus, got.source) == (plan, gpu, gpus, PlanSource.ADMIN_COMMENT)
     assert got.managed
 
 
-def test_decision_from_the_contributing_example_inside_other_text() -> None:
+def test_decision_from_the_comment_the_daemon_writes() -> None:
+    """The layout the daemon really writes: the user's hints, `` || ``, then the decision."""
     got = parse_decision(
-        "hints: gpus=8 workers=4; slurmplan: a100x8 dp2 tp4 pp1 mb2 ga8 | round 17 | lease until 12:06"
+        "slurmplan:model=llama2-7b;gpus=8;workers=4"
+        " || slurmplan: a100x8 dp2 tp4 pp1 mb2 ga8 | round 17 | lease until 12:06"
     )
     assert got is not None
     assert got.plan == Plan(dp=2, tp=4, pp=1, micro_batch=2, grad_accum=8)
     assert (got.gpu_type, got.gpus) == ("a100", 8)
+    assert parse_decision("slurmplan:model=llama2-7b;gpus=8") is None
 
 
 @pytest.mark.parametrize("comment", ["", "nothing here", "slurmplan:", "slurmplan:   | round 3"])
@@ -74,7 +73,7 @@ def test_bad_plan_text_names_the_field(text: str, field: str) -> None:
 def test_bad_cell_names_the_field() -> None:
     with pytest.raises(ValidationError) as err:
         parse_decision("slurmplan: a100 dp2 | round 1")
-    assert err.value.field == "cell"
+    assert err.value.field == "decision"
 
 
 def test_plan_from_spank_environment() -> None:
