@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Quick start (a): on a fresh Debian 12 machine, as root.
 # Installs Slurm, munge and slurmplan, starts a local Slurm cluster of virtual GPU nodes (2 x 4 A100,
-# 2 x 4 V100, 2 x 2 T4 on this one host), submits a small mixed workload and shows what slurmplan sees.
+# 2 x 4 V100, 2 x 2 T4 on this one host), submits a small mixed workload and shows what slurmplan sees, then
+# submits managed jobs and runs the slurmplan daemon for a few short rounds, printing its decisions.
 # The cluster keeps running afterwards; stop it with `slurmplan devcluster down`.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -48,7 +49,51 @@ sleep 3
 
 echo "== 5. what slurmplan sees"
 slurmplan status
+echo
+echo "== 6. slurmplan schedules a managed workload, round after round"
+# Managed jobs carry their hints in --comment (with the site's job_submit.lua, sbatch --plan-* options do the
+# same) and are submitted held, as job_submit.lua holds them: slurmplan decides their GPU type, count and
+# plan, then releases them. Each honours the checkpoint signal as the launcher does: checkpoint, requeue-hold.
+cat >"$JOBS/checkpointing.sh" <<'EOF'
+#!/bin/bash
+trap 'echo "checkpoint at $(date +%T)"; scontrol requeuehold "$SLURM_JOB_ID"; exit 0' USR2
+echo "start $(date +%T) on $SLURMD_NODENAME (restart ${SLURM_RESTART_COUNT:-0}): $(scontrol show job "$SLURM_JOB_ID" | grep -o 'AdminComment=.*')"
+for _ in $(seq 1 "${1:-120}"); do sleep 1; done
+echo "finished $(date +%T)"
+EOF
+managed() { # name, gpus, model, seconds
+    sbatch --parsable --hold -J "$1" --chdir="$JOBS" -o "$JOBS/%x-%j.out" --open-mode=append --time=5 \
+        --gres="gpu:$2" --comment "slurmplan:model=$3;gpus=$2;min=$2;max=$2" "$JOBS/checkpointing.sh" "$4"
+}
+managed gpt2-x4 4 gpt2 150
+managed bert-x2 2 bert-large 40
+managed vit-x1 1 vit-b 40
+managed t5-x2 2 t5-large 150
+managed llama-x4 4 llama2-7b 150
+CONFIG=$SLURMPLAN_DEVCLUSTER_DIR/slurmplan.yaml
+cat >"$CONFIG" <<EOF
+database: $SLURMPLAN_DEVCLUSTER_DIR/journal.db
+report_dir: $SLURMPLAN_DEVCLUSTER_DIR/reports
+policy: las
+round_s: 20
+grace_s: 10
+EOF
+rm -f "$SLURMPLAN_DEVCLUSTER_DIR"/journal.db*
+echo "-- the daemon: one tick every 5 s, a new round every 20 s (decisions as they happen)"
+slurmplan daemon --config "$CONFIG" --interval 5 --max-ticks "${SLURMPLAN_DEMO_TICKS:-12}"
+
+echo
+echo "== 7. summary"
+squeue -o "%.6i %.12j %.9T %.16b %.10N %r"
+echo "-- journal (slurmplan history):"
+slurmplan history --config "$CONFIG" --limit 25
+FIRST=$(slurmplan history --config "$CONFIG" --json --limit 1000 | python3 -c 'import json,sys; r=[x["job_id"] for x in json.load(sys.stdin) if x["kind"]=="decision"]; print(r[0] if r else "")')
+if [ -n "$FIRST" ]; then
+    echo "-- why job $FIRST runs as it does (slurmplan explain $FIRST):"
+    slurmplan explain "$FIRST" --config "$CONFIG"
+fi
 
 echo
 echo "The cluster keeps running. Try:  export SLURM_CONF=$SLURM_CONF; squeue; slurmplan status --json"
+echo "Ask slurmplan:                   slurmplan explain JOBID --config $CONFIG; slurmplan history --config $CONFIG"
 echo "Stop it with:                    slurmplan devcluster down"
