@@ -20,7 +20,6 @@ from slurmplan.domain import (
     Candidate,
     Cell,
     Hints,
-    Measurement,
     Plan,
     Reason,
 )
@@ -197,18 +196,3 @@ def candidate_to_dict(c: Candidate) -> dict[str, Any]:
         "source": c.source.value,
         "nodes": c.nodes,
     }
-
-
-def measurement_from_dict(d: dict[str, Any]) -> Measurement:
-    """A launcher report line (CONTRIBUTING.md's format) as a ``Measurement``; raises on missing fields."""
-    return Measurement(
-        model=str(d["model"]),
-        gpu_type=str(d["gpu_type"]).lower(),
-        gpus=int(d["gpus"]),
-        plan=plan_from_dict(d.get("plan") or {}) or Plan(),
-        samples_per_s=float(d["samples_per_s"]),
-        nodes=int(d.get("nodes", 1)),
-        memory_gb=float(d["memory_gb"]) if d.get("memory_gb") is not None else None,
-        job_id=int(d["job_id"]) if d.get("job_id") is not None else None,
-        time=float(d["time"]) if d.get("time") is not None else None,
-    )

@@ -13,9 +13,10 @@ import json
 import logging
 from pathlib import Path
 
-from slurmplan.control.codec import measurement_from_dict, plan_from_dict, plan_to_dict
+from slurmplan.control.codec import plan_from_dict, plan_to_dict
 from slurmplan.control.journal import Journal
 from slurmplan.domain import Measurement, Plan
+from slurmplan.perf.measurements import measurement_from_dict, measurement_to_dict
 
 log = logging.getLogger(__name__)
 
@@ -58,25 +59,13 @@ def _parse_line(raw: bytes, path: Path, lineno: int) -> dict[str, object] | None
     if not raw.strip():
         return None
     try:
-        m = measurement_from_dict(json.loads(raw))
-        if m.samples_per_s < 0 or m.gpus < 1:
-            raise ValueError("samples_per_s must be >= 0 and gpus >= 1")
-    except (ValueError, KeyError, TypeError) as exc:
+        m = measurement_from_dict(json.loads(raw), f"{path}:{lineno}")
+    except ValueError as exc:  # ValidationError and JSONDecodeError both are ValueErrors
         log.warning("skipping bad report line %s:%d: %s", path, lineno, exc)
         return None
     if m.job_id is None and path.stem.isdigit():
         m = dataclasses.replace(m, job_id=int(path.stem))
-    return {
-        "job_id": m.job_id,
-        "model": m.model,
-        "gpu_type": m.gpu_type,
-        "gpus": m.gpus,
-        "nodes": m.nodes,
-        "plan": json.dumps(plan_to_dict(m.plan)),
-        "samples_per_s": m.samples_per_s,
-        "memory_gb": m.memory_gb,
-        "time": m.time,
-    }
+    return {**measurement_to_dict(m), "plan": json.dumps(plan_to_dict(m.plan))}
 
 
 def load_measurements(journal: Journal, model: str | None = None) -> list[Measurement]:

@@ -7,7 +7,6 @@ appending, so the daemon sees either the whole line or none of it. A failed repo
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import os
@@ -19,6 +18,7 @@ from pathlib import Path
 import torch
 
 from slurmplan.domain import Measurement
+from slurmplan.perf.measurements import measurement_to_dict
 
 log = logging.getLogger(__name__)
 
@@ -29,20 +29,6 @@ def report_path(env: Mapping[str, str] | None = None) -> Path:
     env = os.environ if env is None else env
     folder = Path(env.get("SLURMPLAN_REPORT_DIR") or DEFAULT_REPORT_DIR)
     return folder / f"{env.get('SLURM_JOB_ID') or 'local'}.jsonl"
-
-
-def measurement_to_dict(m: Measurement) -> dict[str, object]:
-    return {
-        "job_id": m.job_id,
-        "model": m.model,
-        "gpu_type": m.gpu_type,
-        "gpus": m.gpus,
-        "nodes": m.nodes,
-        "plan": dataclasses.asdict(m.plan),
-        "samples_per_s": m.samples_per_s,
-        "memory_gb": m.memory_gb,
-        "time": m.time,
-    }
 
 
 def append_report(m: Measurement, path: Path) -> bool:

@@ -86,8 +86,10 @@ def test_job_moves_between_types_through_signal_requeue_release(rig: Rig) -> Non
         assert kinds.count(ActionKind.SIGNAL) == 1 and kinds.count(ActionKind.REQUEUE_HOLD) == 0
         cells = [d["cell"] for d in j.decisions(job) if d["cell"]]
         assert cells[0].startswith("a100") and cells[-1].startswith(_node_type(moved["nodes"]))
-    out = (rig.path / f"{job}.out").read_text()
-    assert "checkpoint at" in out and out.count("start ") == 2
+    # RUNNING in squeue can come before the restarted script has written its first line: wait for it.
+    output = rig.path / f"{job}.out"
+    rig.until(lambda: output.read_text().count("start ") == 2, timeout=20, what="the restarted script's output")
+    assert "checkpoint at" in output.read_text()
 
 
 def test_job_ignoring_the_signal_is_requeued_held_after_grace(rig: Rig) -> None:

@@ -85,12 +85,13 @@ def test_reports_ingested_once_and_bad_lines_skipped(tmp_path: Path) -> None:
     reports = tmp_path / "reports"
     reports.mkdir()
     line = {"model": "resnet50", "gpu_type": "A100", "gpus": 2, "nodes": 1, "plan": {"dp": 2}, "samples_per_s": 900.0}
-    (reports / "41.jsonl").write_text(json.dumps(line) + "\nnot json\n" + json.dumps({**line, "gpus": 1})[:20])
+    second = json.dumps({**line, "gpus": 1, "plan": {"dp": 1}, "samples_per_s": 470.0})
+    (reports / "41.jsonl").write_text(json.dumps(line) + "\nnot json\n" + second[:20])
     with Journal(tmp_path / "j.db") as j:
         assert ingest_reports(j, reports) == 1
         assert ingest_reports(j, reports) == 0  # nothing new; the half line waits
         with (reports / "41.jsonl").open("a") as f:
-            f.write(json.dumps({**line, "gpus": 1, "samples_per_s": 470.0})[20:] + "\n")
+            f.write(second[20:] + "\n")
         assert ingest_reports(j, reports) == 1
         ms = load_measurements(j, "resnet50")
-    assert [(m.gpu_type, m.gpus, m.job_id, m.plan.dp) for m in ms] == [("a100", 2, 41, 2), ("a100", 1, 41, 2)]
+    assert [(m.gpu_type, m.gpus, m.job_id, m.plan.dp) for m in ms] == [("a100", 2, 41, 2), ("a100", 1, 41, 1)]

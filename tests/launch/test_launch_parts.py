@@ -10,13 +10,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from slurmplan.control.codec import measurement_from_dict
 from slurmplan.domain import Measurement, Plan, ValidationError
 from slurmplan.launch.dist import DistEnv, first_host
 from slurmplan.launch.ests import WorkerSampler, assign_workers
 from slurmplan.launch.reports import ThroughputMeter, append_report, measurement_to_dict, report_path
 from slurmplan.launch.requeue import requeue_command, requeue_job
 from slurmplan.launch.signals import StopFlag, resolve_signal
+from slurmplan.perf.measurements import measurement_from_dict
 
 
 @given(st.integers(1, 64).flatmap(lambda p: st.tuples(st.just(p), st.integers(1, p))))
