@@ -11,6 +11,7 @@ import json
 import time
 from typing import Any
 
+from slurmplan.control.codec import plan_from_dict
 from slurmplan.control.journal import Journal
 from slurmplan.domain import ValidationError
 
@@ -88,7 +89,8 @@ def format_explanation(e: dict[str, Any]) -> str:
     if e["candidates"]:
         lines.append("  candidates (predicted samples/s, source):")
         for c in e["candidates"]:
-            plan = " ".join(f"{k}={v}" for k, v in (c["plan"] or {}).items() if v not in (1, 0, False))
+            plan = plan_from_dict(c["plan"])
+            plan = plan.short() if plan else ""
             lines.append(f"    {c['cell']:<14} {c['throughput']:>10.4g}  {c['source']:<9} {plan}")
     for a in e["actions"]:
         lines.append(f"  action #{a['id']} {a['kind']:<12} {a['status']:<9} {a['reason']} {a['msg']}".rstrip())

@@ -85,3 +85,30 @@ def test_job_reports_reach_candidates_and_explain(tmp_path: Path, capsys) -> Non
     cands = {c["cell"]: c for c in json.loads(capsys.readouterr().out)["candidates"]}
     assert cands["a100x1"]["source"] == "measured" and cands["a100x1"]["throughput"] == 99.0
     assert cands["v100x1"]["source"] != "measured"
+
+
+def test_explain_text_shows_every_plan_flag() -> None:
+    """Boolean plan fields (checkpointing, offload) are shown: ``True == 1`` once hid them from the listing."""
+    from slurmplan.control.codec import plan_to_dict
+    from slurmplan.control.explain import format_explanation
+    from slurmplan.domain import Plan
+
+    plan = Plan(dp=4, micro_batch=8, grad_accum=16, checkpointing=True, zero_stage=2, offload=True)
+    cand = {"cell": "v100x4", "throughput": 11.9, "source": "estimated", "plan": plan_to_dict(plan)}
+    text = format_explanation(
+        {
+            "job_id": 1,
+            "name": "j",
+            "state": "running",
+            "managed": True,
+            "hints": "",
+            "hint_error": None,
+            "decision": None,
+            "share": {},
+            "share_round": None,
+            "candidates": [cand],
+            "actions": [],
+            "events": [],
+        }
+    )
+    assert "v100x4" in text and plan.short() in text and " gc " in text and text.rstrip().endswith("off")
