@@ -46,6 +46,10 @@ class JobState:
     attained_s: float = 0.0
     """Wall-clock seconds the job has held GPUs (Gavel's time received)."""
     attained_by_cell: Mapping[Cell, float] = field(default_factory=dict)
+    epoch_by_cell: Mapping[Cell, float] = field(default_factory=dict)
+    """Seconds in each Cell since the priorities were last reset (``SchedulerState.epoch_start``)."""
+    deficit_by_cell: Mapping[Cell, float] = field(default_factory=dict)
+    """Seconds the job should have had in each Cell by X but did not, summed over past epochs (tie-breaker)."""
     rounds_scheduled: int = 0
     current: Assignment | None = None
     """The assignment the job runs under now (None when pending)."""
@@ -68,6 +72,8 @@ class SchedulerState:
     """``now`` of the previous tick: attained time grows by the time since then for running jobs."""
     allocation: Allocation | None = None
     """The policy's X of the current round; between rounds it fills GPUs freed by finished jobs."""
+    epoch_start: float | None = None
+    """When the priorities' memory of time received was last reset (Gavel resets it when X changes)."""
 
 
 @dataclass(frozen=True)
@@ -83,6 +89,8 @@ class TickConfig:
     """Weights of Slurm accounts for hierarchical policies (empty: all equal)."""
     cost_per_gpu_hour: Mapping[GpuType, float] = field(default_factory=dict)
     """Price of one GPU hour per type for cost policies (empty: unknown)."""
+    priority_reset_s: float = 1920.0
+    """Least seconds between resets of the priorities' memory (Gavel's ``minimum_time_between_allocation_resets``)."""
 
     def __post_init__(self) -> None:
         checks = (
@@ -90,6 +98,7 @@ class TickConfig:
             ("grace_s", self.grace_s >= 0, "a number of seconds >= 0"),
             ("reconfig_threshold", 0 < self.reconfig_threshold <= 1, "a number in (0, 1]"),
             ("reconfig_cost_s", self.reconfig_cost_s >= 0, "a number of seconds >= 0"),
+            ("priority_reset_s", self.priority_reset_s >= 0, "a number of seconds >= 0"),
         )
         for name, ok, allowed in checks:
             if not ok:

@@ -119,7 +119,7 @@ def job_state_to_dict(s: JobState) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for f in dataclasses.fields(s):
         value = getattr(s, f.name)
-        if f.name == "attained_by_cell":
+        if f.name.endswith("_by_cell"):
             value = {cell_key(c): v for c, v in value.items()}
         elif isinstance(value, Assignment):
             value = assignment_to_dict(value)
@@ -133,7 +133,7 @@ def job_state_from_dict(d: dict[str, Any]) -> JobState:
     for key, value in d.items():
         if key not in names:
             continue  # written by a newer/older version: ignore rather than refuse to start
-        if key == "attained_by_cell":
+        if key.endswith("_by_cell"):
             value = {cell_from_key(k): float(v) for k, v in (value or {}).items()}
         elif isinstance(value, dict) and "reason" in value and "job_id" in value:
             value = assignment_from_dict(value)

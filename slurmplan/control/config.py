@@ -38,6 +38,8 @@ class DaemonConfig:
     grace_s: float = 120.0
     reconfig_threshold: float = 0.97
     reconfig_cost_s: float = 78.0
+    priority_reset_s: float = 1920.0
+    """Least seconds between resets of the round priorities' memory of time received (Gavel's default)."""
     database: Path = DEFAULT_DATABASE
     report_dir: Path = DEFAULT_REPORT_DIR
     lock_file: Path | None = None
@@ -61,6 +63,7 @@ class DaemonConfig:
             grace_s=self.grace_s,
             reconfig_threshold=self.reconfig_threshold,
             reconfig_cost_s=self.reconfig_cost_s,
+            priority_reset_s=self.priority_reset_s,
         )
 
     def with_overrides(self, **changes: Any) -> DaemonConfig:
@@ -121,6 +124,7 @@ _FIELDS: dict[str, Any] = {
     "grace_s": lambda v, w: _positive("grace_s", v, w),
     "reconfig_threshold": _threshold,
     "reconfig_cost_s": lambda v, w: _positive("reconfig_cost_s", v, w),
+    "priority_reset_s": lambda v, w: _positive("priority_reset_s", v, w),
     "database": lambda v, w: _path("database", v, w),
     "report_dir": lambda v, w: _path("report_dir", v, w),
     "lock_file": lambda v, w: _path("lock_file", v, w),

@@ -14,7 +14,7 @@ from slurmplan.control.codec import allocation_from_dict, allocation_to_dict, jo
 from slurmplan.control.journal import Journal
 from slurmplan.tick import SchedulerState
 
-_EXTRA_SCALARS = ("last_tick",)
+_EXTRA_SCALARS = ("last_tick", "epoch_start")
 """Optional float fields of ``SchedulerState`` stored as they are (present in newer tick modules)."""
 
 

@@ -25,7 +25,7 @@ from slurmplan.domain import (
 from slurmplan.mechanism.actions import RoundStamp, plan_actions
 from slurmplan.mechanism.layout import Placement, place_round
 from slurmplan.mechanism.placement import Placed
-from slurmplan.mechanism.priorities import EPS, priorities, received_share
+from slurmplan.mechanism.priorities import EPS, deficits, priorities, received_share, start_epoch
 from slurmplan.mechanism.problem import ProblemContext, build_problem
 from slurmplan.mechanism.reconfig import horizon_s
 from slurmplan.mechanism.round import RoundChoice, RunningInfo, plan_round
@@ -83,6 +83,7 @@ def replay(
     states: Mapping[JobId, JobState],
     info: RunningInfo,
     config: TickConfig,
+    deficit: np.ndarray | None = None,
 ) -> RoundChoice:
     """Between rounds: the round's decisions stand; GPUs freed since are refilled from the round's X."""
     p = ctx.problem
@@ -110,9 +111,8 @@ def replay(
         left[p.cells[c].gpu_type] = left.get(p.cells[c].gpu_type, 0) - int(gpus[c])
     eligible = ~fixed & ~info.running & (x.sum(axis=1) > EPS) if p.cells else np.zeros(n, dtype=bool)
     if eligible.any():
-        refill = plan_round(
-            p, x, pri, info, config, eligible=eligible, capacity={t: max(0, v) for t, v in left.items()}
-        )
+        free = {t: max(0, v) for t, v in left.items()}
+        refill = plan_round(p, x, pri, info, config, eligible=eligible, capacity=free, deficit=deficit)
         for j in np.flatnonzero(eligible & (refill.col >= 0)).tolist():
             col[j], reasons[j] = refill.col[j], Reason.SCHEDULED
             details[j] = f"fills GPUs freed since the round started ({refill.detail[j]})"
@@ -208,9 +208,17 @@ def decide(inp: TickInput, policy, state: SchedulerState) -> TickOutput:  # noqa
     problem = ctx.problem
     info = running_info(ctx, states, config)
     allocation = _allocate(policy, problem, state) if new_round else state.allocation
+    epoch_start = start_epoch(states, state, allocation, inp.now, config) if new_round else state.epoch_start
     x = align(allocation, problem)
-    pri = priorities(x, received_share(problem, states, inp.now))
-    choice = plan_round(problem, x, pri, info, config) if new_round else replay(ctx, x, pri, states, info, config)
+    shares = received_share(
+        problem, states, inp.now, inp.now if epoch_start is None else epoch_start, config.round_s / 2
+    )
+    pri = priorities(x, shares)
+    owed = deficits(problem, states)
+    if new_round:
+        choice = plan_round(problem, x, pri, info, config, deficit=owed)
+    else:
+        choice = replay(ctx, x, pri, states, info, config, owed)
     choice, placed = place_round(ctx, choice, x, pri, states, info, config)
     assignments = assign(ctx, choice, placed, x, states, info)
     decided = [(mj, a) for mj, a in zip(ctx.jobs, assignments, strict=True)]
@@ -224,7 +232,7 @@ def decide(inp: TickInput, policy, state: SchedulerState) -> TickOutput:  # noqa
     actions, new_states = plan_actions(decided, after, inp.now, stamp, config)
     if new_round:
         log.info("round %d: %d jobs, %d actions", round_index, problem.num_jobs, len(actions))
-    out_state = SchedulerState(round_index, round_start, new_states, inp.now, allocation)
+    out_state = SchedulerState(round_index, round_start, new_states, inp.now, allocation, epoch_start)
     grace_ends = [s.signalled_at + config.grace_s for s in new_states.values() if s.signalled_at is not None]
     wake = min((t for t in grace_ends if t > inp.now), default=None)
     return TickOutput(tuple(actions), tuple(assignments), allocation, out_state, new_round, wake)

@@ -55,6 +55,7 @@ def greedy(
     capacity: Mapping[GpuType, int],
     info: RunningInfo,
     config: TickConfig,
+    deficit: np.ndarray | None = None,
 ) -> tuple[np.ndarray, dict[int, str], np.ndarray]:
     """Chosen column per row, stickiness notes per row, and which rows stay only on left-over GPUs.
 
@@ -76,7 +77,7 @@ def greedy(
     thr = problem.throughput
     sticky = info.running & ~info.signalled & (info.current >= 0)
     deferred = np.full(n, -1, dtype=np.int64)
-    rows, cols = pick_order(x, priority, eligible)
+    rows, cols = pick_order(x, priority, eligible, deficit)
     for j, c in zip(rows.tolist(), cols.tolist(), strict=True):
         if chosen[j] >= 0 or gpus[c] > cap[col_type[c]]:
             continue
@@ -136,12 +137,13 @@ def plan_round(
     config: TickConfig,
     eligible: np.ndarray | None = None,
     capacity: Mapping[GpuType, int] | None = None,
+    deficit: np.ndarray | None = None,
 ) -> RoundChoice:
     """The round's choice for every row, with a Reason and a text ``slurmplan explain`` prints."""
     n = problem.num_jobs
     eligible = np.ones(n, dtype=bool) if eligible is None else eligible
     capacity = problem.capacity if capacity is None else capacity
-    col, notes, kept = greedy(problem, x, priority, eligible, capacity, info, config)
+    col, notes, kept = greedy(problem, x, priority, eligible, capacity, info, config, deficit)
     masked = np.where(x > EPS, priority, -np.inf)
     best = masked.max(axis=1) if n and problem.cells else np.zeros(n)
     pri = np.where(col >= 0, priority[np.arange(n), np.maximum(col, 0)] if problem.cells else 0.0, best)

@@ -1,7 +1,8 @@
 """Carry the scheduler's memory from one tick to the next: attained time, current configuration, arrivals.
 
 Attained time is what makes Gavel's priorities work: every tick adds the time since the previous tick to each
-running job, in total and for the Cell it runs in. Jobs no longer in the input are dropped.
+running job, in total and for the Cell it runs in (since arrival, and since the priorities' last reset). Jobs no
+longer in the input are dropped.
 """
 
 from __future__ import annotations
@@ -61,8 +62,12 @@ def advance(inp: TickInput, state: SchedulerState) -> dict[int, JobState]:
             continue
         current = running_cell(mj, st)
         ran = dt if job.start_time is None else min(dt, max(0.0, now - job.start_time))
-        by_cell = dict(st.attained_by_cell)
+        by_cell, epoch = st.attained_by_cell, st.epoch_by_cell
         if ran > 0 and current.cell is not None:
+            by_cell, epoch = dict(by_cell), dict(epoch)
             by_cell[current.cell] = by_cell.get(current.cell, 0.0) + ran
-        out[job.job_id] = evolve(st, current=current, attained_s=st.attained_s + ran, attained_by_cell=by_cell)
+            epoch[current.cell] = epoch.get(current.cell, 0.0) + ran
+        out[job.job_id] = evolve(
+            st, current=current, attained_s=st.attained_s + ran, attained_by_cell=by_cell, epoch_by_cell=epoch
+        )
     return out

@@ -74,6 +74,8 @@ class Policy(ABC):
     objective: ClassVar[str]
     """The ``objective`` value in YAML that selects this class."""
     PARAMS: ClassVar[Mapping[str, Param]] = {}
+    TYPE_BLIND: ClassVar[bool] = True
+    """With ``aware: false``, spread each job's share over the GPU types it can use (``lp.type_blind``)."""
 
     def __init__(self, config: PolicyConfig) -> None:
         self.config = config
@@ -94,7 +96,15 @@ class Policy(ABC):
     def result(
         self, problem: AllocationProblem, x: np.ndarray, objective: float, status: str = "optimal"
     ) -> Allocation:
-        """Wrap a dense x (clipped to [0, 1] against solver round-off) as this policy's Allocation."""
+        """Wrap a dense x (clipped to [0, 1] against solver round-off) as this policy's Allocation.
+
+        An agnostic policy's x is made type-blind here, whichever optimal split of a job's share between GPU
+        types its solver happened to return (see ``lp.type_blind``).
+        """
+        if self.TYPE_BLIND and self.params.get("aware") is False:
+            from slurmplan.policy.lp import type_blind
+
+            x = type_blind(problem, x)
         x = np.clip(np.asarray(x, dtype=float), 0.0, 1.0)
         x[x < 1e-9] = 0.0
         return Allocation(problem.job_ids, problem.cells, x, self.name, float(objective), status)

@@ -32,6 +32,7 @@ class Fifo(Policy):
     """
 
     objective: ClassVar[str] = "fifo"
+    TYPE_BLIND: ClassVar[bool] = False  # its agnostic form already picks a type blindly, whole
     PARAMS: ClassVar = {
         "aware": Param(bool, True, "true (heterogeneity-aware) or false (agnostic)"),
         "fixed_request": Param(bool, False, "true (the user's request only) or false"),

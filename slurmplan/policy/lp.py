@@ -137,6 +137,48 @@ def agnostic_throughput(problem: AllocationProblem) -> np.ndarray:
     return out
 
 
+def type_blind(problem: AllocationProblem, x: np.ndarray) -> np.ndarray:
+    """An agnostic allocation as a type-blind scheduler would run it: each job's share at a Cell size spread
+    over the GPU types it can use there, in proportion to their GPU counts.
+
+    The agnostic LP cannot tell types apart, so any split of a job's share between same-size Cells is optimal
+    to it. A simplex solver returns a vertex that pins some jobs to one type for their whole life (a long job
+    pinned to K80 then takes 10x longer); Gavel's interior-point solver returns the centre of the optimal face,
+    which is this proportional split. Spreading explicitly makes the baseline independent of the solver.
+    Where jobs that cannot use some types make the spread overfill another type, ``x`` is returned unchanged.
+    """
+    x = np.asarray(x, dtype=float)
+    thr = np.asarray(problem.throughput, dtype=float)
+    cap = np.array([float(problem.capacity.get(c.gpu_type, 0)) for c in problem.cells])
+    gpus = problem.gpus_per_cell.astype(float)
+    fits = (cap > 0) & (gpus <= cap) & (gpus > 0)
+    out = np.zeros_like(x)
+    sizes = [(c.gpus, c.stages) for c in problem.cells]
+    for size in set(sizes):
+        cols = np.array([i for i, s in enumerate(sizes) if s == size])
+        weight = np.where((thr[:, cols] > 0) & fits[cols][None, :], cap[cols][None, :], 0.0)
+        total = weight.sum(axis=1, keepdims=True)
+        share = x[:, cols].sum(axis=1, keepdims=True)
+        out[:, cols] = np.where(total > 0, share * weight / np.where(total > 0, total, 1.0), x[:, cols])
+    return x if _overfills(problem, out) else out
+
+
+def _overfills(problem: AllocationProblem, x: np.ndarray) -> bool:
+    """Whether ``x`` uses more GPUs, or host CPUs or memory where given, of some type than there are."""
+    cpus, mem = host_needs(problem)
+    limits = ((problem.gpus_per_cell[None, :] * x, problem.capacity), (cpus * x, problem.cpu_capacity))
+    limits += ((mem * x, problem.memory_capacity_mb),)
+    for use, cap in limits:
+        if cap is None:
+            continue
+        used: dict[GpuType, float] = {}
+        for c, cell in enumerate(problem.cells):
+            used[cell.gpu_type] = used.get(cell.gpu_type, 0.0) + float(use[:, c].sum())
+        if any(v > cap.get(t, np.inf) * (1 + 1e-9) + 1e-9 for t, v in used.items()):
+            return True
+    return False
+
+
 def index_for(problem: AllocationProblem, aware: bool) -> LpIndex:
     """The index over the real throughputs (aware) or the agnostic ones."""
     return index(problem, None if aware else agnostic_throughput(problem))

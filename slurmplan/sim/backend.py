@@ -34,6 +34,9 @@ from slurmplan.domain import (
 
 log = logging.getLogger(__name__)
 
+_ROUND_OFF_S = 1e-6
+"""Seconds within which a job's computed end counts as reached (work accumulates in floats)."""
+
 RateFn = Callable[[JobId, GpuType | None, int, str], float]
 """(job, GPU type, total GPUs, admin comment) -> work units per second in that configuration (0: cannot run)."""
 
@@ -383,9 +386,11 @@ class SimBackend:
         done = []
         while True:
             due = min(self.running.values(), key=lambda j: (j.finish_eta(self.now), j.job_id), default=None)
-            if due is None or due.finish_eta(self.now) > t:
+            # A job whose last 1e-11 of work ends a hair after t (float round-off) finishes at t: otherwise a tick
+            # grid that rounds its end down to t would wait for it forever.
+            if due is None or due.finish_eta(self.now) > t + _ROUND_OFF_S:
                 break
-            self.now = max(self.now, due.finish_eta(self.now))
+            self.now = max(self.now, min(due.finish_eta(self.now), t))
             self._progress(due)
             due.work_done = due.work_total
             self._free(due)

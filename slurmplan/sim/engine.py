@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from slurmplan.domain import Reason
+from slurmplan.domain import ActionKind, Reason
 from slurmplan.sim.backend import SimBackend, SimJob
 from slurmplan.sim.cluster import ClusterSpec
 from slurmplan.sim.result import JobRecord, SimResult
@@ -92,6 +92,8 @@ class Simulation:
         self.last_input: TickInput | None = None
         self.last_output: TickOutput | None = None
         self._bar = None
+        self._follow_up = False
+        self._follow_up_at: float | None = None
 
     # ------------------------------------------------------------------------------------------- plumbing
 
@@ -167,11 +169,19 @@ class Simulation:
         for r in results:
             self.action_counts[r.action.kind.value] += 1
             self.refused += not r.ok
+        # A signalled job checkpoints and requeues itself at once here; the daemon notices at its next tick and
+        # then starts it where the round moved it. Waiting for the next round or event instead would leave its
+        # new GPUs idle for a whole round (once per instant: Gavel's moves take no time either).
+        signalled = any(r.ok and r.action.kind is ActionKind.SIGNAL for r in results)
+        self._follow_up = signalled and self._follow_up_at != snap.time
+        self._follow_up_at = snap.time if self._follow_up else self._follow_up_at
         return out
 
     def next_event(self) -> float:
         """When the daemon's next tick that can matter falls: round boundary, arrival or completion."""
         now = self.backend.now
+        if self._follow_up:  # the daemon's next tick (at once under Gavel's round-only rule)
+            return self._on_grid(now + 1e-6) if self.options.event_ticks else now
         start = self.state.last_round_start if self.state.last_round_start is not None else now
         next_round = start + self.tick_config.round_s
         if next_round <= now:

@@ -36,6 +36,8 @@ def _state() -> SchedulerState:
         extra["allocation"] = Allocation((7, 8), (a100, Cell("v100", 1)), np.array([[0.75, 0.0], [0.0, 1.0]]), "las")
     if "last_tick" in names:
         extra["last_tick"] = 99.5
+    if "epoch_start" in names:
+        extra["epoch_start"] = 640.0
     return SchedulerState(
         round_index=17,
         last_round_start=1000.0,
@@ -43,6 +45,8 @@ def _state() -> SchedulerState:
             7: JobState(
                 attained_s=360.0,
                 attained_by_cell={a100: 300.0, Cell("v100", 1): 60.0},
+                epoch_by_cell={a100: 120.0},
+                deficit_by_cell={Cell("v100", 1): -45.5, a100: 12.0},
                 rounds_scheduled=3,
                 current=running,
                 signalled_at=1200.0,
@@ -63,6 +67,7 @@ def test_state_round_trip(tmp_path: Path) -> None:
     with Journal(tmp_path / "j.db") as j:
         back = load_state(j)
     assert back.round_index == 17 and back.last_round_start == 1000.0
+    assert getattr(back, "epoch_start", 640.0) == 640.0
     assert back.jobs == state.jobs
     if hasattr(state, "allocation"):
         assert back.allocation is not None

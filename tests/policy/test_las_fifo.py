@@ -86,3 +86,23 @@ def test_slurm_fifo_uses_request_only_and_backfills():
     )
     x = load_policy("slurm_fifo").allocate(problem).x
     np.testing.assert_array_equal(x, [[1, 0], [0, 0], [0, 1]])
+
+
+@pytest.mark.parametrize("name", ["las_agnostic", "finish_time_fairness_agnostic", "makespan_agnostic"])
+def test_agnostic_shares_are_spread_over_types_by_their_size(name):
+    # Types are invisible to an agnostic policy, so a job's share goes to each type in proportion to its GPUs
+    # (Gavel's interior-point solution), not wherever a simplex vertex happens to put it.
+    problem = type_problem({"v100": [40, 12, 100, 7], "k80": [10, 4, 50, 7]}, {"v100": 2, "k80": 1})
+    x = load_policy(name).allocate(problem).x
+    assert x.sum() == pytest.approx(3.0, abs=1e-6)  # the whole cluster is handed out
+    np.testing.assert_allclose(x[:, 0], 2 * x[:, 1], atol=1e-6)
+
+
+def test_agnostic_spread_is_skipped_when_it_would_overfill_a_type():
+    from slurmplan.policy.lp import type_blind
+
+    # job 1 cannot use the k80: spreading job 0 evenly would leave job 1 too little v100 to keep its share
+    problem = type_problem({"v100": [10, 10], "k80": [10, 0]}, {"v100": 1, "k80": 1})
+    x = np.array([[0.0, 1.0], [1.0, 0.0]])
+    np.testing.assert_array_equal(type_blind(problem, x), x)
+    np.testing.assert_allclose(type_blind(problem, np.array([[0.5, 0.0], [0.5, 0.0]])), [[0.25, 0.25], [0.5, 0.0]])

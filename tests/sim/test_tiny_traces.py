@@ -147,3 +147,24 @@ def test_gavel_rule_round_ticks_only_freed_gpus_wait_for_the_round(table, capsys
     assert got[0].finish_s == pytest.approx(1000.0)
     assert got[1].first_start_s == pytest.approx(1080.0)  # 3 x 360 s
     assert res.ticks == res.rounds  # every tick was a round tick
+
+
+def _idle_while_waiting_s(res, gpus: int) -> float:
+    """GPU-seconds left idle while at least ``gpus`` jobs were active."""
+    ends = [*res.times[1:], res.end_s]
+    return sum(
+        (gpus - busy) * (end - t)
+        for t, end, busy, active in zip(res.times, ends, res.busy_gpus, res.active_jobs, strict=True)
+        if active >= gpus
+    )
+
+
+def test_a_moved_job_restarts_at_once_even_with_round_ticks_only(table):
+    # LAS moves these jobs between the two types; a move is a signal, then a restart the daemon orders once the
+    # job has requeued itself. Ticking only at rounds must not leave the GPUs a round idle in between: only a
+    # job finishing mid-round may idle its GPU until the round ends (4 jobs: at most 4 rounds;
+    # waiting a round per move left them idle about 3.7 GPU-hours here).
+    jobs = [hours_job(table, i, 1.0 + i % 3, arrival=60.0 * i) for i in range(4)]
+    res = run(table, jobs, "v100:1,k80:1", "las", event_ticks=False)
+    assert sum(j.reconfigurations for j in res.jobs) >= 2
+    assert _idle_while_waiting_s(res, 2) <= 4 * 360.0
