@@ -28,7 +28,7 @@ from slurmplan.mechanism.placement import Placed
 from slurmplan.mechanism.priorities import EPS, deficits, priorities, received_share, start_epoch
 from slurmplan.mechanism.problem import ProblemContext, build_problem
 from slurmplan.mechanism.reconfig import horizon_s
-from slurmplan.mechanism.round import RoundChoice, RunningInfo, plan_round
+from slurmplan.mechanism.round import RoundChoice, RunningInfo, gpus_left, plan_round
 from slurmplan.mechanism.state import advance, evolve
 from slurmplan.tick import JobState, SchedulerState, TickConfig, TickInput, TickOutput
 
@@ -105,13 +105,9 @@ def replay(
             fixed[j] = info.running[j] or (target >= 0 and planned.reason in _CHOSEN_REASONS)
             col[j] = target if planned.reason in _CHOSEN_REASONS else -1
             reasons[j], details[j] = planned.reason, planned.detail
-    gpus = p.gpus_per_cell.astype(np.int64)
-    left = dict(p.capacity)
-    for c in col[fixed & (col >= 0)].tolist():
-        left[p.cells[c].gpu_type] = left.get(p.cells[c].gpu_type, 0) - int(gpus[c])
     eligible = ~fixed & ~info.running & (x.sum(axis=1) > EPS) if p.cells else np.zeros(n, dtype=bool)
     if eligible.any():
-        free = {t: max(0, v) for t, v in left.items()}
+        free = gpus_left((p.cells[c] for c in col[fixed & (col >= 0)].tolist()), p.capacity)
         refill = plan_round(p, x, pri, info, config, eligible=eligible, capacity=free, deficit=deficit)
         for j in np.flatnonzero(eligible & (refill.col >= 0)).tolist():
             col[j], reasons[j] = refill.col[j], Reason.SCHEDULED

@@ -20,7 +20,7 @@ from slurmplan.domain import JobId, Reason
 from slurmplan.mechanism.placement import Placed, PlacementRequest, Unplaced, place, placed_gpus
 from slurmplan.mechanism.priorities import EPS
 from slurmplan.mechanism.problem import ProblemContext
-from slurmplan.mechanism.round import RoundChoice, RunningInfo, plan_round
+from slurmplan.mechanism.round import RoundChoice, RunningInfo, gpus_left, plan_round
 from slurmplan.tick import JobState, TickConfig
 
 log = logging.getLogger(__name__)
@@ -82,14 +82,12 @@ def place_round(
     if not any(isinstance(placed[r.row], Unplaced) and not ctx.running[r.row] for r in requests):
         return choice, placed
     p = ctx.problem
-    left = dict(p.capacity)
-    for r in requests:
-        if isinstance(placed[r.row], Placed) or ctx.running[r.row]:
-            left[r.cell.gpu_type] = left.get(r.cell.gpu_type, 0) - r.cell.gpus
+    taken = (r.cell for r in requests if isinstance(placed[r.row], Placed) or ctx.running[r.row])
+    left = gpus_left(taken, p.capacity)
     eligible = (choice.col < 0) & ~ctx.running & (x.sum(axis=1) > EPS)
     if not eligible.any():
         return choice, placed
-    more = plan_round(p, x, pri, info, config, eligible=eligible, capacity={t: max(0, v) for t, v in left.items()})
+    more = plan_round(p, x, pri, info, config, eligible=eligible, capacity=left)
     rows = np.flatnonzero(eligible & (more.col >= 0)).tolist()
     if not rows:
         return choice, placed

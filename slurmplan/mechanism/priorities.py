@@ -13,15 +13,33 @@ deficit, which breaks ties between equal priorities (Gavel's order: priority, th
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
 from slurmplan.domain import Allocation, AllocationProblem, JobId
+from slurmplan.mechanism.state import evolve
 from slurmplan.tick import JobState, SchedulerState, TickConfig
 
 EPS = 1e-9
 """Shares below this are treated as zero (solver round-off)."""
+
+
+def _per_column(
+    problem: AllocationProblem, states: Mapping[JobId, JobState], seconds_by_cell: Callable[[JobState], Mapping]
+) -> np.ndarray:
+    """A per-Cell mapping of each job's state as a (rows x columns) matrix (0 where the job has none)."""
+    out = np.zeros((problem.num_jobs, len(problem.cells)))
+    col = {c: i for i, c in enumerate(problem.cells)}
+    for j, job_id in enumerate(problem.job_ids):
+        st = states.get(job_id)
+        if st is None:
+            continue
+        for cell, seconds in seconds_by_cell(st).items():
+            c = col.get(cell)
+            if c is not None:
+                out[j, c] = seconds
+    return out
 
 
 def received_share(
@@ -33,33 +51,13 @@ def received_share(
     small share and a high but finite priority, and a job that ran the whole epoch in a column has share 1.
     The unit is X's (share of wall-clock time), so ``X / received`` is 1 when a job got exactly its share.
     """
-    share = np.zeros((problem.num_jobs, len(problem.cells)))
     span = max(0.0, now - epoch_start) + head_s
-    col = {c: i for i, c in enumerate(problem.cells)}
-    for j, job_id in enumerate(problem.job_ids):
-        st = states.get(job_id)
-        if st is None:
-            continue
-        for cell, seconds in st.epoch_by_cell.items():
-            c = col.get(cell)
-            if c is not None:
-                share[j, c] = seconds
-    return (share + head_s) / span
+    return (_per_column(problem, states, lambda st: st.epoch_by_cell) + head_s) / span
 
 
 def deficits(problem: AllocationProblem, states: Mapping[JobId, JobState]) -> np.ndarray:
     """Each job's deficit per column (seconds owed by past epochs), for breaking priority ties."""
-    out = np.zeros((problem.num_jobs, len(problem.cells)))
-    col = {c: i for i, c in enumerate(problem.cells)}
-    for j, job_id in enumerate(problem.job_ids):
-        st = states.get(job_id)
-        if st is None or not st.deficit_by_cell:
-            continue
-        for cell, seconds in st.deficit_by_cell.items():
-            c = col.get(cell)
-            if c is not None:
-                out[j, c] = seconds
-    return out
+    return _per_column(problem, states, lambda st: st.deficit_by_cell)
 
 
 def start_epoch(
@@ -79,8 +77,6 @@ def start_epoch(
     prev = state.allocation
     if now - state.epoch_start < config.priority_reset_s or not _changed(prev, allocation):
         return state.epoch_start
-    from slurmplan.mechanism.state import evolve  # state imports the tick module's types; avoid a cycle
-
     rows = {j: i for i, j in enumerate(prev.job_ids)} if prev is not None else {}
     cols = prev.cells if prev is not None else ()
     for job_id, st in states.items():

@@ -8,12 +8,12 @@ corrected by later rounds, because waiting raises a job's priority.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
-from slurmplan.domain import AllocationProblem, GpuType, Reason
+from slurmplan.domain import AllocationProblem, Cell, GpuType, Reason
 from slurmplan.mechanism.priorities import EPS, pick_order
 from slurmplan.mechanism.reconfig import judge_move
 from slurmplan.tick import TickConfig
@@ -37,6 +37,14 @@ class RoundChoice:
     reason: tuple[Reason, ...]
     detail: tuple[str, ...]
     priority: np.ndarray
+
+
+def gpus_left(chosen: Iterable[Cell], capacity: Mapping[GpuType, int]) -> dict[GpuType, int]:
+    """GPUs of each type still free once the ``chosen`` Cells are taken (never below zero)."""
+    left = dict(capacity)
+    for cell in chosen:
+        left[cell.gpu_type] = left.get(cell.gpu_type, 0) - cell.gpus
+    return {t: max(0, v) for t, v in left.items()}
 
 
 def _type_index(problem: AllocationProblem, capacity: Mapping[GpuType, int]) -> tuple[np.ndarray, np.ndarray]:
@@ -147,9 +155,7 @@ def plan_round(
     masked = np.where(x > EPS, priority, -np.inf)
     best = masked.max(axis=1) if n and problem.cells else np.zeros(n)
     pri = np.where(col >= 0, priority[np.arange(n), np.maximum(col, 0)] if problem.cells else 0.0, best)
-    left = dict(capacity)
-    for c in col[col >= 0].tolist():
-        left[problem.cells[c].gpu_type] = left.get(problem.cells[c].gpu_type, 0) - problem.cells[c].gpus
+    left = gpus_left((problem.cells[c] for c in col[col >= 0].tolist()), capacity)
     reasons: list[Reason] = []
     details: list[str] = []
     for j in range(n):
@@ -168,7 +174,7 @@ def _outranked(
         return ""
     c = int(np.argmax(np.where(x[j] > EPS, priority[j], -np.inf)))
     cell = problem.cells[c]
-    free = max(0, int(left.get(cell.gpu_type, 0)))
+    free = left.get(cell.gpu_type, 0)
     return (
         f"outranked this round (X sums to {x[j].sum():.2f}; best {cell.short()} at priority {priority[j, c]:.3g} "
         f"needs {cell.gpus}, {free} {cell.gpu_type} GPUs left after higher priorities)"
