@@ -15,6 +15,8 @@ import json
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -57,6 +59,24 @@ def _spec(max_p: int, steps: int) -> TrainSpec:
     )
 
 
+def _timed(device: torch.device, step: Callable[[], object]) -> float:
+    """Seconds one ``step`` takes, with the GPU's queue drained before and after."""
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    start = time.perf_counter()
+    step()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    return time.perf_counter() - start
+
+
+def _finish(denv: dist.DistEnv, times: list[float], out: str) -> None:
+    """Rank 0 writes the step times for the parent process; every rank leaves the group."""
+    if denv.is_main:
+        Path(out).write_text(json.dumps(times))
+    dist.shutdown()
+
+
 def _time_ests(max_p: int, steps: int, warmup: int, out: str) -> None:
     enable_determinism(1)
     denv = dist.DistEnv.from_env()
@@ -65,19 +85,16 @@ def _time_ests(max_p: int, steps: int, warmup: int, out: str) -> None:
     trainer = Trainer(
         _spec(max_p, steps + warmup), AssignedPlan(Plan(dp=denv.world_size), PlanSource.DEFAULT), denv, device
     )
-    times = []
-    for i in range(steps + warmup):
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        start = time.perf_counter()
-        trainer.train_step()
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        if i >= warmup:
-            times.append(time.perf_counter() - start)
-    if denv.is_main:
-        Path(out).write_text(json.dumps(times))
-    dist.shutdown()
+    times = [_timed(device, trainer.train_step) for _ in range(steps + warmup)]
+    _finish(denv, times[warmup:], out)
+
+
+def _ddp_step(
+    model: nn.Module, opt: torch.optim.Optimizer, device: torch.device, x: torch.Tensor, y: torch.Tensor
+) -> None:
+    nn.functional.cross_entropy(model(x.to(device)), y.to(device)).backward()
+    opt.step()
+    opt.zero_grad(set_to_none=True)
 
 
 def _time_ddp(steps: int, warmup: int, out: str) -> None:
@@ -95,20 +112,8 @@ def _time_ddp(steps: int, warmup: int, out: str) -> None:
     for i in range(steps + warmup):
         idx = torch.arange(WORKER_BATCH) + (i * denv.world_size + denv.rank) * WORKER_BATCH % (len(data) - WORKER_BATCH)
         x, y = default_collate([data[int(j)] for j in idx])  # per-sample fetch, as the launcher does
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        start = time.perf_counter()
-        loss = nn.functional.cross_entropy(model(x.to(device)), y.to(device))
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        if i >= warmup:
-            times.append(time.perf_counter() - start)
-    if denv.is_main:
-        Path(out).write_text(json.dumps(times))
-    dist.shutdown()
+        times.append(_timed(device, partial(_ddp_step, model, opt, device, x, y)))
+    _finish(denv, times[warmup:], out)
 
 
 def bench_steps(procs: int, steps: int, warmup: int = 3) -> None:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import random
+import subprocess
+import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -90,6 +92,22 @@ def saved(checkpoint_dir: Path) -> dict[str, Any]:
     state = CheckpointStore(checkpoint_dir).load()
     assert state is not None, f"no complete checkpoint in {checkpoint_dir}"
     return state
+
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "templates" / "example_train.py"
+"""The template training script the Slurm and submitit tests run."""
+
+
+def example_reference(tmp_path: Path, steps: int) -> dict[str, Any]:
+    """The final checkpoint of an uninterrupted single-process run of ``EXAMPLE``: what a resumed run must equal."""
+    reference = tmp_path / "reference"
+    subprocess.run(
+        [sys.executable, str(EXAMPLE), "--steps", str(steps), "--checkpoint-dir", str(reference)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    return saved(reference)
 
 
 def assert_same_params(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> None:

@@ -9,9 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from launch_helpers import saved
-
-EXAMPLE = Path(__file__).resolve().parents[2] / "templates" / "example_train.py"
+from launch_helpers import EXAMPLE, saved
 
 
 def test_module_entry_point_with_two_local_processes(tmp_path: Path) -> None:

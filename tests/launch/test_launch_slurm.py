@@ -7,17 +7,15 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
-from launch_helpers import assert_same_params, saved
+from launch_helpers import EXAMPLE, assert_same_params, example_reference, saved
 
 pytestmark = pytest.mark.slurm
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "templates" / "example_train.py"
 STEPS = 30
 
 
@@ -67,14 +65,7 @@ def test_signalled_job_checkpoints_requeues_and_resumes_bitwise(devcluster, tmp_
     assert f"finished at step {STEPS}" in text
     assert record["restart_cnt"] >= 1
 
-    reference = tmp_path / "reference"
-    subprocess.run(
-        [sys.executable, str(EXAMPLE), "--steps", str(STEPS), "--checkpoint-dir", str(reference)],
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
-    assert_same_params(saved(ckpt)["model"], saved(reference)["model"])
+    assert_same_params(saved(ckpt)["model"], example_reference(tmp_path, STEPS)["model"])
 
     lines = [json.loads(line) for line in (reports / f"{job}.jsonl").read_text().splitlines()]
     assert lines and all(r["job_id"] == job and r["samples_per_s"] > 0 and r["gpus"] == 1 for r in lines)
@@ -89,11 +80,4 @@ def test_srun_two_tasks_train_as_one_job(devcluster, tmp_path: Path) -> None:  #
     assert final["job_state"] == "COMPLETED", out.read_text()[-3000:]
     state = saved(ckpt)
     assert state["world_size"] == 2 and state["step"] == 6
-    reference = tmp_path / "reference"
-    subprocess.run(
-        [sys.executable, str(EXAMPLE), "--steps", "6", "--checkpoint-dir", str(reference)],
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
-    assert_same_params(state["model"], saved(reference)["model"])
+    assert_same_params(state["model"], example_reference(tmp_path, 6)["model"])

@@ -5,15 +5,12 @@ task) reaches the launcher's flag; the step finishes, the checkpoint is written,
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 import submitit
-from launch_helpers import assert_same_params, saved
-from test_launch_slurm import EXAMPLE
+from launch_helpers import EXAMPLE, assert_same_params, example_reference, saved
 
 from slurmplan.launch import Outcome
 from slurmplan.launch.entry import ElasticTraining
@@ -52,11 +49,4 @@ def test_submitit_preemption_checkpoints_requeues_and_resumes(
     assert result.outcome is Outcome.FINISHED and result.step == 30
     assert result.resumed_from is not None and 5 <= result.resumed_from < 30
 
-    reference = tmp_path / "reference"
-    subprocess.run(
-        [sys.executable, str(EXAMPLE), "--steps", "30", "--checkpoint-dir", str(reference)],
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
-    assert_same_params(saved(ckpt)["model"], saved(reference)["model"])
+    assert_same_params(saved(ckpt)["model"], example_reference(tmp_path, 30)["model"])
