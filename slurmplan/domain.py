@@ -50,9 +50,9 @@ class NodeState(enum.Enum):
     DOWN = "down"
     UNKNOWN = "unknown"
 
-    @property
-    def schedulable(self) -> bool:
-        return self in (NodeState.IDLE, NodeState.MIXED, NodeState.ALLOCATED, NodeState.COMPLETING)
+    def __init__(self, value: str) -> None:
+        # A plain attribute, not a property: every tick asks it of every node.
+        self.schedulable: bool = value in ("idle", "mixed", "allocated", "completing")
 
 
 @dataclass(frozen=True)

@@ -66,14 +66,16 @@ class _Free:
         k = len(req.preferred)
         if k == 0 or req.cell.gpus % k:
             return None
-        idx = [self.index.get(name) for name in req.preferred]
-        if any(i is None or self.pool.gpu_type[i] != req.cell.gpu_type for i in idx):
-            return None
-        arr = np.array(idx, dtype=np.int64)
         gpn, cpn, mpn = req.cell.gpus // k, _ceil_div(req.cpus, k), _ceil_div(req.memory_mb, k)
-        if (self.gpus[arr] >= gpn).all() and (self.cpus[arr] >= cpn).all() and (self.mem[arr] >= mpn).all():
-            return self.take(arr, gpn, cpn, mpn)
-        return None
+        idx = []
+        for name in req.preferred:  # a handful of nodes: plain loops beat numpy's per-call cost here
+            i = self.index.get(name)
+            if i is None or self.pool.gpu_type[i] != req.cell.gpu_type:
+                return None
+            if self.gpus[i] < gpn or self.cpus[i] < cpn or self.mem[i] < mpn:
+                return None
+            idx.append(i)
+        return self.take(np.array(idx, dtype=np.int64), gpn, cpn, mpn)
 
     def fit(self, req: PlacementRequest) -> Placed | Unplaced:
         """Fewest nodes first: k = 1, 2, ... (divisors of the GPU count), best-fit nodes for each k."""

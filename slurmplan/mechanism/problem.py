@@ -105,20 +105,23 @@ def build_pool(cluster: Cluster, managed_holding: tuple[ManagedJob, ...]) -> Nod
     Unmanaged usage on a node = observed usage minus what the managed jobs on it hold.
     """
     gpus_m, cpus_m, mem_m = _per_node_usage(managed_holding)
-    nodes = sorted(
-        (n for n in cluster.nodes if n.gpu_type and n.gpus > 0 and n.state.schedulable), key=lambda n: n.name
-    )
-    g, c, m = [], [], []
-    for n in nodes:
-        g.append(n.gpus - max(0, n.gpus_used - gpus_m.get(n.name, 0)))
-        c.append(n.cpus - max(0, n.cpus_used - cpus_m.get(n.name, 0)))
-        m.append(n.memory_mb - max(0, n.memory_used_mb - mem_m.get(n.name, 0)))
+    nodes = [n for n in cluster.nodes if n.gpus > 0 and n.gpu_type and n.state.schedulable]
+    nodes.sort(key=lambda n: n.name)
+    names = tuple(n.name for n in nodes)
+
+    def left(total: str, used: str, managed: Mapping[str, int]) -> np.ndarray:
+        have = np.array([getattr(n, total) for n in nodes], dtype=np.int64)
+        other = np.array([getattr(n, used) for n in nodes], dtype=np.int64)
+        if managed:
+            other -= np.array([managed.get(name, 0) for name in names], dtype=np.int64)
+        return np.maximum(have - np.maximum(other, 0), 0)
+
     return NodePool(
-        names=tuple(n.name for n in nodes),
+        names=names,
         gpu_type=tuple(str(n.gpu_type) for n in nodes),
-        gpus=np.maximum(np.array(g, dtype=np.int64), 0),
-        cpus=np.maximum(np.array(c, dtype=np.int64), 0),
-        memory_mb=np.maximum(np.array(m, dtype=np.int64), 0),
+        gpus=left("gpus", "gpus_used", gpus_m),
+        cpus=left("cpus", "cpus_used", cpus_m),
+        memory_mb=left("memory_mb", "memory_used_mb", mem_m),
     )
 
 
@@ -194,32 +197,69 @@ def build_problem(inp: TickInput, states: Mapping[JobId, JobState]) -> ProblemCo
     )
 
 
+CellKey = tuple[str, int, int]
+
+
+@dataclass(frozen=True, eq=False)
+class _Row:
+    """One job's best candidate per Cell: keys, candidates (an object array) and their throughputs."""
+
+    keys: tuple[CellKey, ...]
+    candidates: np.ndarray
+    throughput: np.ndarray
+
+
+class _RowMemo:
+    """Each job's ``_Row``, remembered by the identity of the job's candidates tuple.
+
+    Candidates are computed once per job and handed over unchanged tick after tick (the daemon's and the
+    simulator's caches), while 2,000 jobs x 20 candidates would otherwise be re-keyed every tick. Keyed by
+    ``id`` with the tuple itself kept alive, so a hit is always the same object: a pure memo, decisions do not
+    depend on it.
+    """
+
+    def __init__(self, limit: int = 50_000) -> None:
+        self.limit = limit
+        self._rows: dict[int, tuple[tuple[Candidate, ...], _Row]] = {}
+
+    def __call__(self, candidates: tuple[Candidate, ...]) -> _Row:
+        hit = self._rows.get(id(candidates))
+        if hit is not None and hit[0] is candidates:
+            return hit[1]
+        best: dict[CellKey, Candidate] = {}
+        for cand in candidates:
+            key = (cand.cell.gpu_type, cand.cell.gpus, cand.cell.stages)
+            old = best.get(key)
+            if old is None or cand.throughput > old.throughput:
+                best[key] = cand
+        cands = np.empty(len(best), dtype=object)
+        cands[:] = list(best.values())
+        thr = np.array([max(c.throughput, 0.0) for c in best.values()], dtype=float)
+        row = _Row(tuple(best), cands, thr)
+        if len(self._rows) >= self.limit:
+            self._rows.clear()
+        self._rows[id(candidates)] = (candidates, row)
+        return row
+
+
+_row_of = _RowMemo()
+
+
 def _matrix(rows: list[ManagedJob]) -> tuple[tuple[Cell, ...], np.ndarray, tuple[tuple[Candidate | None, ...], ...]]:
     """Columns (sorted Cells), the throughput matrix and the candidate behind each entry (best if repeated).
 
-    Cells are keyed by plain tuples: hashing and comparing the dataclass itself costs several times more, and
-    2,000 jobs x 20 candidates go through here every tick.
+    Cells are keyed by plain tuples: hashing and comparing the dataclass itself costs several times more.
     """
-    keyed = [[((c.cell.gpu_type, c.cell.gpus, c.cell.stages), c) for c in mj.candidates] for mj in rows]
-    first: dict[tuple[str, int, int], Cell] = {}
-    for line in keyed:
-        for key, cand in line:
-            if key not in first:
-                first[key] = cand.cell
-    keys = sorted(first)
-    col = {k: i for i, k in enumerate(keys)}
-    throughput = np.zeros((len(rows), len(keys)))
-    table: list[tuple[Candidate | None, ...]] = []
-    for j, line in enumerate(keyed):
-        best: list[Candidate | None] = [None] * len(keys)
-        for key, cand in line:
-            c = col[key]
-            old = best[c]
-            if old is None or cand.throughput > old.throughput:
-                best[c] = cand
-                throughput[j, c] = cand.throughput if cand.throughput > 0 else 0.0
-        table.append(tuple(best))
-    return tuple(first[k] for k in keys), throughput, tuple(table)
+    lines = [_row_of(tuple(mj.candidates)) for mj in rows]
+    order = sorted(set().union(*(r.keys for r in lines)))
+    col = {k: i for i, k in enumerate(order)}
+    throughput = np.zeros((len(rows), len(order)))
+    table = np.full((len(rows), len(order)), None, dtype=object)
+    for j, r in enumerate(lines):
+        cols = np.fromiter(map(col.__getitem__, r.keys), dtype=np.int64, count=len(r.keys))
+        throughput[j, cols] = r.throughput
+        table[j, cols] = r.candidates
+    return tuple(Cell(*k) for k in order), throughput, tuple(map(tuple, table))
 
 
 def _assemble(
@@ -235,7 +275,8 @@ def _assemble(
     now = inp.now
     n = len(rows)
     requested = np.array([_match(by_shape, *requested_cell(mj)) for mj in rows], dtype=np.int64).reshape(n)
-    current = np.array([current_column(mj, states.get(mj.job.job_id), by_shape, cells) for mj in rows], dtype=np.int64)
+    col_of = {c: i for i, c in enumerate(cells)}
+    current = np.array([current_column(mj, states.get(mj.job.job_id), by_shape, col_of) for mj in rows], dtype=np.int64)
     steps = np.array([np.nan if mj.hints.steps is None else mj.hints.steps - mj.steps_done for mj in rows])
     known = steps[~np.isnan(steps)]
     # Jobs without a step count look as long as the longest known one: finish-time policies stay finite.
@@ -271,11 +312,13 @@ def _attained(states: Mapping[JobId, JobState], job_id: JobId) -> float:
 
 
 def current_column(
-    mj: ManagedJob, st: JobState | None, by_shape: Mapping[tuple[GpuType, int], int], cells: tuple[Cell, ...]
+    mj: ManagedJob, st: JobState | None, by_shape: Mapping[tuple[GpuType, int], int], col_of: Mapping[Cell, int]
 ) -> int:
     """Column a running job runs in: its remembered Cell if still a column, else its Slurm GPU shape."""
     if mj.job.state not in RUNNING_STATES:
         return -1
-    if st is not None and st.current is not None and st.current.cell in cells:
-        return cells.index(st.current.cell)
+    if st is not None and st.current is not None and st.current.cell is not None:
+        col = col_of.get(st.current.cell)
+        if col is not None:
+            return col
     return _match(by_shape, mj.job.gpu_type, mj.job.gpus)

@@ -83,6 +83,14 @@ def _spec(args: argparse.Namespace, policy: str) -> RunSpec:
 
 
 def _emit(args: argparse.Namespace, results, summaries) -> None:
+    for s in summaries:
+        if not s["arrivals_cover_window"]:
+            print(
+                f"warning: {s['policy']}: the trace's arrivals ended before its measured window finished, so the "
+                "window's last jobs ran on a draining cluster and their JCTs are lower than under steady load "
+                "(Gavel keeps adding jobs); generate more jobs after the window",
+                file=sys.stderr,
+            )
     if args.json:
         print(to_json(summaries))
     else:

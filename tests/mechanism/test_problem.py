@@ -28,6 +28,22 @@ def test_columns_are_distinct_cells_and_throughput_comes_from_candidates() -> No
     np.testing.assert_allclose(p.time_since_start, [10, 9])
 
 
+def test_a_repeated_cell_keeps_its_best_candidate_and_new_candidates_are_seen() -> None:
+    # Two plans for a100x2 (e.g. data parallel and pipelined in one stage): the faster one is the column's.
+    job = mjob(1, {"a100": {1: 10.0, 2: 19.0}})
+    slower = replace(job.candidates[1], throughput=12.0)
+    job = replace(job, candidates=(*job.candidates, slower))
+    inp = TickInput(T0, cluster(a100=(1, 8)), (job,))
+    p = build_problem(inp, {}).problem
+    np.testing.assert_allclose(p.throughput, [[10, 19]])
+    assert p.candidates[0][1].throughput == 19.0
+    # The per-job rows are remembered by the candidates tuple; a job's new candidates must be used at once.
+    refitted = replace(job, candidates=tuple(replace(c, throughput=c.throughput * 2) for c in job.candidates))
+    p2 = build_problem(replace(inp, jobs=(refitted,)), {}).problem
+    np.testing.assert_allclose(p2.throughput, [[20, 38]])
+    assert build_problem(inp, {}).problem.candidates[0][1] is p.candidates[0][1]
+
+
 def test_capacity_subtracts_only_unmanaged_gpus() -> None:
     # a100-0: 8 GPUs, 5 used: 2 by managed job 1, 3 by someone else. a100-1 drained: not usable.
     nodes = (

@@ -168,3 +168,15 @@ def test_a_moved_job_restarts_at_once_even_with_round_ticks_only(table):
     res = run(table, jobs, "v100:1,k80:1", "las", event_ticks=False)
     assert sum(j.reconfigurations for j in res.jobs) >= 2
     assert _idle_while_waiting_s(res, 2) <= 4 * 360.0
+
+
+def test_a_window_that_outlives_the_arrivals_is_flagged(table):
+    # Gavel keeps adding jobs until its measured window is done; a trace that stops at the window's end lets the
+    # window's last jobs run on a draining cluster. The summary says which case a run was.
+    window = [hours_job(table, i, 2.0, arrival=600.0 * i, in_window=i >= 1) for i in range(3)]
+    drained = summarize(run(table, window, "v100:1", "las", stop_when_window_done=True))
+    assert drained["arrivals_cover_window"] is False
+    later = hours_job(table, 3, 1.0, arrival=10 * 3600.0, in_window=False)
+    covered = summarize(run(table, [*window, later], "v100:1", "las", stop_when_window_done=True))
+    assert covered["arrivals_cover_window"] is True
+    assert summarize(run(table, window[:1], "v100:1", "las"))["arrivals_cover_window"] is True  # no window
