@@ -77,6 +77,12 @@ def _positive(name: str, value: Any, where: str) -> float:
     return float(value)
 
 
+def _seconds_or_zero(name: str, value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        raise ValidationError(name, value, "a number of seconds >= 0", where)
+    return float(value)
+
+
 def _bool(name: str, value: Any, where: str) -> bool:
     if not isinstance(value, bool):
         raise ValidationError(name, value, "true or false", where)
@@ -123,8 +129,8 @@ _FIELDS: dict[str, Any] = {
     "checkpoint_signal": _signal,
     "grace_s": lambda v, w: _positive("grace_s", v, w),
     "reconfig_threshold": _threshold,
-    "reconfig_cost_s": lambda v, w: _positive("reconfig_cost_s", v, w),
-    "priority_reset_s": lambda v, w: _positive("priority_reset_s", v, w),
+    "reconfig_cost_s": lambda v, w: _seconds_or_zero("reconfig_cost_s", v, w),
+    "priority_reset_s": lambda v, w: _seconds_or_zero("priority_reset_s", v, w),
     "database": lambda v, w: _path("database", v, w),
     "report_dir": lambda v, w: _path("report_dir", v, w),
     "lock_file": lambda v, w: _path("lock_file", v, w),

@@ -42,6 +42,8 @@ def test_empty_file_gives_defaults(tmp_path: Path) -> None:
         ("dry_run: yes please\n", "dry_run"),
         ("managed_partitions: 7\n", "managed_partitions"),
         ("reconfig_threshold: 1.5\n", "reconfig_threshold"),
+        ("priority_reset_s: -1\n", "priority_reset_s"),
+        ("reconfig_cost_s: fast\n", "reconfig_cost_s"),
     ],
 )
 def test_bad_field_is_named_with_file(tmp_path: Path, text: str, field_name: str) -> None:
@@ -52,6 +54,14 @@ def test_bad_field_is_named_with_file(tmp_path: Path, text: str, field_name: str
     assert info.value.field == field_name
     assert str(path) in str(info.value)
     assert info.value.allowed
+
+
+def test_zero_seconds_are_allowed_where_they_mean_something(tmp_path: Path) -> None:
+    # priority_reset_s: 0 resets priorities at every change of the allocation; reconfig_cost_s: 0 moves for free.
+    path = tmp_path / "zero.yaml"
+    path.write_text("priority_reset_s: 0\nreconfig_cost_s: 0\n")
+    tick = load_config(path).tick_config()
+    assert tick.priority_reset_s == 0.0 and tick.reconfig_cost_s == 0.0
 
 
 def test_missing_explicit_file_is_an_error(tmp_path: Path) -> None:
