@@ -71,15 +71,12 @@ class DaemonConfig:
         return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})
 
 
-def _positive(name: str, value: Any, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-        raise ValidationError(name, value, "a positive number of seconds", where)
-    return float(value)
-
-
-def _seconds_or_zero(name: str, value: Any, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-        raise ValidationError(name, value, "a number of seconds >= 0", where)
+def _seconds(name: str, value: Any, where: str, *, zero_ok: bool = False) -> float:
+    """A number of seconds: > 0, or >= 0 where zero means something (reset at every change, free moves)."""
+    number = not isinstance(value, bool) and isinstance(value, int | float)
+    if not number or value < 0 or (value == 0 and not zero_ok):
+        allowed = "a number of seconds >= 0" if zero_ok else "a positive number of seconds"
+        raise ValidationError(name, value, allowed, where)
     return float(value)
 
 
@@ -125,18 +122,18 @@ def _policy(value: Any, where: str) -> str:
 _FIELDS: dict[str, Any] = {
     "managed_partitions": _partitions,
     "policy": _policy,
-    "round_s": lambda v, w: _positive("round_s", v, w),
+    "round_s": lambda v, w: _seconds("round_s", v, w),
     "checkpoint_signal": _signal,
-    "grace_s": lambda v, w: _positive("grace_s", v, w),
+    "grace_s": lambda v, w: _seconds("grace_s", v, w),
     "reconfig_threshold": _threshold,
-    "reconfig_cost_s": lambda v, w: _seconds_or_zero("reconfig_cost_s", v, w),
-    "priority_reset_s": lambda v, w: _seconds_or_zero("priority_reset_s", v, w),
+    "reconfig_cost_s": lambda v, w: _seconds("reconfig_cost_s", v, w, zero_ok=True),
+    "priority_reset_s": lambda v, w: _seconds("priority_reset_s", v, w, zero_ok=True),
     "database": lambda v, w: _path("database", v, w),
     "report_dir": lambda v, w: _path("report_dir", v, w),
     "lock_file": lambda v, w: _path("lock_file", v, w),
     "dry_run": lambda v, w: _bool("dry_run", v, w),
     "shadow": lambda v, w: _bool("shadow", v, w),
-    "interval_s": lambda v, w: _positive("interval_s", v, w),
+    "interval_s": lambda v, w: _seconds("interval_s", v, w),
 }
 
 
