@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from slurmplan.domain import Action, ActionKind, Assignment, Cell, Job, JobId, Plan, Reason
 from slurmplan.mechanism.problem import PENDING_STATES, RUNNING_STATES
 from slurmplan.mechanism.state import evolve
-from slurmplan.tick import JobState, ManagedJob, TickConfig
+from slurmplan.tick_types import JobState, ManagedJob, TickConfig
 
 PREFIX = "slurmplan:"
 SEPARATOR = " || "
