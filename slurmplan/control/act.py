@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from slurmplan.control.journal import ActionRow, ActionStatus, Journal
 from slurmplan.domain import Action, ActionKind, ClusterBackend, Job, JobState, Snapshot
-from slurmplan.slurm.hints import compose_admin_comment, split_admin_comment
+from slurmplan.formats import compose_admin_comment, split_admin_comment
 
 log = logging.getLogger(__name__)
 

@@ -46,7 +46,7 @@ from slurmplan.control.observe import (
 from slurmplan.control.reports import ingest_reports, load_measurements
 from slurmplan.control.state_store import load_state, save_state
 from slurmplan.domain import Action, Assignment, ClusterBackend, Job, Policy, Snapshot
-from slurmplan.slurm.hints import split_admin_comment
+from slurmplan.formats import split_admin_comment
 from slurmplan.tick import ManagedJob, SchedulerState, TickInput, TickOutput
 
 log = logging.getLogger(__name__)
