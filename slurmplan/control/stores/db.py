@@ -62,17 +62,36 @@ class JournalDb:
         return self.db.conn
 
     def _connect_readonly(self, memory: bool) -> sqlite3.Connection:
-        """Open an existing journal without ever creating one (a typo'd path is an error, not a new file)."""
+        """Open an existing journal without ever creating one (a typo'd path is an error, not a new file).
+
+        SQLite may add its WAL index (``-shm``/``-wal``) beside an existing WAL journal so that the read sees
+        a tick's writes consistently; the journal file itself is never created or changed.
+        """
         where = f"journal {self.path}"
         if memory or not self.path.is_file():
             allowed = "an existing journal file (the daemon creates it on its first tick; check --database/--config)"
             raise ValidationError("database", str(self.path), allowed, where)
         uri = f"file:{quote(str(self.path.resolve()))}?mode=ro"
         try:
-            conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
-            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            return self._probe(uri)
+        except sqlite3.OperationalError:
+            # A WAL journal whose directory this user cannot write (no -shm to share): read the file as it is.
+            pass
         except sqlite3.DatabaseError as exc:
             raise ValidationError("database", str(self.path), f"a readable SQLite journal ({exc})", where) from None
+        try:
+            return self._probe(uri + "&immutable=1")
+        except sqlite3.DatabaseError as exc:
+            raise ValidationError("database", str(self.path), f"a readable SQLite journal ({exc})", where) from None
+
+    @staticmethod
+    def _probe(uri: str) -> sqlite3.Connection:
+        conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+        try:
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except BaseException:
+            conn.close()
+            raise
         return conn
 
     def _check_schema(self) -> None:
