@@ -303,3 +303,17 @@ def test_checks_catch_processes_outside_slurm(tmp_path: Path) -> None:
     )
     bad = foreign_processes(survey(pkg))
     assert len(bad) == 3 and all(b.startswith("slurmplan.launch.") for b in bad)
+
+
+def test_every_ready_made_policy_is_a_domain_policy() -> None:
+    """tick/mechanism/control/sim are typed by ``domain.Policy``; the policies they are given must satisfy it."""
+    from slurmplan.domain import Policy
+    from slurmplan.policy.registry import load_policy
+
+    names = sorted(p.stem for p in (PACKAGE.parent / "policies").glob("*.yaml"))
+    assert names
+    for name in names:
+        policy = load_policy(name)
+        assert isinstance(policy, Policy), name
+        assert isinstance(policy.name, str)
+    assert not isinstance(object(), Policy)
