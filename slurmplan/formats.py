@@ -12,8 +12,8 @@ backend cannot drift apart:
 Hints travel through Slurm as text. The SPANK plugin's sbatch options (``--plan-gpus=2:8``), or a
 ``--comment "slurmplan:..."``, reach ``site/job_submit.lua``, which writes them into the job's admin comment in
 the canonical form below; the daemon reads that admin comment back from ``squeue --json`` and parses it here.
-``site/job_submit.lua`` implements the SAME grammar (same keys, limits and error texts) so that a hint refused at
-submit time is exactly a hint the daemon could not parse; ``tests/integration/test_hint_parity.py`` fuzzes both.
+The lua side keeps the same keys, limits and error texts, so a hint refused at submit time is exactly a hint
+the daemon could not parse.
 
 Grammar (whitespace around ``;`` and ``=`` is ignored, empty segments are skipped)::
 
@@ -62,6 +62,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from slurmplan.domain import Cell, Hints, JobClass, Plan, ValidationError
+
+# ------------------------------------------------------------------------------------------------------ hints
 
 PREFIX = "slurmplan:"
 SEPARATOR = " || "
@@ -394,27 +396,30 @@ PLAN_INT_VARS: Mapping[str, str] = {
     "SLURMPLAN_VIRTUAL_STAGES": "virtual_stages",
 }
 PLAN_BOOL_VARS: Mapping[str, str] = {"SLURMPLAN_CHECKPOINTING": "checkpointing", "SLURMPLAN_OFFLOAD": "offload"}
-PLAN_VARS: tuple[str, ...] = (*PLAN_INT_VARS, *PLAN_BOOL_VARS, "SLURMPLAN_GPU_TYPE", "SLURMPLAN_GPUS")
-"""Every variable of the plan environment (the SPANK plugin exports exactly these)."""
+PLAN_VARS: tuple[str, ...] = (
+    "SLURMPLAN_DP",
+    "SLURMPLAN_TP",
+    "SLURMPLAN_PP",
+    "SLURMPLAN_MICRO_BATCH",
+    "SLURMPLAN_GRAD_ACCUM",
+    "SLURMPLAN_CHECKPOINTING",
+    "SLURMPLAN_ZERO_STAGE",
+    "SLURMPLAN_OFFLOAD",
+    "SLURMPLAN_VIRTUAL_STAGES",
+    "SLURMPLAN_GPU_TYPE",
+    "SLURMPLAN_GPUS",
+)
+"""Every variable of the plan environment, in the order it is printed (the SPANK plugin exports exactly these)."""
 _TRUE = {"1", "true", "yes", "on", "y"}
 _FALSE = {"0", "false", "no", "off", "n", ""}
 
 
 def plan_environment(cell: Cell, plan: Plan) -> dict[str, str]:
     """The ``SLURMPLAN_*`` variables a job's tasks see (the SPANK plugin exports the same names and values)."""
-    return {
-        "SLURMPLAN_DP": str(plan.dp),
-        "SLURMPLAN_TP": str(plan.tp),
-        "SLURMPLAN_PP": str(plan.pp),
-        "SLURMPLAN_MICRO_BATCH": str(plan.micro_batch),
-        "SLURMPLAN_GRAD_ACCUM": str(plan.grad_accum),
-        "SLURMPLAN_CHECKPOINTING": "1" if plan.checkpointing else "0",
-        "SLURMPLAN_ZERO_STAGE": str(plan.zero_stage),
-        "SLURMPLAN_OFFLOAD": "1" if plan.offload else "0",
-        "SLURMPLAN_VIRTUAL_STAGES": str(plan.virtual_stages),
-        "SLURMPLAN_GPU_TYPE": cell.gpu_type,
-        "SLURMPLAN_GPUS": str(cell.gpus),
-    }
+    env = {name: str(getattr(plan, field)) for name, field in PLAN_INT_VARS.items()}
+    env.update({name: "1" if getattr(plan, field) else "0" for name, field in PLAN_BOOL_VARS.items()})
+    env.update({"SLURMPLAN_GPU_TYPE": cell.gpu_type, "SLURMPLAN_GPUS": str(cell.gpus)})
+    return {name: env[name] for name in PLAN_VARS}
 
 
 def _env_bool(name: str, text: str) -> bool:
