@@ -198,6 +198,8 @@ def test_read_only_commands_leave_the_journal_unchanged(tmp_path: Path, capsys) 
     assert main(["explain", "1", "--database", str(db)]) == 0
     out = capsys.readouterr().out
     assert f"journal {db}:" in out and "job 1 " in out
+    assert main(["explain", "1", "--database", str(db), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["journal"] == str(db)
     assert db.read_bytes() == before
 
 
