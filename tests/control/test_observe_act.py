@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from slurmplan.control.act import drop_no_ops, keep_user_hints, untyped_update
+from slurmplan.control.act import drop_no_ops, untyped_update
 from slurmplan.control.observe import (
     BAD_HINTS_PREFIX,
     bad_hint_annotation,
+    keep_user_hints,
     classify,
     with_node_gpu_type,
     with_request,
