@@ -6,8 +6,8 @@ from slurmplan.control.act import drop_no_ops, untyped_update
 from slurmplan.control.observe import (
     BAD_HINTS_PREFIX,
     bad_hint_annotation,
-    keep_user_hints,
     classify,
+    keep_user_hints,
     with_node_gpu_type,
     with_request,
 )

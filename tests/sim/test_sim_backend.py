@@ -11,7 +11,6 @@ from slurmplan.rules import SLURM_22_05, SlurmRules
 from slurmplan.sim.backend import SimBackend, SimJob
 from slurmplan.sim.cluster import parse_cluster
 
-
 NO_DELAY = replace(SLURM_22_05, requeue_start_delay_s=0.0)
 """Slurm's rules without the requeue begin-time delay, for tests about the other rules."""
 
