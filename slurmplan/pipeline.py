@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -259,20 +259,24 @@ def untyped_update(action: Action, job: Job | None, rules: SlurmRules = SLURM_22
     return replace(action, gpu_type=None)
 
 
-def drop_no_ops(actions: Sequence[Action], jobs: dict[int, Job]) -> list[Action]:
+def drop_no_ops(actions: Sequence[Action], jobs: Mapping[int, Job]) -> list[Action]:
     """Diff before write: skip actions whose effect the backend already shows (no needless scontrol calls).
 
-    The comparison follows the batch in order, so a RELEASE after a HOLD of the same tick is kept.
+    The comparison follows the batch in order, so a RELEASE after a HOLD of the same tick is kept. Only the
+    jobs the actions name are looked at (the simulator's ticks act on few of many jobs).
     """
     out = []
-    held = {job_id: job.held for job_id, job in jobs.items()}
-    pending = {job_id: job.state is JobState.PENDING for job_id, job in jobs.items()}
-    comment = {job_id: job.admin_comment.strip() for job_id, job in jobs.items()}
+    held: dict[int, bool] = {}
+    pending: dict[int, bool] = {}
+    comment: dict[int, str] = {}
     for a in actions:
         j = a.job_id
-        if j not in jobs:
+        job = jobs.get(j)
+        if job is None:
             out.append(a)
             continue
+        if j not in held:
+            held[j], pending[j], comment[j] = job.held, job.state is JobState.PENDING, job.admin_comment.strip()
         if a.kind is ActionKind.HOLD and pending[j] and held[j]:
             continue
         if a.kind is ActionKind.RELEASE and pending[j] and not held[j]:
@@ -294,7 +298,7 @@ def drop_no_ops(actions: Sequence[Action], jobs: dict[int, Job]) -> list[Action]
 def shape_actions(
     decided: Sequence[Action],
     refused: Sequence[Observed],
-    jobs: dict[int, Job],
+    jobs: Mapping[int, Job],
     source: JobSource,
     rules: SlurmRules = SLURM_22_05,
 ) -> list[Action]:
@@ -430,7 +434,8 @@ def _tick_body(
     out = decide(inp, policy, state)
     t2 = time.perf_counter()
 
-    actions = shape_actions(out.actions, refused, {j.job_id: j for j in snapshot.jobs}, source, rules)
+    by_id = {j.job_id: j for j in snapshot.jobs} if out.actions or refused else {}
+    actions = shape_actions(out.actions, refused, by_id, source, rules)
     report = TickReport(
         mode=mode,
         tick_id=tick_id,

@@ -121,6 +121,7 @@ class Simulation:
 
     def _finished(self, job: SimJob) -> None:
         self._memo.pop(job.job_id, None)
+        self.source.forget(job.job_id)
         if self.workloads[job.job_id].trace.in_window:
             self._window_left -= 1
         if self._bar is not None:
@@ -337,9 +338,16 @@ class WorkloadSource:
     def __init__(self, workloads: Mapping[int, Workload], backend: SimBackend) -> None:
         self.workloads = workloads
         self.backend = backend
+        self._seen: dict[int, Observed] = {}
 
     def classify(self, job: Job) -> Observed:
-        return Observed(job, self.workloads[job.job_id].hints)
+        seen = self._seen.get(job.job_id)
+        if seen is None or seen.job is not job:  # the backend rebuilds a job's value only when it changed
+            seen = self._seen[job.job_id] = Observed(job, self.workloads[job.job_id].hints)
+        return seen
+
+    def forget(self, job_id: int) -> None:
+        self._seen.pop(job_id, None)
 
     def price(self, hints: Hints, job: Job, cluster: Cluster) -> tuple[Candidate, ...]:
         return self.workloads[job.job_id].candidates
