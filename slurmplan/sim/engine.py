@@ -35,7 +35,9 @@ class SimOptions:
 
     reconfig_cost_s: float = 78.0
     round_s: float | None = None
-    """Round length; None takes the policy's own ``config.round_s``."""
+    """Round length; None takes the daemon's default (``TickConfig.round_s``, 360 s)."""
+    reconfig_threshold: float = TickConfig.reconfig_threshold
+    """Rubick's rule, as the daemon's ``reconfig_threshold`` (the policy file's value is not read)."""
     event_ticks: bool = True
     """Tick at arrivals and completions too (a daemon with a short interval), not only at round boundaries."""
     arrival_ticks: bool = True
@@ -74,11 +76,12 @@ class Simulation:
         self.cluster = cluster
         self.policy = policy
         self.options = options
-        pconf = getattr(policy, "config", None)
-        round_s = options.round_s or float(getattr(pconf, "round_s", 360.0) or 360.0)
-        threshold = float(getattr(pconf, "reconfig_threshold", 0.97) or 0.97)
+        # Round settings have one owner, the tick's config (TickConfig): the daemon fills it from its YAML, the
+        # simulator from these options. A policy file's round_s/reconfig_threshold are not read by either.
         self.tick_config = TickConfig(
-            round_s=round_s, reconfig_cost_s=options.reconfig_cost_s, reconfig_threshold=threshold
+            round_s=options.round_s or TickConfig.round_s,
+            reconfig_cost_s=options.reconfig_cost_s,
+            reconfig_threshold=options.reconfig_threshold,
         )
         rules = dataclasses.replace(SLURM_22_05, requeue_start_delay_s=options.requeue_delay_s)
         self.backend = SimBackend(
