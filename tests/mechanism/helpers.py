@@ -131,6 +131,19 @@ class FixedPolicy:
         return Allocation(problem.job_ids, problem.cells, x, self.name)
 
 
+class _JobsView(dict):
+    """``MiniCluster.jobs``: Slurm's jobs now; an assignment keeps the new hints, candidates and progress."""
+
+    def __init__(self, managed: dict[int, ManagedJob]) -> None:
+        super().__init__()
+        self._managed = managed
+
+    def __setitem__(self, job_id: int, mj: ManagedJob) -> None:
+        assert job_id in self._managed, f"job {job_id} was never submitted: use MiniCluster.submit"
+        self._managed[job_id] = mj
+        super().__setitem__(job_id, mj)
+
+
 class MiniCluster:
     """Slurm's reaction to the tick's actions, by the simulator's backend (``SimBackend``), so several ticks can
     run in a row under the rules production uses (``slurmplan.rules``; the requeue begin-time delay is set to 0
@@ -188,10 +201,11 @@ class MiniCluster:
 
     @property
     def jobs(self) -> dict[int, ManagedJob]:
-        out = {}
+        """Every active job now; assigning ``jobs[id] = mj`` changes its hints and candidates (a refit model)."""
+        out = _JobsView(self._managed)
         for job in self.backend.snapshot().jobs:
             mj = self._managed[job.job_id]
-            out[job.job_id] = ManagedJob(job, mj.hints, mj.candidates, mj.steps_done)
+            dict.__setitem__(out, job.job_id, ManagedJob(job, mj.hints, mj.candidates, mj.steps_done))
         return out
 
     def snapshot_cluster(self) -> Cluster:
