@@ -51,6 +51,9 @@ class SimJob:
     work_total: float
     account: str = "default"
     name: str = ""
+    partition: str = "gpu"
+    user: str = ""
+    comment: str = ""
     gpu_type: GpuType | None = None
     typed: bool = False
     """The GRES request names ``gpu_type`` (``--gres=gpu:a100:2``): it keeps that type (``SlurmRules``). False:
@@ -105,6 +108,9 @@ class SimBackend:
     rules: SlurmRules = SLURM_22_05
     """Slurm's rules, enforced here as Slurm enforces them (refusals carry Slurm's message)."""
     submit_held: bool = True
+    keep_finished_s: float = 0.0
+    """Seconds a finished job stays in ``snapshot()`` (Slurm's MinJobAge, 300 s by default; the simulator
+    needs none, the daemon's journal reads the final state from it)."""
     now: float = 0.0
     jobs: dict[JobId, SimJob] = field(default_factory=dict)
     finished: dict[JobId, SimJob] = field(default_factory=dict)
@@ -151,6 +157,9 @@ class SimBackend:
             self._node_cache[i] = replace(self.nodes[i], gpus_used=self._used[i])
         self._dirty.clear()
         jobs = tuple(self._job_value(j) for j in self.jobs.values())
+        if self.keep_finished_s > 0:
+            since = self.now - self.keep_finished_s
+            jobs += tuple(self._job_value(j) for j in self.finished.values() if (j.finish_time or 0.0) >= since)
         return Snapshot(time=self.now, cluster=Cluster(tuple(self._node_cache)), jobs=jobs)
 
     def _job_value(self, job: SimJob) -> Job:
@@ -159,7 +168,9 @@ class SimBackend:
                 job_id=job.job_id,
                 name=job.name,
                 account=job.account,
-                partition="gpu",
+                user=job.user,
+                partition=job.partition,
+                comment=job.comment,
                 state=job.state,
                 state_reason="JobHeldAdmin" if job.held and job.state is JobState.PENDING else "",
                 gpu_type=job.gpu_type,
