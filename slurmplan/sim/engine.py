@@ -1,6 +1,7 @@
 """The simulation loop: the daemon's tick over the in-memory backend, with a clock that jumps event to event.
 
-Every iteration is exactly what one daemon tick does (snapshot -> ManagedJobs -> ``tick.decide`` -> apply),
+Every iteration is the daemon's own tick, ``slurmplan.pipeline.run_tick``, over the simulated backend, an
+in-memory journal and the virtual clock (observe -> managed jobs -> ``tick.decide`` -> shape -> apply),
 followed by a jump of the virtual clock to the next thing that can change a decision: a round boundary, an
 arrival or a completion. Nothing advances second by second, so a two-week trace costs as many ticks as it has
 events, and the decision code (shared with the daemon) is the only expensive part. Determinism: no wall clock,
