@@ -18,6 +18,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "slurmplan.slurm.commands",
     "slurmplan.sim.commands",
     "slurmplan.control.commands",
+    "slurmplan.control.ops_commands",
     "slurmplan.slurm.site_commands",
     "slurmplan.policy.commands",
     "slurmplan.launch.commands",

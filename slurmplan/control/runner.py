@@ -34,6 +34,7 @@ from slurmplan.control.act import (
     untyped_update,
 )
 from slurmplan.control.config import DaemonConfig
+from slurmplan.control.heartbeat import write_heartbeat
 from slurmplan.control.journal import ActionStatus, Journal
 from slurmplan.control.lock import TickLock
 from slurmplan.control.observe import (
@@ -223,6 +224,11 @@ class Daemon:
             jobs=len(managed),
             actions=len(actions),
         )
+        if mode == "act":  # issue 16: the watchdog and job_submit.lua fail open when this goes stale
+            write_heartbeat(
+                cfg.heartbeat_path, tick_id=tick_id, round_index=out.state.round_index,
+                stale_after_s=cfg.fail_open_limit_s,
+            )  # fmt: skip
         return replace(report, applied=applied, act_s=t3 - t2)
 
     def _journal_decision(

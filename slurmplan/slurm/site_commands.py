@@ -75,7 +75,8 @@ def _install(args: argparse.Namespace) -> int:
     )
     config_file = layout.at(args.config)
     if config_file.is_file():  # job_submit.lua holds the jobs of the partitions the daemon manages
-        layout = replace(layout, managed_partitions=load_config(config_file).managed_partitions)
+        cfg = load_config(config_file)
+        layout = replace(layout, managed_partitions=cfg.managed_partitions, heartbeat_file=cfg.heartbeat_path)
     results = install_site(layout, dry_run=args.dry_run, build=not args.no_build)
     if args.json:
         print(json.dumps([{**asdict(r), "dest": str(r.dest), "backup": r.backup and str(r.backup)} for r in results]))
