@@ -37,6 +37,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     inst.set_defaults(func=_install)
     site.set_defaults(func=lambda _args: site.print_help() or 2)
 
+    sc = site_sub.add_parser(
+        "check",
+        help="read the controller's configuration and report what would make slurmplan work badly, each with its "
+        "fix (exit 1 on problems)",
+    )
+    sc.add_argument("--config", type=Path, default=None, help=f"slurmplan config (default {DEFAULT_CONFIG})")
+    sc.add_argument("--daemon-user", help="the user the daemon runs as (default: the current user)")
+    sc.add_argument("--json", action="store_true", help="print the findings as JSON")
+    sc.set_defaults(func=_site_check)
+
     check = site_sub.add_parser(
         "hints",
         help="check plan hints with the grammar job_submit.lua uses; print the canonical form (exit 1 if invalid)",
@@ -86,6 +96,16 @@ def _install(args: argparse.Namespace) -> int:
         extra = f" (backup {r.backup})" if r.backup else (f" ({r.note})" if r.note else "")
         print(f"{verb}{r.status:9} {layout.at(r.dest)}{extra}")
     return 0
+
+
+def _site_check(args: argparse.Namespace) -> int:
+    from slurmplan.control.config import load_config
+    from slurmplan.slurm.site_check import format_findings, site_check
+
+    cfg = load_config(args.config)
+    findings = site_check(cfg.managed_partitions, args.daemon_user)
+    print(json.dumps([f.to_dict() for f in findings], indent=2) if args.json else format_findings(findings))
+    return 0 if all(f.ok for f in findings) else 1
 
 
 def _check_hints(args: argparse.Namespace) -> int:
