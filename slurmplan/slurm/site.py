@@ -57,6 +57,8 @@ class SiteLayout:
     hook_log: Path = Path("/var/log/slurmplan/hook.log")
     managed_partitions: tuple[str, ...] = ()
     """Partitions whose jobs job_submit.lua holds even without hints (the config's ``managed_partitions``)."""
+    service_user: str = "slurmplan"
+    """The dedicated user the daemon and watchdog units run as (``site install`` creates it when missing)."""
     heartbeat_file: Path | None = None
     """The daemon's heartbeat; job_submit.lua stops holding jobs when it is stale (fail-open)."""
 
@@ -70,6 +72,7 @@ class SiteLayout:
             "@PLUGIN_DIR@": str(self.plugin_dir),
             "@CONFIG@": str(self.config),
             "@SLURMPLAN_CMD@": self.command or default_command(),
+            "@SERVICE_USER@": self.service_user,
         }
 
 
