@@ -292,6 +292,8 @@ end
 -- The daemon's heartbeat file, rewritten at the end of every tick it completes; `slurmplan site install` fills
 -- it in from the daemon's config. nil: never fail open (always hold managed jobs). Keep it on one line.
 H.HEARTBEAT_FILE = nil
+-- The uid the daemon runs as when it is not root (its service user); it may release held managed jobs.
+H.DAEMON_UID = nil
 
 -- True when slurmplan is down: the heartbeat is missing, garbled, or older than the limit written in it. Then a
 -- managed job is not held, so plain Slurm runs it as submitted; the daemon takes it over when it is back.
@@ -336,7 +338,7 @@ end
 -- starts a managed job before slurmplan decided where and how.
 function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
   local prio = job_desc.priority
-  if modify_uid == 0 or prio == nil or prio == 0 or job_rec.priority ~= 0 then return slurm.SUCCESS end
+  if modify_uid == 0 or modify_uid == H.DAEMON_UID or prio == nil or prio == 0 or job_rec.priority ~= 0 then return slurm.SUCCESS end
   local hints_text = H.hints_part(job_rec.admin_comment)
   local h = hints_text and H.parse(hints_text)
   if h and h.managed ~= "no" then

@@ -129,6 +129,20 @@ def render_heartbeat(text: str, path: Path | None) -> str:
     return text.replace(_HEARTBEAT_LINE, f'H.HEARTBEAT_FILE = "{path}"', 1)
 
 
+_DAEMON_UID_LINE = "H.DAEMON_UID = nil"
+
+
+def render_daemon_uid(text: str, user: str) -> str:
+    """job_submit.lua letting the daemon's service user (when it exists and is not root) release held jobs."""
+    import pwd
+
+    try:
+        uid = pwd.getpwnam(user).pw_uid
+    except KeyError:
+        return text  # created later by install_service; the next `site install` fills it in
+    return text.replace(_DAEMON_UID_LINE, f"H.DAEMON_UID = {uid}", 1) if uid else text
+
+
 def hook_env(layout: SiteLayout) -> str:
     """``slurmplan-hook.env``: sourced by the prolog/epilog scripts, whose environment slurmctld empties."""
     lines = [
@@ -169,7 +183,7 @@ def site_files(layout: SiteLayout, root: Path | None = None, plugin: Path | None
         (layout.cron_dir / "slurmplan", "site/slurmplan.cron", 0o644),
     ]
     lua = render_job_submit((root / "site/job_submit.lua").read_text(), layout.managed_partitions)
-    lua = render_heartbeat(lua, layout.heartbeat_file)
+    lua = render_daemon_uid(render_heartbeat(lua, layout.heartbeat_file), layout.service_user)
     items = [InstallItem(conf / "job_submit.lua", lua.encode(), 0o644, "site/job_submit.lua")]
     items += [InstallItem(dest, text(rel), mode, rel) for dest, rel, mode in rendered]
     items.append(InstallItem(conf / "slurmplan/slurmplan-hook.env", hook_env(layout).encode(), 0o644, "generated"))

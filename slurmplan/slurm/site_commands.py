@@ -115,12 +115,13 @@ def _uninstall(args: argparse.Namespace) -> int:
 
 
 def _install(args: argparse.Namespace) -> int:
-    from slurmplan.slurm.site_service import install_service
+    from slurmplan.slurm.site_service import ensure_service_user, install_service
 
     layout = _layout(args)
-    results = install_site(layout, dry_run=args.dry_run, build=not args.no_build)
+    results = [] if args.no_service else [ensure_service_user(layout, dry_run=args.dry_run)]
+    results += install_site(layout, dry_run=args.dry_run, build=not args.no_build)
     if not args.no_service:
-        results += install_service(layout, dry_run=args.dry_run)
+        results += install_service(layout, dry_run=args.dry_run, create_user=False)
     return _print_results(args, layout, results)
 
 

@@ -71,9 +71,13 @@ def enable_units(layout: SiteLayout, *, dry_run: bool = False) -> list[InstallRe
     ]
 
 
-def install_service(layout: SiteLayout, *, dry_run: bool = False) -> list[InstallResult]:
-    """After the files: the service user, its state directory below the prefix, and the enabled units."""
-    results = [ensure_service_user(layout, dry_run=dry_run)]
+def install_service(layout: SiteLayout, *, dry_run: bool = False, create_user: bool = True) -> list[InstallResult]:
+    """The service user (unless created already), its state directory below the prefix, and the enabled units.
+
+    ``site install`` creates the user before it renders job_submit.lua (which needs the user's uid), then calls
+    this with ``create_user=False`` after the files are in place.
+    """
+    results = [ensure_service_user(layout, dry_run=dry_run)] if create_user else []
     state = layout.at(STATE_DIR)
     if not dry_run and not state.is_dir():
         state.mkdir(parents=True, exist_ok=True)

@@ -71,3 +71,28 @@ def test_unrendered_job_submit_lua_always_holds(tmp_path: Path) -> None:
         [LUAS[0], str(driver), str(ROOT / "site/job_submit.lua")], capture_output=True, text=True, check=True
     )
     assert out.stdout.split() == ["0", "0", "false"]
+
+
+MODIFY_DRIVER = """
+slurm = { SUCCESS = 0, ERROR = -1, log_info = function() end, log_user = function() end,
+          log_debug = function() end }
+dofile(arg[1])
+local rec = { job_id = 5, priority = 0, admin_comment = "slurmplan:model=gpt2;gpus=1" }
+for _, uid in ipairs({ 0, 4242, 1000 }) do
+  io.write(tostring(slurm_job_modify({ priority = 4294967294 }, rec, {}, uid)), " ")
+end
+"""
+
+
+@pytest.mark.skipif(not LUAS, reason="needs the lua5.1 (or lua5.3) interpreter")
+def test_the_daemons_service_user_may_release_a_held_job(tmp_path: Path) -> None:
+    text = (ROOT / "site/job_submit.lua").read_text().replace("H.DAEMON_UID = nil", "H.DAEMON_UID = 4242", 1)
+    (tmp_path / "job_submit.lua").write_text(text)
+    (tmp_path / "driver.lua").write_text(MODIFY_DRIVER)
+    out = subprocess.run(
+        [LUAS[0], str(tmp_path / "driver.lua"), str(tmp_path / "job_submit.lua")],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.split() == ["0", "0", "-1"]  # root and the service user may; the job's owner may not

@@ -7,6 +7,7 @@ user creation and ``systemctl enable`` steps are reported with the command to ru
 from __future__ import annotations
 
 import json
+import pwd
 import subprocess
 import sys
 from pathlib import Path
@@ -54,6 +55,17 @@ def test_install_service_then_uninstall_cleanly(tmp_path: Path) -> None:
     assert {r["status"] for r in removed} <= {"removed", "restored", "updated"}
     after = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file() and ".slurmplan-bak." not in p.name}
     assert after == before  # every file as it was: old job_submit.lua back, include lines gone, units gone
+
+
+def test_an_existing_service_user_may_release_held_jobs(tmp_path: Path) -> None:
+    (tmp_path / "etc/slurm").mkdir(parents=True)
+    results = {
+        r["dest"]: r for r in _cli("install", "--prefix", str(tmp_path), "--no-build", "--service-user", "nobody")
+    }
+    assert results["user:nobody"]["status"] == "unchanged"
+    uid = pwd.getpwnam("nobody").pw_uid
+    assert f"H.DAEMON_UID = {uid}\n" in (tmp_path / "etc/slurm/job_submit.lua").read_text()
+    assert "User=nobody" in (tmp_path / "etc/systemd/system/slurmplan-watchdog.service").read_text()
 
 
 def test_uninstall_keeps_a_file_edited_since_install(tmp_path: Path) -> None:
