@@ -24,10 +24,11 @@ import json
 import logging
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from slurmplan.control.codec import job_state_from_dict, job_state_to_dict
 from slurmplan.control.config import DaemonConfig
 from slurmplan.control.heartbeat import read_heartbeat
 from slurmplan.control.journal import ActionStatus, Journal
@@ -150,7 +151,8 @@ def _fail_open(
                 released.append(job.job_id)
             else:
                 failed[job.job_id] = result.message
-        _journal_pass(journal, released, restored, now, age)
+        managed = [j.job_id for j in snapshot.jobs if classify(j, config.managed_partitions).managed]
+        _journal_pass(journal, released, restored, managed, now, age)
     finally:
         if journal is not None:
             journal.close()
@@ -173,9 +175,10 @@ def _fail_open(
 
 
 def _journal_pass(
-    journal: Journal | None, released: list[int], restored: list[int], now: float, age: float | None
+    journal: Journal | None, released: list[int], restored: list[int], managed: list[int], now: float, age: float | None
 ) -> None:
-    """Events for the audit trail; an applied UPDATE row is marked so the daemon does not re-apply it."""
+    """Events for the audit trail; an applied UPDATE row is marked so the daemon does not re-apply it; every
+    managed job's in-flight memory is dropped (running ones too: a checkpoint signal may be pending)."""
     if journal is None:
         return
     with journal.transaction():
@@ -187,3 +190,21 @@ def _journal_pass(
                 newest = max(rows, key=lambda r: r.id)
                 journal.mark_action(newest.id, ActionStatus.APPLIED, now, "applied by the watchdog (fail-open)")
             journal.record_event(job_id, "fail-open-release", now, detail)
+        for job_id in managed:
+            _forget_in_flight(journal, job_id)
+
+
+def _forget_in_flight(journal: Journal, job_id: int) -> None:
+    """Drop the daemon's memory of operations in flight for a job Slurm now runs on its own.
+
+    A checkpoint signal sent before the daemon died, or the key of the last actions sent, would otherwise make
+    the returning daemon requeue the job at once (grace long past) or skip re-sending a decision. The time the
+    job received (its priority) is kept: the daemon takes the job over from where Slurm has it.
+    """
+    row = journal.db.execute("SELECT value FROM job_state WHERE job_id = ?", [job_id]).fetchone()
+    if row is None:
+        return
+    state = replace(job_state_from_dict(json.loads(row[0])), signalled_at=None, sent="")
+    journal.db.execute(
+        "UPDATE job_state SET value = ? WHERE job_id = ?", [json.dumps(job_state_to_dict(state)), job_id]
+    )

@@ -22,6 +22,7 @@ import pytest
 
 from slurmplan.control.heartbeat import read_heartbeat
 from slurmplan.control.journal import Journal
+from slurmplan.control.state_store import load_state
 from slurmplan.domain import Action, ActionKind
 from slurmplan.slurm.site import render_heartbeat, render_job_submit
 from tests.conftest import ClusterHandle, _require_slurm
@@ -148,6 +149,8 @@ def test_sigkilled_daemon_fails_open_then_manages_again(ops: tuple[ClusterHandle
     assert health.returncode == 2 and json.loads(health.stdout)["fail_open"]["released"] == sorted([c, d])
     with Journal(state / "journal.db") as j:
         assert [ev["event"] for ev in j.events(d)][-1:] == ["fail-open-release"]
+        memory = load_state(j).jobs[a]  # a ran under the daemon: its in-flight memory is dropped, its time kept
+        assert memory.sent == "" and memory.signalled_at is None and memory.first_seen is not None
 
     daemon = _start_daemon(handle, config, state / "daemon2.log")
     try:
