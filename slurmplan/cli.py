@@ -22,6 +22,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "slurmplan.control.ops_commands",
     "slurmplan.policy.commands",
     "slurmplan.launch.commands",
+    "slurmplan.replay.commands",
 )
 
 

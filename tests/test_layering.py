@@ -4,6 +4,8 @@ Rules (DESIGN.md "Layout", issue 13):
 - the decision rooms (domain, formats, tick types, tick, perf, policy, mechanism, sim) import nothing from
   slurm/, control/ or the cli, so the simulator and the tick never need Slurm or a database;
 - launch/ (inside a job) imports neither control/ nor the cli; slurm/ does not import control/ nor the cli;
+- replay/ (the harness that runs a trace on real Slurm) may use slurm/, control/, sim/ and launch/, but not the
+  cli; nothing but the cli imports replay/ (issue 15);
 - the neutral modules (``domain``, ``formats``, ``tick_types``) import at most ``domain``;
 - only slurm/ starts processes (``subprocess``, ``os.system``/``exec*``/``spawn*``/``popen``/``fork``, ``pty``,
   asyncio subprocesses). Worker pools of Python code (``multiprocessing``, ``concurrent.futures``: the
@@ -36,7 +38,9 @@ FORBIDDEN: Mapping[str, frozenset[str]] = {
     **{room: frozenset({"slurm", "control", "cli"}) for room in DECISION_ROOMS},
     "launch": frozenset({"control", "cli"}),
     "slurm": frozenset({"control", "cli"}),
+    "replay": frozenset({"cli"}),
 }
+ONLY_CLI_IMPORTS = frozenset({"replay"})
 PROCESS_ROOMS = frozenset({"slurm"})
 PROCESS_MODULES = frozenset({"subprocess", "pty"})
 OS_PROCESS_CALLS = ("system", "popen", "fork", "forkpty", "exec", "spawn", "posix_spawn")
@@ -158,7 +162,8 @@ def room_edges(edges: Iterable[Edge]) -> dict[tuple[str, str], list[Edge]]:
 def forbidden_imports(s: Survey) -> list[str]:
     bad = []
     for (a, b), edges in sorted(room_edges(s.edges).items()):
-        if b in FORBIDDEN.get(a, ()) or (a in NEUTRAL_ROOMS and b != "domain"):
+        only_cli = b in ONLY_CLI_IMPORTS and a != "cli"
+        if b in FORBIDDEN.get(a, ()) or (a in NEUTRAL_ROOMS and b != "domain") or only_cli:
             bad += [f"{a} must not import {b}: {e}" for e in edges]
     return bad
 
@@ -227,6 +232,7 @@ def test_the_survey_sees_the_package(package: Survey) -> None:
     found = {(room_of(e.src_module), room_of(e.dst_module)) for e in package.edges}
     assert ("control", "slurm") in found and ("tick", "mechanism") in found
     assert ("cli", "sim") in found, "the cli's import_module list is read"
+    assert ("cli", "replay") in found and ("replay", "slurm") in found
     assert any(room_of(m) == "slurm" for m, _, _ in package.processes)
 
 

@@ -1,0 +1,252 @@
+"""The replay loop: submit the trace's jobs at arrival / K, run the real daemon, inject faults, wait, summarise.
+
+Time: the harness runs in wall seconds; every figure it reports is in trace seconds, ``(wall - start) * K``.
+The daemon runs with every duration of its config divided by K (round, tick interval, grace, reconfiguration
+cost, priority reset), so its decisions happen at the trace's times. Slurm's own delays are not scaled (a
+requeued job waits ``cred_expire + 1`` wall seconds); the prediction charges exactly that, times K.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from slurmplan.domain import ValidationError
+from slurmplan.replay.faults import FaultPlan
+from slurmplan.replay.measure import measured_result
+from slurmplan.replay.schedule import PLAIN_SLURM, Submission, build_submissions, cluster_spec_of
+from slurmplan.sim.engine import SimOptions
+from slurmplan.sim.metrics import summarize
+from slurmplan.sim.result import SimResult
+from slurmplan.sim.runner import RunSpec, simulate
+from slurmplan.sim.trace import read_trace
+from slurmplan.slurm import replay_ops
+from slurmplan.slurm.backend import SlurmBackend
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ReplayConfig:
+    trace: Path
+    policy: str
+    out_dir: Path
+    speedup: float = 30.0
+    faults: FaultPlan = field(default_factory=FaultPlan)
+    round_s: float = 360.0
+    tick_s: float = 30.0
+    reconfig_cost_s: float = 78.0
+    grace_s: float = 120.0
+    priority_reset_s: float = 1920.0
+    max_wall_s: float = 3600.0
+    partition: str | None = None
+    progress: bool = True
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.speedup > 0:
+            raise ValidationError("speedup", self.speedup, "a number > 0", "replay")
+
+
+@dataclass
+class ReplayOutcome:
+    summary: dict[str, object]
+    measured: SimResult
+    predicted: SimResult
+
+
+def predict(cfg: ReplayConfig, cluster: str, requeue_delay_s: float) -> SimResult:
+    """The simulator on the same trace, cluster and settings, through the shared tick, with Slurm's requeue delay."""
+    options = SimOptions(
+        reconfig_cost_s=cfg.reconfig_cost_s,
+        round_s=cfg.round_s,
+        tick_s=cfg.tick_s,
+        requeue_delay_s=requeue_delay_s,
+    )
+    return simulate(RunSpec(str(cfg.trace), cluster, cfg.policy, options))
+
+
+def _daemon_config(cfg: ReplayConfig, out: Path) -> Path:
+    k = cfg.speedup
+    data = {
+        "policy": cfg.policy,
+        "round_s": cfg.round_s / k,
+        "interval_s": cfg.tick_s / k,
+        "grace_s": max(1.0, cfg.grace_s / k),
+        "reconfig_cost_s": cfg.reconfig_cost_s / k,
+        "priority_reset_s": cfg.priority_reset_s / k,
+        "database": str(out / "journal.db"),
+        "report_dir": str(out / "reports"),
+        "heartbeat_file": str(out / "heartbeat"),
+    }
+    path = out / "daemon.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+CANARY = "#!/bin/bash\nsleep 100000\n"
+"""A job the daemon does not manage (no hints, no GPU), running beside the replay: it must stay untouched."""
+
+
+def _watch_fields(job: dict[str, object]) -> tuple[object, ...]:
+    return (job.get("admin_comment"), job.get("tres_per_node"), job.get("restart_cnt"), job.get("priority"),
+            job.get("features"), job.get("job_state"))  # fmt: skip
+
+
+def run_replay(
+    cfg: ReplayConfig, env: dict[str, str], on_progress: Callable[[dict[str, int], float], None] | None = None
+) -> ReplayOutcome:
+    out = cfg.out_dir.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    k = cfg.speedup
+    jobs = read_trace(cfg.trace)
+    snap = SlurmBackend(env=env).snapshot()
+    cluster = cluster_spec_of(snap.cluster)
+    node_types = {n.name: n.gpu_type for n in snap.cluster.nodes if n.gpu_type}
+    requeue_delay_s = (replay_ops.auth_cred_expire_s(env) + 1.0) * k
+    from slurmplan.sim.cluster import parse_cluster
+
+    predicted = predict(cfg, cluster, requeue_delay_s)
+    subs = build_submissions(
+        jobs, parse_cluster(cluster), cfg.policy, k, out, node_types, restart_cost_s=cfg.reconfig_cost_s,
+        report_dir=out / "reports", partition=cfg.partition,
+    )  # fmt: skip
+    managed = cfg.policy != PLAIN_SLURM
+    rng = random.Random(cfg.seed)
+    expected_wall = max(60.0, predicted.end_s / k)
+    schedule = cfg.faults.schedule(expected_wall, rng)
+    daemon = None
+    wrapper = None
+    if cfg.faults.fail_scontrol > 0:
+        wrapper = replay_ops.write_failing_scontrol(out / "fault-bin", cfg.faults.fail_scontrol)
+    if managed:
+        daemon = replay_ops.daemon_process(_daemon_config(cfg, out), env, out / "daemon.log", wrapper)
+    canary_script = out / "canary.sh"
+    canary_script.write_text(CANARY)
+    submitted: dict[int, Submission] = {}
+    canary: int | None = None
+    injected = {"kill_daemon": 0, "restart_slurmctld": 0, "fail_scontrol": 0}
+    t0 = time.time()
+    try:
+        canary = replay_ops.sbatch(canary_script, ["--job-name=replay-canary", "--output=/dev/null", "-n1"], env)
+        before: dict[int, tuple[object, ...]] = {}
+        if daemon is not None:
+            daemon.start()
+        pending = list(subs)
+        finished: set[int] = set()
+        gone: set[int] = set()
+        last_squeue = 0.0
+        counts = {"submitted": 0, "running": 0, "done": 0, "jobs": len(subs)}
+        while len(finished | gone) < len(subs):
+            now = time.time() - t0
+            if now > cfg.max_wall_s:
+                log.error(
+                    "replay stopped after %.0f s (max_wall_s): %d jobs unfinished", now, len(subs) - len(finished)
+                )
+                break
+            while pending and pending[0].at_wall_s <= now:
+                s = pending.pop(0)
+                job_id = replay_ops.sbatch(s.script_path, list(s.options), env)
+                submitted[job_id] = s
+                counts["submitted"] += 1
+            for kind in schedule.due(now):
+                if kind == "kill_daemon" and daemon is not None and daemon.alive():
+                    daemon.kill()
+                    injected["kill_daemon"] += 1
+                    daemon.start()  # cron or systemd would start it again
+                elif kind == "restart_slurmctld" and replay_ops.restart_slurmctld(env):
+                    injected["restart_slurmctld"] += 1
+            if daemon is not None and not daemon.alive():
+                log.warning("the daemon exited; starting it again")
+                daemon.start()
+            for s in submitted.values():
+                if s.trace.job_id not in finished and _done(s):
+                    finished.add(s.trace.job_id)
+            if time.time() - last_squeue > 2.0:
+                last_squeue = time.time()
+                records = replay_ops.squeue_all(env)
+                if records is not None:
+                    running = 0
+                    for rec in records:
+                        jid = int(rec.get("job_id", -1))
+                        s = submitted.get(jid)
+                        if s is None:
+                            if jid not in before and jid != canary:
+                                before[jid] = _watch_fields(rec)
+                            continue
+                        state = str(rec.get("job_state"))
+                        running += state == "RUNNING"
+                        if state in ("FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY") and not _done(s):
+                            gone.add(s.trace.job_id)
+                    counts["running"] = running
+            counts["done"] = len(finished)
+            if on_progress is not None:
+                on_progress(counts, time.time() - t0)
+            time.sleep(0.5)
+        # before anything is cancelled: the canary must still be running, untouched
+        touched = _unmanaged_touched(env, canary, before, out if managed else None, set(submitted))
+    except KeyboardInterrupt:
+        print("\ninterrupted: cancelling every job the replay submitted", file=sys.stderr)
+        raise
+    finally:
+        if daemon is not None:
+            daemon.stop()
+        replay_ops.scancel([*submitted, *([canary] if canary else [])], env)
+    wall = time.time() - t0
+    if wrapper is not None:
+        failed = wrapper / "failed"
+        injected["fail_scontrol"] = len(failed.read_text().splitlines()) if failed.exists() else 0
+    measured = measured_result(cfg.policy, cluster, subs, submitted, t0, k, wall, cfg.reconfig_cost_s, cfg.round_s)
+    summary = summarize(measured)
+    summary.update(
+        {
+            "predicted_avg_jct_h": summarize(predicted)["avg_jct_h"],
+            "measured_vs_predicted": (summary["avg_jct_h"] / summarize(predicted)["avg_jct_h"])
+            if summarize(predicted)["avg_jct_h"]
+            else float("nan"),
+            "unmanaged_touched": touched,
+            "speedup": k,
+            "replay_wall_s": wall,
+            "requeue_delay_s": requeue_delay_s,
+        }
+    )
+    if cfg.faults.any:
+        summary["faults"] = dict(injected)
+    return ReplayOutcome(summary, measured, predicted)
+
+
+def _done(s: Submission) -> bool:
+    events = Path(str(s.spec_path).replace(".json", ".events.jsonl"))
+    try:
+        return '"ev": "done"' in events.read_text()
+    except OSError:
+        return False
+
+
+def _unmanaged_touched(
+    env: dict[str, str], canary: int | None, before: dict[int, tuple[object, ...]], out: Path | None, ours: set[int]
+) -> int:
+    """Changes to jobs the daemon does not manage: journaled actions on them, and the canary's fields changed."""
+    touched = 0
+    if out is not None and (out / "journal.db").exists():
+        from slurmplan.control.journal import Journal
+
+        with Journal(out / "journal.db") as journal:
+            touched += sum(1 for row in journal.actions() if row.action.job_id not in ours)
+    records = replay_ops.squeue_all(env) or []
+    for rec in records:
+        jid = int(rec.get("job_id", -1))
+        if jid == canary:
+            comment = rec.get("admin_comment") or ""
+            touched += bool(comment) or int(rec.get("restart_cnt") or 0) > 0 or rec.get("job_state") != "RUNNING"
+        elif jid in before:
+            now = _watch_fields(rec)
+            touched += now[:5] != before[jid][:5]
+    return touched
