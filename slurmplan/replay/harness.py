@@ -120,7 +120,8 @@ def run_replay(
     )  # fmt: skip
     managed = cfg.policy != PLAIN_SLURM
     rng = random.Random(cfg.seed)
-    expected_wall = max(60.0, predicted.end_s / k)
+    finishes = [j.finish_s for j in predicted.jobs if j.finish_s is not None]
+    expected_wall = max(5.0, (max(finishes) if finishes else predicted.end_s) / k)
     schedule = cfg.faults.schedule(expected_wall, rng)
     daemon = None
     wrapper = None

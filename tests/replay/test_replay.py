@@ -1,0 +1,93 @@
+"""``slurmplan replay`` end to end on the local Slurm cluster: real sbatch, the real daemon as a process, the payload
+on the launcher's own signal/checkpoint/requeue code. A small trace at a high speedup keeps it to a few minutes.
+
+The cluster is the default dev layout with ``cred_expire=10`` (a requeued job may start again 11 s later instead
+of 121 s), as the daemon's end-to-end tests use it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from slurmplan.cli import main
+from slurmplan.domain import ValidationError
+from slurmplan.replay.faults import FaultPlan, parse_faults
+from slurmplan.slurm.devconf import ClusterPaths
+
+TRACE = [
+    {"job_id": 1, "arrival_time_s": 0, "model": "gpt2", "gpus": 2, "gpu_type": "v100", "duration_s": 1800},
+    {"job_id": 2, "arrival_time_s": 60, "model": "bert-large", "gpus": 1, "gpu_type": "t4", "duration_s": 1200},
+    {"job_id": 3, "arrival_time_s": 120, "model": "gpt2", "gpus": 4, "duration_s": 1500},
+]
+SUMMARY_KEYS = {"jobs", "finished", "avg_jct_h", "p99_jct_h", "makespan_h", "restarts_per_job", "utilization"}
+
+
+def _trace(tmp_path: Path) -> Path:
+    path = tmp_path / "trace.jsonl"
+    lines = [json.dumps({**j, "hints": {"max_gpus": 4}}) for j in TRACE]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def replay_cluster(tmp_path_factory: pytest.TempPathFactory):
+    from tests.conftest import ClusterHandle, _require_slurm
+
+    _require_slurm()
+    from slurmplan.slurm.devcluster import DevCluster
+    from slurmplan.slurm.devlayout import load_layout
+
+    root = tmp_path_factory.mktemp("replay-cluster").resolve()
+    sock = ClusterPaths(root).munge_socket
+    cluster = DevCluster(load_layout(None, {"slurm_conf_extra": [f"AuthInfo=socket={sock},cred_expire=10"]}), root)
+    try:
+        cluster.up(timeout=120)
+        yield ClusterHandle(cluster)
+    finally:
+        cluster.down()
+
+
+def _replay(cluster, tmp_path: Path, monkeypatch, capsys, *extra: str) -> dict:
+    monkeypatch.setenv("SLURM_CONF", cluster.env["SLURM_CONF"])
+    out = tmp_path / "out"
+    argv = ["replay", "--trace", str(_trace(tmp_path)), "--speedup", "60", "--out", str(out), "--json", *extra]
+    assert main(argv) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert SUMMARY_KEYS | {"predicted_avg_jct_h", "unmanaged_touched"} <= set(summary)
+    assert (out / f"jobs_{summary['policy']}.csv").is_file() and (out / "summary.json").is_file()
+    return summary
+
+
+@pytest.mark.slurm
+def test_replay_with_the_daemon_survives_daemon_kills(replay_cluster, tmp_path, monkeypatch, capsys) -> None:
+    s = _replay(replay_cluster, tmp_path, monkeypatch, capsys, "--policy", "slurmplan", "--faults", "kill-daemon=2")
+    assert s["jobs"] == 3 and s["finished"] == 3, s
+    assert s["unmanaged_touched"] == 0
+    assert s["faults"]["kill_daemon"] == 2
+    assert s["avg_jct_h"] > 0 and s["predicted_avg_jct_h"] > 0
+    assert (tmp_path / "out" / "journal.db").is_file()  # the real daemon ran and journaled
+    # every job left only plans the daemon decided: its admin comment names a slurmplan decision
+    starts = [json.loads(line) for f in (tmp_path / "out" / "jobs").glob("*.events.jsonl") for line in f.open()]
+    assert {e["ev"] for e in starts} >= {"start", "done"}
+
+
+@pytest.mark.slurm
+def test_plain_slurm_mode_runs_without_daemon(replay_cluster, tmp_path, monkeypatch, capsys) -> None:
+    s = _replay(replay_cluster, tmp_path, monkeypatch, capsys, "--policy", "slurm_fifo")
+    assert s["finished"] == 3 and s["unmanaged_touched"] == 0 and s["restarts_per_job"] == 0
+    assert not (tmp_path / "out" / "journal.db").exists()  # no daemon in plain-Slurm mode
+    starts = [json.loads(line) for f in (tmp_path / "out" / "jobs").glob("*.events.jsonl") for line in f.open()]
+    # jobs ran as submitted: the v100 request ran on v100, the t4 request on t4
+    by_rate = {e["gpu_type"] for e in starts if e["ev"] == "start"}
+    assert {"v100", "t4"} <= by_rate
+
+
+def test_fault_spec_is_parsed_and_bad_specs_name_the_part() -> None:
+    assert parse_faults("kill-daemon=20,restart-slurmctld=2") == FaultPlan(20, 2, 0.0)
+    assert parse_faults("fail-scontrol=0.1").fail_scontrol == 0.1
+    for bad in ("kill-daemon", "kill-deamon=2", "kill-daemon=-1", "fail-scontrol=1.5", "kill-daemon=1,kill-daemon=2"):
+        with pytest.raises(ValidationError, match="faults"):
+            parse_faults(bad)
