@@ -106,11 +106,12 @@ def build_submissions(
         options = [
             f"--job-name=replay-{t.job_id}",
             f"--output={jobs_dir / f'{t.job_id}.%j.out'}",
-            f"--nodes={nodes}",
             f"--gres=gpu:{per_node}",
             "--requeue",
             f"--export=ALL,SLURMPLAN_REPORT_DIR={report_dir}",
         ]
+        if nodes > 1:  # never --nodes=1: Slurm then refuses the daemon's later NumNodes=2 ("Node count ... invalid")
+            options.append(f"--nodes={nodes}")
         if gpu_type:
             options.append(f"--constraint={gpu_type}")
         if partition:
