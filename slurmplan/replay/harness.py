@@ -184,7 +184,8 @@ def run_replay(
                             continue
                         state = str(rec.get("job_state"))
                         running += state == "RUNNING"
-                        if state in ("FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY") and not _done(s):
+                        ended = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY")
+                        if state in ended and not _done(s):
                             gone.add(s.trace.job_id)
                     counts["running"] = running
             counts["done"] = len(finished)

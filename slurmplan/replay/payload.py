@@ -39,6 +39,7 @@ log = logging.getLogger("slurmplan.replay.payload")
 TICK_S = 0.2
 """Wall seconds between step-counter updates (the checkpoint flag is read at each)."""
 MAX_REQUEUES = 1000
+REQUEUE_TRIES = 30
 
 
 def rate_for(spec: dict[str, Any], gpu_type: str | None, gpus: int, stages: int) -> float:
@@ -101,8 +102,12 @@ def run(spec_path: Path) -> int:
         if flag.triggered and work < total:
             store.save({"work": work}, int(work))
             _event(events, ev="checkpoint", work=work)
-            requeue_job(hold=managed, max_requeues=MAX_REQUEUES)
-            return 0
+            for _ in range(REQUEUE_TRIES):  # slurmctld may be restarting: try again rather than end the job
+                if requeue_job(hold=managed, max_requeues=MAX_REQUEUES).requeued:
+                    return 0
+                time.sleep(2.0)
+            _event(events, ev="lost", work=work)
+            return 1
     _event(events, ev="done", work=work)
     return 0
 
