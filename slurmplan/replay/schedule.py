@@ -24,6 +24,8 @@ from slurmplan.sim.trace import TraceJob
 from slurmplan.sim.workload import Workload, build_workloads
 
 PLAIN_SLURM = "slurm_fifo"
+SIGNAL = "USR2"
+"""The daemon's checkpoint signal in the default config the replay writes (``checkpoint_signal``)."""
 
 
 def cluster_spec_of(cluster: Cluster) -> str:
@@ -102,7 +104,13 @@ def build_submissions(
         spec_path.write_text(json.dumps(spec, indent=1))
         script = jobs_dir / f"{t.job_id}.sh"
         # exec: the payload is the batch shell itself, so the checkpoint signal (scancel --batch) reaches it
-        script.write_text(f"#!/bin/bash\nexec {shlex.quote(sys.executable)} -m slurmplan.replay.payload {spec_path}\n")
+        # the checkpoint signal may come before Python has installed its handler (the daemon can move a job that
+        # started a second ago); its default action would kill the job, so it is ignored until then (SIG_IGN
+        # survives exec; signal.signal in the payload replaces it)
+        script.write_text(
+            f"#!/bin/bash\ntrap '' {SIGNAL}\n"
+            f"exec {shlex.quote(sys.executable)} -m slurmplan.replay.payload {spec_path}\n"
+        )
         options = [
             f"--job-name=replay-{t.job_id}",
             f"--output={jobs_dir / f'{t.job_id}.%j.out'}",
