@@ -15,9 +15,9 @@ from pathlib import Path
 
 import submitit
 
-from slurmplan.domain import ValidationError
-from slurmplan.launch.spec import TrainResult, TrainSpec
-from slurmplan.launch.trainer import run
+from slurmplan.domain import SlurmplanError, ValidationError
+from slurmplan.launch.spec import EXIT_ERROR, TrainResult, TrainSpec
+from slurmplan.launch.trainer import ReportedByAnotherRank, run
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +59,51 @@ def run_target(target: str, argv: Sequence[str] = (), log_level: int = logging.I
     """Build the spec from ``target`` and train it in this process."""
     ensure_logging(log_level)
     return run(load_target(target)(list(argv)))
+
+
+WORKER_REPORTED = 3
+"""Exit status of a ``--nproc`` worker that stopped on an error it (or rank 0) already printed in one line."""
+
+
+def run_worker(target: str, argv: Sequence[str], log_level: int) -> None:
+    """One worker of ``python -m slurmplan.launch --nproc N``: exits with the outcome's status (``Outcome``).
+
+    A slurmplan error ends in one line on stderr, printed by the rank that found it; the others exit quietly
+    with :data:`WORKER_REPORTED`, so the parent adds nothing and no rank prints a traceback.
+    """
+    try:
+        result = run_target(target, argv, log_level)
+    except ReportedByAnotherRank:
+        sys.exit(WORKER_REPORTED)
+    except SlurmplanError as exc:
+        print(f"slurmplan.launch: error: {exc}", file=sys.stderr, flush=True)
+        sys.exit(WORKER_REPORTED)
+    sys.exit(result.outcome.exit_code)
+
+
+def parent_status(codes: Sequence[int]) -> tuple[int, str | None]:
+    """The ``--nproc`` parent's exit status from its workers' statuses, and a line to print (or None)."""
+    if all(c == 0 for c in codes):
+        return 0, None
+    if all(c in (0, 75) for c in codes):
+        return 75, None
+    if all(c in (0, 75, WORKER_REPORTED) for c in codes):
+        return EXIT_ERROR, None  # the error is already on stderr, in one line
+    failed = [
+        f"rank {r} {'killed by ' + _signal_name(-c) if c < 0 else f'exited with status {c}'}"
+        for r, c in enumerate(codes)
+        if c not in (0, 75, WORKER_REPORTED)
+    ]
+    return EXIT_ERROR, "worker " + ", ".join(failed) + " (its own output above says why)"
+
+
+def _signal_name(signum: int) -> str:
+    import signal
+
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
 
 
 class ElasticTraining(submitit.helpers.Checkpointable):

@@ -11,16 +11,14 @@ lets the daemon decide where it runs next.
 from __future__ import annotations
 
 import enum
-import json
 import logging
 import os
 import re
-import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from slurmplan.domain import GpuType, Plan, ValidationError
-from slurmplan.slurm import hints
+from slurmplan.slurm import hints, jobctl
 
 log = logging.getLogger(__name__)
 
@@ -151,25 +149,7 @@ def parse_decision(admin_comment: str) -> AssignedPlan | None:
 
 def admin_comment_from_squeue(job_id: str, squeue: str = "squeue", timeout_s: float = 20.0) -> str | None:
     """The job's admin comment via ``squeue --json -j JOB`` (one call at start-up), or None if unreadable."""
-    try:
-        proc = subprocess.run(
-            [squeue, "--json", "-j", str(job_id)], capture_output=True, text=True, timeout=timeout_s, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        log.warning("cannot run squeue for job %s: %s", job_id, exc)
-        return None
-    if proc.returncode != 0:
-        log.warning("squeue --json -j %s failed (%d): %s", job_id, proc.returncode, proc.stderr.strip())
-        return None
-    try:
-        jobs = json.loads(proc.stdout).get("jobs", [])
-    except json.JSONDecodeError as exc:
-        log.warning("squeue --json printed no JSON: %s", exc)
-        return None
-    for job in jobs:
-        if str(job.get("job_id")) == str(job_id):
-            return str(job.get("admin_comment") or "")
-    return None
+    return jobctl.admin_comment(job_id, squeue=squeue, timeout_s=timeout_s)
 
 
 def load_assigned_plan(env: Mapping[str, str] | None = None, *, query_slurm: bool = True) -> AssignedPlan:

@@ -11,9 +11,11 @@ from __future__ import annotations
 import enum
 import logging
 import os
-import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+from slurmplan.slurm import jobctl
+from slurmplan.slurm.run import SlurmCommandError
 
 log = logging.getLogger(__name__)
 
@@ -32,8 +34,7 @@ class RequeueResult:
     message: str = ""
 
 
-def requeue_command(job_id: str, *, hold: bool, scontrol: str = "scontrol") -> tuple[str, ...]:
-    return (scontrol, "requeuehold" if hold else "requeue", str(job_id))
+requeue_command = jobctl.requeue_command
 
 
 def requeue_job(
@@ -57,12 +58,9 @@ def requeue_job(
         return RequeueResult(False, message=msg)
     cmd = requeue_command(job_id, hold=hold, scontrol=scontrol)
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        log.error("%s failed: %s", " ".join(cmd), exc)
-        return RequeueResult(False, cmd, str(exc))
-    if proc.returncode != 0:
-        log.error("%s failed (%d): %s", " ".join(cmd), proc.returncode, proc.stderr.strip())
-        return RequeueResult(False, cmd, proc.stderr.strip())
+        out = jobctl.requeue(job_id, hold=hold, scontrol=scontrol, timeout_s=timeout_s)
+    except SlurmCommandError as exc:
+        log.error("%s", exc)
+        return RequeueResult(False, cmd, exc.stderr)
     log.info("%s done (restart %d of at most %d)", " ".join(cmd), restarts + 1, max_requeues)
-    return RequeueResult(True, cmd, proc.stdout.strip())
+    return RequeueResult(True, cmd, out)

@@ -91,13 +91,35 @@ class TrainSpec:
         return self.max_p * self.worker_batch
 
 
+EXIT_CHECKPOINTED = 75
+"""Exit status of a run that checkpointed and stopped but was *not* requeued (EX_TEMPFAIL: run it again to
+resume). Non-zero so that Slurm records the job FAILED rather than COMPLETED, and ``a && b`` does not go on."""
+EXIT_ERROR = 1
+"""Exit status of a run stopped by an error (already reported in one line on stderr)."""
+
+
 class Outcome(enum.Enum):
+    """How a run ended, and the process exit status each outcome gives (``python -m slurmplan.launch``,
+    ``templates/example_train.py``, and every worker and the parent of ``--nproc N``):
+
+    ========== ==== ================================================================================
+    FINISHED   0    all steps done (also when the signal arrived during the last step: nothing requeued)
+    REQUEUED   0    checkpointed and put back in the Slurm queue; Slurm ends this run and restarts the job
+    CHECKPOINTED 75 checkpointed, not requeued (outside Slurm, ``requeue=NONE``, the countdown ran out, or
+                    ``scontrol requeue`` failed): the job is not complete, so the status is not 0
+    ========== ==== ================================================================================
+    """
+
     FINISHED = "finished"
     """All steps done."""
     REQUEUED = "requeued"
     """Checkpointed on the signal and put back in the Slurm queue."""
     CHECKPOINTED = "checkpointed"
     """Checkpointed on the signal and stopped without requeueing (outside Slurm, or the countdown ran out)."""
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CHECKPOINTED if self is Outcome.CHECKPOINTED else 0
 
 
 @dataclass(frozen=True)
