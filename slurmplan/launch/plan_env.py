@@ -91,6 +91,24 @@ def _parse_int(name: str, text: str) -> int:
         raise ValidationError(name, text, "an integer", "environment") from None
 
 
+def _complete_layout(fields: dict[str, object], gpus: int | None, present: list[str]) -> None:
+    """Make a partial set of variables agree with the GPU count: ``dp`` from ``SLURMPLAN_GPUS / (tp*pp)`` when
+    only the GPU count is given; an error naming what is missing or inconsistent otherwise."""
+    tp, pp = int(fields.get("tp", 1)), int(fields.get("pp", 1))  # type: ignore[call-overload]
+    if "dp" not in fields:
+        if gpus is None:
+            raise ValidationError(
+                "SLURMPLAN_DP", None, f"set (or SLURMPLAN_GPUS) when other plan variables are: {present}", "environment"
+            )
+        if gpus % (tp * pp):
+            allowed = f"a multiple of SLURMPLAN_TP*SLURMPLAN_PP = {tp * pp}"
+            raise ValidationError("SLURMPLAN_GPUS", gpus, allowed, "environment")
+        fields["dp"] = gpus // (tp * pp)
+    elif gpus is not None and int(fields["dp"]) * tp * pp != gpus:  # type: ignore[call-overload]
+        allowed = f"SLURMPLAN_DP*TP*PP = {fields['dp']}*{tp}*{pp}"
+        raise ValidationError("SLURMPLAN_GPUS", gpus, allowed, "environment")
+
+
 def plan_from_env(env: Mapping[str, str] | None = None) -> AssignedPlan | None:
     """The plan exported by the SPANK plugin, or None when no ``SLURMPLAN_*`` plan variable is set."""
     env = os.environ if env is None else env
@@ -105,6 +123,7 @@ def plan_from_env(env: Mapping[str, str] | None = None) -> AssignedPlan | None:
             fields[field_name] = _parse_bool(name, env[name])
     gpu_type = env.get("SLURMPLAN_GPU_TYPE") or None
     gpus = _parse_int("SLURMPLAN_GPUS", env["SLURMPLAN_GPUS"]) if env.get("SLURMPLAN_GPUS") else None
+    _complete_layout(fields, gpus, sorted(n for n in PLAN_VARS if n in env))
     plan = Plan(**fields)  # type: ignore[arg-type]
     return AssignedPlan(plan, PlanSource.ENV, gpu_type.lower() if gpu_type else None, gpus)
 
