@@ -112,6 +112,8 @@ class Trainer:
                 idx = self.sampler.indices(self.step, v, micro, self.micro_batch)
                 batch = _to_device(self.collate([self.spec.dataset[i] for i in idx]), self.device)
                 loss = self._loss(batch)
+                if micro == self.grad_accum - 1:
+                    self.combiner.arm()  # no-op unless this is the process's last worker
                 (loss / self.grad_accum if self.grad_accum > 1 else loss).backward()
                 losses.append(float(loss.detach()))
             self.contexts[v] = RngContext.capture()
