@@ -24,7 +24,7 @@ from slurmplan.domain import (
     Measurement,
     SlurmplanError,
 )
-from slurmplan.slurm.hints import find_hints, split_admin_comment
+from slurmplan.formats import find_hints, split_admin_comment
 from slurmplan.tick import ManagedJob
 
 log = logging.getLogger(__name__)

@@ -22,7 +22,6 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from slurmplan.control.act import (
     ApplyReport,
@@ -46,13 +45,13 @@ from slurmplan.control.observe import (
 )
 from slurmplan.control.reports import ingest_reports, load_measurements
 from slurmplan.control.state_store import load_state, save_state
-from slurmplan.domain import Action, Assignment, ClusterBackend, Job, Snapshot
-from slurmplan.slurm.hints import split_admin_comment
+from slurmplan.domain import Action, Assignment, ClusterBackend, Job, Policy, Snapshot
+from slurmplan.formats import split_admin_comment
 from slurmplan.tick import ManagedJob, SchedulerState, TickInput, TickOutput
 
 log = logging.getLogger(__name__)
 
-DecideFn = Callable[[TickInput, Any, SchedulerState], TickOutput]
+DecideFn = Callable[[TickInput, Policy, SchedulerState], TickOutput]
 
 
 @dataclass(frozen=True)
@@ -77,7 +76,7 @@ class TickReport:
     """Why the tick decided nothing (Slurm could not be read), '' when it ran."""
 
 
-def _real_decide(inp: TickInput, policy: Any, state: SchedulerState) -> TickOutput:
+def _real_decide(inp: TickInput, policy: Policy, state: SchedulerState) -> TickOutput:
     from slurmplan.tick import decide
 
     return decide(inp, policy, state)
@@ -95,7 +94,7 @@ class Daemon:
         config: DaemonConfig,
         *,
         backend: ClusterBackend | None = None,
-        policy: Any = None,
+        policy: Policy = None,
         candidates_fn: CandidateFn = default_candidates,
         decide_fn: DecideFn = _real_decide,
     ) -> None:
@@ -114,7 +113,7 @@ class Daemon:
         return self._backend
 
     @property
-    def policy(self) -> Any:
+    def policy(self) -> Policy:
         if self._policy is None:
             from slurmplan.policy.registry import load_policy
 
@@ -163,7 +162,7 @@ class Daemon:
             ingest_reports(journal, Path(self.config.report_dir))
         return snapshot, rolled, ""
 
-    def _tick(self, journal: Journal, policy: Any) -> TickReport:
+    def _tick(self, journal: Journal, policy: Policy) -> TickReport:
         mode = self.mode
         t0 = time.perf_counter()
         tick_id = journal.begin_tick(mode, time.time()) if mode != "dry-run" else None
@@ -174,7 +173,7 @@ class Daemon:
                 journal.finish_tick(tick_id, error=f"tick failed: {type(exc).__name__}: {exc}")
             raise
 
-    def _tick_body(self, journal: Journal, policy: Any, tick_id: int | None, t0: float) -> TickReport:
+    def _tick_body(self, journal: Journal, policy: Policy, tick_id: int | None, t0: float) -> TickReport:
         mode, cfg = self.mode, self.config
         snapshot, rolled, why = self._observe(journal, tick_id, t0)
         if snapshot is None:
@@ -246,13 +245,12 @@ class Daemon:
             journal.record_decision(
                 tick_id, out.state.round_index, now, assignments, out.allocation, out.new_round, self.config.policy
             )
-            known = {r[0] for r in journal.db.execute("SELECT DISTINCT job_id FROM candidates").fetchall()}
+            known = journal.candidates.job_ids()
             fresh = {m.job.job_id: m.candidates for m in managed if out.new_round or m.job.job_id not in known}
             journal.record_candidates(tick_id, fresh)
             ids = journal.add_intents(tick_id, out.state.round_index, actions, time.time())
-            if status != ActionStatus.INTENT and ids:
-                marks = ",".join("?" * len(ids))
-                journal.db.execute(f"UPDATE actions SET status = ? WHERE id IN ({marks})", [status, *ids])
+            if status != ActionStatus.INTENT:
+                journal.intents.set_status(ids, status)
         return ids if status == ActionStatus.INTENT else []
 
     # ------------------------------------------------------------------------------------------------ loop

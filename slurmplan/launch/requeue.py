@@ -15,7 +15,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from slurmplan.slurm import jobctl
-from slurmplan.slurm.run import SlurmCommandError
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +33,8 @@ class RequeueResult:
     message: str = ""
 
 
-requeue_command = jobctl.requeue_command
+def requeue_command(job_id: str, *, hold: bool, scontrol: str = "scontrol") -> tuple[str, ...]:
+    return jobctl.requeue_argv(job_id, hold=hold, scontrol=scontrol)
 
 
 def requeue_job(
@@ -56,11 +56,10 @@ def requeue_job(
         msg = f"job {job_id} restarted {restarts} times (limit {max_requeues}); not requeued"
         log.error(msg)
         return RequeueResult(False, message=msg)
-    cmd = requeue_command(job_id, hold=hold, scontrol=scontrol)
-    try:
-        out = jobctl.requeue(job_id, hold=hold, scontrol=scontrol, timeout_s=timeout_s)
-    except SlurmCommandError as exc:
-        log.error("%s", exc)
-        return RequeueResult(False, cmd, exc.stderr)
-    log.info("%s done (restart %d of at most %d)", " ".join(cmd), restarts + 1, max_requeues)
-    return RequeueResult(True, cmd, out)
+    done = jobctl.requeue(job_id, hold=hold, scontrol=scontrol, timeout_s=timeout_s)
+    cmd = " ".join(done.argv)
+    if not done.ok:
+        log.error("%s failed: %s", cmd, done.message)
+        return RequeueResult(False, done.argv, done.message)
+    log.info("%s done (restart %d of at most %d)", cmd, restarts + 1, max_requeues)
+    return RequeueResult(True, done.argv, done.message)

@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from slurmplan.domain import ActionKind, Reason
+from slurmplan.domain import ActionKind, Policy, Reason
 from slurmplan.sim.backend import SimBackend, SimJob
 from slurmplan.sim.cluster import ClusterSpec
 from slurmplan.sim.result import JobRecord, SimResult
@@ -55,7 +55,7 @@ class Simulation:
         self,
         workloads: Mapping[int, Workload],
         cluster: ClusterSpec,
-        policy: object,
+        policy: Policy,
         options: SimOptions = SimOptions(),
         decide=None,
     ) -> None:

@@ -42,8 +42,8 @@ def test_partial_variables_follow_the_gpu_count() -> None:
     assert "--global-batch-size 4" in proc.stdout  # dp 4 x mb 1 x ga 1
     missing = _launch_args("torchrun", SLURMPLAN_MICRO_BATCH="4")
     assert missing.returncode == 1 and "SLURMPLAN_DP" in missing.stderr and "SLURMPLAN_MICRO_BATCH" in missing.stderr
-    wrong = _launch_args("torchrun", SLURMPLAN_GPUS="8", SLURMPLAN_DP="2")
-    assert wrong.returncode == 1 and "SLURMPLAN_GPUS" in wrong.stderr and "8" in wrong.stderr
+    odd = _launch_args("torchrun", SLURMPLAN_GPUS="8", SLURMPLAN_TP="3")
+    assert odd.returncode == 1 and "SLURMPLAN_GPUS" in odd.stderr and "multiple of" in odd.stderr
 
 
 def test_megatron_deepspeed_never_gets_the_megatron_lm_virtual_stage_flag() -> None:
