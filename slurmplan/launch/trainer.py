@@ -54,7 +54,8 @@ def _to_device(batch: Any, device: torch.device) -> Any:
 
 def resolve_micro_batch(spec: TrainSpec, assigned: AssignedPlan) -> int:
     """The micro-batch inside a worker: the spec's; the plan's only when the spec opts in and it divides the
-    worker batch (a different split changes the rounding, so by default a new plan never changes it)."""
+    worker batch (a different split changes results with dropout, augmentation or BatchNorm, and the rounding
+    otherwise, so by default a new plan never changes it)."""
     if spec.micro_batch is not None:
         return spec.micro_batch
     mb = assigned.plan.micro_batch
@@ -210,7 +211,11 @@ class Trainer:
         self._loaded = None
         assert state is not None
         if state["micro_batch"] != self.micro_batch:
-            log.warning("micro_batch %d -> %d: same maths, different rounding", state["micro_batch"], self.micro_batch)
+            log.warning(
+                "micro_batch %d -> %d: results change (dropout, augmentation, BatchNorm) from here on",
+                state["micro_batch"],
+                self.micro_batch,
+            )
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         if self.scheduler is not None and state["scheduler"] is not None:
