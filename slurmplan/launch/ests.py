@@ -133,13 +133,12 @@ class GradientCombiner:
     process computes it. The gradient is cut into buckets (about ``bucket_mb`` each, in backward order), and each
     bucket into one chunk per process; an all-to-all sends each chunk of every worker's gradient to the process
     that owns it, which adds it in virtual-rank order, and an all-gather shares the sums. That moves as much data
-    as a ring all-reduce. With two processes a single all-gather of whole buckets moves the same bytes in one
-    collective instead of two, and each process adds everything itself (same order, so the same bits); with two
-    workers in all, an all-reduce of the two gradients is exact too (``a + b == b + a`` in floating point), so
-    that case costs what DDP's does. For the last worker of each step the collectives start from backward hooks,
-    bucket by bucket in a fixed order, so communication overlaps the rest of the backward pass, as DDP's does; the
-    all-gather of a bucket starts as soon as its sum is done. With one process nothing is sent, and with one
-    worker the gradients are left where backward put them.
+    as a ring all-reduce. With two workers in all, on two processes, one all-reduce is exact too
+    (``a + b == b + a`` in floating point), so that case costs what DDP's does. For the last worker of each
+    step the collectives start from backward hooks, bucket by bucket in a fixed order (the same on every
+    process), so communication overlaps the rest of the backward pass, as DDP's does; the all-gather of a bucket
+    starts as soon as its sum is done. With one process nothing is sent, and with one worker the gradients are
+    left where backward put them.
     """
 
     def __init__(
@@ -169,7 +168,6 @@ class GradientCombiner:
             self._local = torch.zeros(self.slots, self.numel, device=device, dtype=dtype)
             self.buckets: list[_Bucket] = []
             return
-        self.gather_all = self.world == 2
         self.pairwise = self.world == 2 and self.max_p == 2  # g0 + g1 == g1 + g0: an all-reduce is exact
         bucket_mb = (
             bucket_mb if bucket_mb is not None else float(os.environ.get("SLURMPLAN_BUCKET_MB", DEFAULT_BUCKET_MB))
@@ -191,11 +189,9 @@ class GradientCombiner:
                 offsets.append(n)
                 n += self.params[i].numel()
                 self._bucket_of[i] = b
-            if self.gather_all:
-                send = torch.zeros(self.slots, n, device=device, dtype=dtype)
-                recv = torch.empty(self.world, self.slots, n, device=device, dtype=dtype)
-                part, out = torch.empty(n, device=device, dtype=dtype), torch.empty(0)
-                self.buckets.append(_Bucket(idx, offsets, n, n, send, recv, part, out))
+            if self.pairwise:  # all-reduced in place: [1 slot, n]
+                send = torch.zeros(1, n, device=device, dtype=dtype)
+                self.buckets.append(_Bucket(idx, offsets, n, n, send, send, send[0], send))
                 continue
             chunk = -(-n // self.world)
             send = torch.zeros(self.world, self.slots, chunk, device=device, dtype=dtype)
@@ -214,7 +210,7 @@ class GradientCombiner:
         for i, offset in zip(bucket.params, bucket.offsets, strict=True):
             p = self.params[i]
             flat = p.grad.reshape(-1) if p.grad is not None else None
-            if self.gather_all:
+            if self.pairwise:
                 target = bucket.send[slot, offset : offset + p.numel()]
                 target.zero_() if flat is None else target.copy_(flat)
                 p.grad = None
@@ -238,8 +234,6 @@ class GradientCombiner:
             b = self.buckets[self._next]
             if self.pairwise:
                 b.work = tdist.all_reduce(b.send, async_op=True)
-            elif self.gather_all:
-                b.work = tdist.all_gather(list(b.recv.unbind(0)), b.send, async_op=True)
             else:
                 b.work = tdist.all_to_all_single(b.recv, b.send, async_op=True)
             self._next += 1
@@ -302,8 +296,8 @@ class GradientCombiner:
         if self.world == 1:
             self._combine_local()
             return
-        if self.gather_all:
-            self._combine_gathered()
+        if self.pairwise:
+            self._combine_pair()
             return
         for b in self.buckets:
             b.work.wait()  # type: ignore[union-attr]
@@ -321,22 +315,13 @@ class GradientCombiner:
                 p = self.params[i]
                 p.grad = flat[offset : offset + p.numel()].view_as(p)  # a view: no copy
 
-    def _combine_gathered(self) -> None:
-        """Two processes: each has every worker's whole bucket, and adds all of it in virtual-rank order."""
-        (s0, t0), (s1, t1) = self._sources[0], self._sources[1]
+    def _combine_pair(self) -> None:
+        """Two workers on two processes: the all-reduce added g0 + g1 in place (two operands: one rounding,
+        whatever the order), so only the division by 2 is left."""
         for b in self.buckets:
             b.work.wait()  # type: ignore[union-attr]
             b.written = False
-            if self.pairwise:  # the all-reduce added g0 + g1 in place (the only two operands: exact in any order)
-                b.part = b.send[0].div_(2)
-                for i, offset in zip(b.params, b.offsets, strict=True):
-                    p = self.params[i]
-                    p.grad = b.part[offset : offset + p.numel()].view_as(p)
-                continue
-            torch.add(b.recv[s0, t0], b.recv[s1, t1], out=b.part)
-            for src, slot in self._sources[2:]:
-                b.part.add_(b.recv[src, slot])
-            b.part.div_(self.max_p)
+            b.part.div_(2)
             for i, offset in zip(b.params, b.offsets, strict=True):
                 p = self.params[i]
                 p.grad = b.part[offset : offset + p.numel()].view_as(p)
