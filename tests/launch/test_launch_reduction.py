@@ -1,5 +1,5 @@
 """The bucketed, overlapped gradient reduction stays bitwise exact: many small buckets started from backward
-hooks (all-to-all on 3 and 4 processes, one all-gather on 2), the two-worker all-reduce, and grad accumulation."""
+hooks (all-to-all on 2, 3 and 4 processes), the two-worker all-reduce, and grad accumulation."""
 
 from __future__ import annotations
 
