@@ -16,6 +16,7 @@ early.catch_early()  # before the slow imports below: a checkpoint signal now is
 import argparse  # noqa: E402
 import logging  # noqa: E402
 import sys  # noqa: E402
+import tempfile  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -31,14 +32,18 @@ def main(argv: list[str] | None = None) -> int:
     rest = ns.args[1:] if ns.args[:1] == ["--"] else ns.args
 
     from slurmplan.domain import SlurmplanError
-    from slurmplan.launch.entry import load_target, parent_status, run_target, run_worker
+    from slurmplan.launch.entry import load_target, parent_status, run_target, run_worker, worker_errors
     from slurmplan.launch.local import supervise
     from slurmplan.launch.signals import resolve_signal
 
     try:
         if ns.nproc > 1:
             load_target(ns.target)  # a bad target fails here once, not once per worker
-            codes = supervise(run_worker, ns.nproc, (ns.target, rest, level), signum=resolve_signal(), ok=(0, 75))
+            with tempfile.TemporaryDirectory(prefix="slurmplan-launch-") as errors:
+                args = (ns.target, rest, level, errors)
+                codes = supervise(run_worker, ns.nproc, args, signum=resolve_signal(), ok=(0, 75))
+                for message in worker_errors(errors):
+                    print(f"slurmplan.launch: error: {message}", file=sys.stderr)
             status, line = parent_status(codes)
             if line:
                 print(f"slurmplan.launch: error: {line}", file=sys.stderr)

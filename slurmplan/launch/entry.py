@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import logging
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -65,20 +66,35 @@ WORKER_REPORTED = 3
 """Exit status of a ``--nproc`` worker that stopped on an error it (or rank 0) already printed in one line."""
 
 
-def run_worker(target: str, argv: Sequence[str], log_level: int) -> None:
+def run_worker(target: str, argv: Sequence[str], log_level: int, errors_dir: str | None = None) -> None:
     """One worker of ``python -m slurmplan.launch --nproc N``: exits with the outcome's status (``Outcome``).
 
-    A slurmplan error ends in one line on stderr, printed by the rank that found it; the others exit quietly
-    with :data:`WORKER_REPORTED`, so the parent adds nothing and no rank prints a traceback.
+    A slurmplan error exits with :data:`WORKER_REPORTED` and no traceback; its message goes to ``errors_dir``
+    (one file per rank) for the parent, which prints each distinct message once (every rank usually hits the same
+    error), or to stderr without one. A rank stopped because rank 0 found an error says nothing.
     """
     try:
         result = run_target(target, argv, log_level)
     except ReportedByAnotherRank:
         sys.exit(WORKER_REPORTED)
     except SlurmplanError as exc:
-        print(f"slurmplan.launch: error: {exc}", file=sys.stderr, flush=True)
+        if errors_dir:
+            Path(errors_dir, f"rank-{os.environ.get('RANK', '0')}").write_text(str(exc))
+        else:
+            print(f"slurmplan.launch: error: {exc}", file=sys.stderr, flush=True)
         sys.exit(WORKER_REPORTED)
     sys.exit(result.outcome.exit_code)
+
+
+def worker_errors(errors_dir: str) -> list[str]:
+    """The distinct error messages the workers left in ``errors_dir``, in rank order."""
+    files = sorted(Path(errors_dir).glob("rank-*"), key=lambda p: int(p.name.split("-")[1]))
+    out: list[str] = []
+    for f in files:
+        text = f.read_text()
+        if text not in out:
+            out.append(text)
+    return out
 
 
 def parent_status(codes: Sequence[int]) -> tuple[int, str | None]:

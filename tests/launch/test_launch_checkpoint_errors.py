@@ -97,3 +97,15 @@ def test_nproc_2_error_is_one_line(tmp_path: Path) -> None:
     assert len(lines) == 1, proc.stderr
     assert lines[0].startswith("slurmplan.launch: error: no readable checkpoint") and "EOFError" in lines[0]
     assert str(ckpt / "step-00000003" / STATE_FILE) in lines[0]
+
+
+def test_nproc_2_same_error_on_every_rank_is_printed_once(tmp_path: Path) -> None:
+    """A spec error every worker hits (here max_p=1 on 2 processes) is one line, not one per rank."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SLURMPLAN_"))}
+    cmd = [sys.executable, "-m", "slurmplan.launch", "--nproc", "2", str(EXAMPLE), "--", "--steps", "3",
+           "--max-p", "1"]  # fmt: skip
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip() and not re.match(r"\d{4}-\d\d-\d\d ", line)]
+    assert len(lines) == 1 and "world_size" in lines[0] and "max_p=1" in lines[0], proc.stderr
