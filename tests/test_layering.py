@@ -28,8 +28,10 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "slurmplan"
 
-DECISION_ROOMS = frozenset({"domain", "formats", "tick_types", "tick", "perf", "policy", "mechanism", "sim"})
-NEUTRAL_ROOMS = frozenset({"domain", "formats", "tick_types"})
+DECISION_ROOMS = frozenset(
+    {"domain", "formats", "tick_types", "rules", "tick", "pipeline", "perf", "policy", "mechanism", "sim"}
+)
+NEUTRAL_ROOMS = frozenset({"domain", "formats", "tick_types", "rules"})
 FORBIDDEN: Mapping[str, frozenset[str]] = {
     **{room: frozenset({"slurm", "control", "cli"}) for room in DECISION_ROOMS},
     "launch": frozenset({"control", "cli"}),
