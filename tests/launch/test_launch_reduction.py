@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from launch_helpers import assert_same_params, saved, train
+from test_launch_batchnorm import bn_model
 
 
 @pytest.mark.parametrize("nprocs", [2, 3, 4])
@@ -25,3 +26,16 @@ def test_two_workers_all_reduce_is_exact(micro_batch: int, tmp_path: Path) -> No
     one, two = saved(tmp_path / "one"), saved(tmp_path / "two")
     assert_same_params(two["model"], one["model"])
     assert_same_params(two["optimizer"]["state"][0], one["optimizer"]["state"][0])
+
+
+def test_activation_checkpointing_with_hooks_gives_the_same_bits(tmp_path: Path) -> None:
+    """Recomputed forwards inside backward still fire the gradient hooks that start the collectives."""
+    train(1, 4, tmp_path / "one", activation_checkpointing=True, model_factory=bn_model)
+    train(2, 4, tmp_path / "two", activation_checkpointing=True, model_factory=bn_model)
+    train(3, 4, tmp_path / "three", activation_checkpointing=True, model_factory=bn_model)
+    one = saved(tmp_path / "one")
+    for other in ("two", "three"):
+        got = saved(tmp_path / other)
+        assert_same_params(got["model"], one["model"])
+        for v in one["workers"]:
+            assert_same_params(got["workers"][v]["buffers"], one["workers"][v]["buffers"])
