@@ -56,6 +56,7 @@ all decision when it starts with ``slurmplan:`` otherwise.
 from __future__ import annotations
 
 import calendar
+import functools
 import re
 import time
 from collections.abc import Callable, Mapping
@@ -325,6 +326,7 @@ def parse_plan_short(text: str) -> Plan:
     return Plan(**fields)  # type: ignore[arg-type]
 
 
+@functools.lru_cache(maxsize=64)
 def round_stamp(index: int, lease_end: float) -> str:
     """``round 17 | lease until 12:06`` (UTC): the round a decision belongs to and when its lease ends."""
     return f"round {index} | lease until {time.strftime('%H:%M', time.gmtime(lease_end))}"

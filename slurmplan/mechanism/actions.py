@@ -111,9 +111,11 @@ def _stop(job: Job, a: Assignment, st: JobState, now: float, config: TickConfig)
 def _annotate(job: Job, a: Assignment, st: JobState, stamp: RoundStamp) -> tuple[list[Action], JobState]:
     assert a.cell is not None
     decision = decision_text(a.cell, a.plan, stamp)
+    if decision_of(job.admin_comment) == decision:  # the usual case on a tick: nothing to write
+        return [], st
     comment = with_decision(job.admin_comment, decision)
     key = f"annotate {comment}"
-    if decision_of(job.admin_comment) == decision or st.sent == key:
+    if st.sent == key:
         return [], st
     return [Action(ActionKind.ANNOTATE, job.job_id, admin_comment=comment, reason="lease renewed")], evolve(
         st, sent=key

@@ -109,19 +109,21 @@ def build_pool(cluster: Cluster, managed_holding: tuple[ManagedJob, ...]) -> Nod
     nodes.sort(key=lambda n: n.name)
     names = tuple(n.name for n in nodes)
 
-    def left(total: str, used: str, managed: Mapping[str, int]) -> np.ndarray:
-        have = np.array([getattr(n, total) for n in nodes], dtype=np.int64)
-        other = np.array([getattr(n, used) for n in nodes], dtype=np.int64)
+    # One pass over the nodes for all six numbers (a 2-D array), not one per attribute: it runs every tick.
+    table = np.array(
+        [(n.gpus, n.cpus, n.memory_mb, n.gpus_used, n.cpus_used, n.memory_used_mb) for n in nodes], dtype=np.int64
+    ).reshape(len(nodes), 6)
+    have, other = table[:, :3], table[:, 3:]
+    for k, managed in enumerate((gpus_m, cpus_m, mem_m)):
         if managed:
-            other -= np.array([managed.get(name, 0) for name in names], dtype=np.int64)
-        return np.maximum(have - np.maximum(other, 0), 0)
-
+            other[:, k] -= np.array([managed.get(name, 0) for name in names], dtype=np.int64)
+    left = np.maximum(have - np.maximum(other, 0), 0)
     return NodePool(
         names=names,
         gpu_type=tuple(str(n.gpu_type) for n in nodes),
-        gpus=left("gpus", "gpus_used", gpus_m),
-        cpus=left("cpus", "cpus_used", cpus_m),
-        memory_mb=left("memory_mb", "memory_used_mb", mem_m),
+        gpus=np.ascontiguousarray(left[:, 0]),
+        cpus=np.ascontiguousarray(left[:, 1]),
+        memory_mb=np.ascontiguousarray(left[:, 2]),
     )
 
 
