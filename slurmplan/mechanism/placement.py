@@ -52,8 +52,7 @@ class _Free:
         self.cpus = pool.cpus.copy()
         self.mem = pool.memory_mb.copy()
         self.index = pool.index()
-        types = np.array(pool.gpu_type, dtype=object)
-        self.by_type = {t: np.flatnonzero(types == t) for t in sorted(set(pool.gpu_type))}
+        self.by_type = pool.by_type()  # read only here
 
     def take(self, idx: np.ndarray, gpn: int, cpn: int, mpn: int) -> Placed:
         self.gpus[idx] -= gpn
