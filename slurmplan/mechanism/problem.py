@@ -286,11 +286,29 @@ def _matrix(rows: list[ManagedJob]) -> tuple[tuple[Cell, ...], np.ndarray, tuple
 
     Cells are keyed by plain tuples: hashing and comparing the dataclass itself costs several times more.
     """
-    lines = [_row_of(tuple(mj.candidates)) for mj in rows]
+    keys = tuple(tuple(mj.candidates) for mj in rows)
+    last = _last_matrix
+    if last and len(last[0]) == len(keys) and all(a is b for a, b in zip(last[0], keys, strict=True)):
+        cells, throughput, table = last[1]  # same jobs with the same candidates as the previous tick
+        return cells, throughput.copy(), table
+    out = _build_matrix(keys)
+    _last_matrix[:] = [keys, out]
+    return out[0], out[1].copy(), out[2]
+
+
+_last_matrix: list = []
+"""``[candidates per row, result]`` of the previous call: between events most ticks see the same jobs."""
+
+
+def _build_matrix(
+    keys: tuple[tuple[Candidate, ...], ...],
+) -> tuple[tuple[Cell, ...], np.ndarray, tuple[tuple[Candidate | None, ...], ...]]:
+    """The body of ``_matrix`` for one row of candidates per job."""
+    lines = [_row_of(k) for k in keys]
     order = sorted(set().union(*(r.keys for r in lines)))
     col = {k: i for i, k in enumerate(order)}
-    throughput = np.zeros((len(rows), len(order)))
-    table = np.full((len(rows), len(order)), None, dtype=object)
+    throughput = np.zeros((len(keys), len(order)))
+    table = np.full((len(keys), len(order)), None, dtype=object)
     for j, r in enumerate(lines):
         cols = np.fromiter(map(col.__getitem__, r.keys), dtype=np.int64, count=len(r.keys))
         throughput[j, cols] = r.throughput
