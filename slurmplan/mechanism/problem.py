@@ -287,17 +287,26 @@ def _matrix(rows: list[ManagedJob]) -> tuple[tuple[Cell, ...], np.ndarray, tuple
     Cells are keyed by plain tuples: hashing and comparing the dataclass itself costs several times more.
     """
     keys = tuple(tuple(mj.candidates) for mj in rows)
-    last = _last_matrix
-    if last and len(last[0]) == len(keys) and all(a is b for a, b in zip(last[0], keys, strict=True)):
+    last = _last_matrix.value  # read once: another thread may replace it, never change it
+    if last is not None and len(last[0]) == len(keys) and all(a is b for a, b in zip(last[0], keys, strict=True)):
         cells, throughput, table = last[1]  # same jobs with the same candidates as the previous tick
         return cells, throughput.copy(), table
     out = _build_matrix(keys)
-    _last_matrix[:] = [keys, out]
+    _last_matrix.value = (keys, out)
     return out[0], out[1].copy(), out[2]
 
 
-_last_matrix: list = []
-"""``[candidates per row, result]`` of the previous call: between events most ticks see the same jobs."""
+class _LastMatrix:
+    """``(candidates per row, result)`` of the previous ``_matrix`` call: many ticks see the same jobs.
+
+    A pure memo: a hit needs every row's candidates to be the very same objects, and the throughput matrix is
+    handed out as a copy (policies may write to their problem's arrays).
+    """
+
+    value: tuple | None = None
+
+
+_last_matrix = _LastMatrix()
 
 
 def _build_matrix(
