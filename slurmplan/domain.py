@@ -171,6 +171,9 @@ class Hints:
     steps: int | None = None
     deadline: float | None = None
     """Unix time by which the job should finish."""
+    asked: str | None = None
+    """The typed GPU request (``a100:4``) job_submit.lua turned into an untyped one plus a type preference, so the
+    job can move; the daemon may still use another type unless ``gpu_types`` says which it needs."""
 
     @property
     def elastic(self) -> bool:

@@ -99,15 +99,43 @@ def render(text: str, layout: SiteLayout) -> str:
 _PARTITIONS_LINE = "H.MANAGED_PARTITIONS = {}"
 
 
-def render_job_submit(text: str, partitions: tuple[str, ...]) -> str:
-    """job_submit.lua with its managed-partition list filled in (names are checked, they become lua strings)."""
-    for name in partitions:
-        if not name or not all(c.isascii() and (c.isalnum() or c in "_-.") for c in name):
-            raise ValidationError("managed_partitions", name, "partition names of A-Z a-z 0-9 _ - .", "site")
-    if _PARTITIONS_LINE not in text:
-        raise ValidationError("job_submit.lua", "", f"a line {_PARTITIONS_LINE!r}", "site")
-    listed = ", ".join(f'"{name}"' for name in partitions)
-    return text.replace(_PARTITIONS_LINE, "H.MANAGED_PARTITIONS = {" + listed + "}", 1)
+_MODELS_LINE = "H.KNOWN_MODELS = {}"
+_TYPES_LINE = "H.KNOWN_TYPES = {}"
+
+
+def known_names() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The model names and GPU types the performance catalogs price (names and aliases, normalised), which
+    job_submit.lua then accepts in hints; everything else is refused at submission."""
+    from slurmplan.perf.hardware import default_catalog
+    from slurmplan.perf.models import _catalog
+
+    models, aliases = _catalog(os.environ.get("SLURMPLAN_MODEL_CATALOG") or None)
+    catalog = default_catalog()
+    return tuple(sorted({*models, *aliases})), tuple(sorted({*catalog.names(), *catalog.aliases}))
+
+
+def _lua_list(field: str, names: tuple[str, ...], allowed: str, ok: str) -> str:
+    for name in names:
+        if not name or not all(c.isascii() and (c.isalnum() or c in ok) for c in name):
+            raise ValidationError(field, name, allowed, "site")
+    return "{" + ", ".join(f'"{name}"' for name in names) + "}"
+
+
+def render_job_submit(
+    text: str, partitions: tuple[str, ...], models: tuple[str, ...] = (), types: tuple[str, ...] = ()
+) -> str:
+    """job_submit.lua with its managed-partition list and its known models and GPU types filled in (names are
+    checked, they become lua strings; an empty list makes job_submit.lua check nothing)."""
+    filled = {
+        _PARTITIONS_LINE: _lua_list("managed_partitions", partitions, "partition names of A-Z a-z 0-9 _ - .", "_-."),
+        _MODELS_LINE: _lua_list("model", models, "model names of A-Z a-z 0-9 . _ / -", "._/-"),
+        _TYPES_LINE: _lua_list("gpu type", types, "types of a-z 0-9 _ -", "_-"),
+    }
+    for line, listed in filled.items():
+        if line not in text:
+            raise ValidationError("job_submit.lua", "", f"a line {line!r}", "site")
+        text = text.replace(line, line.removesuffix("{}") + listed, 1)
+    return text
 
 
 def hook_env(layout: SiteLayout) -> str:
@@ -149,7 +177,7 @@ def site_files(layout: SiteLayout, root: Path | None = None, plugin: Path | None
         (conf / "slurmplan/epilog_slurmctld.sh", "prolog/epilog_slurmctld.sh", 0o755),
         (layout.cron_dir / "slurmplan", "site/slurmplan.cron", 0o644),
     ]
-    lua = render_job_submit((root / "site/job_submit.lua").read_text(), layout.managed_partitions)
+    lua = render_job_submit((root / "site/job_submit.lua").read_text(), layout.managed_partitions, *known_names())
     items = [InstallItem(conf / "job_submit.lua", lua.encode(), 0o644, "site/job_submit.lua")]
     items += [InstallItem(dest, text(rel), mode, rel) for dest, rel, mode in rendered]
     items.append(InstallItem(conf / "slurmplan/slurmplan-hook.env", hook_env(layout).encode(), 0o644, "generated"))

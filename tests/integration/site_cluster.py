@@ -21,7 +21,7 @@ from slurmplan.control.journal import Journal
 from slurmplan.slurm.devcluster import DevCluster
 from slurmplan.slurm.devconf import ClusterPaths
 from slurmplan.slurm.devlayout import load_layout
-from slurmplan.slurm.site import SiteLayout, hook_env, render_job_submit
+from slurmplan.slurm.site import SiteLayout, hook_env, known_names, render_job_submit
 
 ROOT = Path(__file__).resolve().parents[2]
 MANAGED_PARTITIONS = ("debug",)
@@ -56,7 +56,8 @@ class SiteCluster:
         layout = SiteLayout(command=f"{sys.executable} -m slurmplan.cli", database=self.journal, hook_log=self.hook_log)
         env_file.write_text(hook_env(layout))
         lua = tmp / "job_submit.lua"
-        lua.write_text(render_job_submit((ROOT / "site/job_submit.lua").read_text(), MANAGED_PARTITIONS))
+        lua_text = (ROOT / "site/job_submit.lua").read_text()
+        lua.write_text(render_job_submit(lua_text, MANAGED_PARTITIONS, *known_names()))
         overrides = {
             "slurm_conf_extra": [
                 "JobSubmitPlugins=lua",
