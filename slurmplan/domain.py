@@ -204,6 +204,10 @@ class Job:
     admin_comment: str = ""
     restart_count: int = 0
     held: bool = False
+    gpu_type_preferred: bool = False
+    """True when ``gpu_type`` is only a preference: the GRES request is untyped (``--gres=gpu:2``) and the type
+    comes from ``--constraint`` or from the nodes it runs on. Slurm lets the daemon move such a request to another
+    type through node features; a typed request (False, with a ``gpu_type``) keeps its type (``slurmplan.rules``)."""
 
     @property
     def gpus(self) -> int:

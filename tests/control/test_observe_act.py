@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from slurmplan.control.act import drop_no_ops, keep_user_hints, untyped_update
+from slurmplan.control.act import drop_no_ops, untyped_update
 from slurmplan.control.observe import (
     BAD_HINTS_PREFIX,
     bad_hint_annotation,
     classify,
+    keep_user_hints,
     with_node_gpu_type,
     with_request,
 )
