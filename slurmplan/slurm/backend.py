@@ -353,6 +353,18 @@ def batch_results(
     return {k: ActionResult(a, a.job_id not in refused, refused.get(a.job_id, "ok")) for k, a in pairs}
 
 
+def start_now_command(job_ids: Sequence[int]) -> list[str]:
+    """Make requeued jobs eligible now (pure).
+
+    Slurm sets a requeued batch job's begin time to ``cred_expire + 1`` seconds later (121 s by default), so
+    that a new launch cannot meet the revoked credential of the old one on the same node. slurmplan's restart
+    is a checkpoint, requeue-hold and release into a new configuration; it clears that wait before releasing.
+    Should a launch still meet a revoked credential, Slurm requeues the job held ("launch failed requeued
+    held") and the next tick releases it again: that is the retry.
+    """
+    return ["scontrol", "update", f"jobid={','.join(map(str, job_ids))}", "StartTime=now"]
+
+
 class SlurmBackend:
     """:class:`~slurmplan.domain.ClusterBackend` over Slurm's command-line tools.
 
@@ -371,6 +383,7 @@ class SlurmBackend:
         self.timeout = timeout
         self.calls = 0
         self._requests: dict[int, str] = {}
+        self._restarted: set[int] = set()
 
     def _run(self, argv: Sequence[str], check: bool = True) -> Any:
         self.calls += 1
@@ -397,6 +410,9 @@ class SlurmBackend:
         squeue = self._json(["squeue", "--json", "--states=all"])
         snapshot = snapshot_from_json(sinfo, squeue, now)
         self._requests = _requests(squeue)
+        self._restarted = {
+            j.job_id for j in snapshot.jobs if j.restart_count > 0 and j.state in (JobState.PENDING, JobState.REQUEUED)
+        }
         return snapshot
 
     def _current_requests(self, job_ids: Sequence[int]) -> dict[int, str]:
@@ -424,6 +440,11 @@ class SlurmBackend:
         for i, a in enumerate(actions):
             if a.kind in _BATCHABLE and per_job[a.job_id] == 1:  # a job with several actions keeps their order
                 by_kind.setdefault(a.kind, []).append(i)
+        restarted = [a.job_id for a in actions if a.kind is ActionKind.RELEASE and a.job_id in self._restarted]
+        if restarted:  # one command for all of them, before their releases (batched or not)
+            for chunk in range(0, len(restarted), BATCH_MAX):
+                self._run(start_now_command(restarted[chunk : chunk + BATCH_MAX]), check=False)
+            self._restarted.difference_update(restarted)
         for kind, idx in by_kind.items():
             if len(idx) == 1:
                 continue

@@ -318,3 +318,41 @@ def test_update_reads_request_from_last_snapshot_not_a_new_squeue(devcluster):
     fresh.apply([Action(ActionKind.UPDATE, job_id, None, 1)])
     assert fresh.calls == 2
     devcluster.run("scancel", str(job_id))
+
+
+# ------------------------------------------------------------------------------- restart speed (issue 14)
+
+
+def test_start_now_command_lists_jobs():
+    from slurmplan.slurm.backend import start_now_command
+
+    assert start_now_command([3, 4]) == ["scontrol", "update", "jobid=3,4", "StartTime=now"]
+
+
+@pytest.mark.slurm
+def test_restart_into_a_new_configuration_with_slurms_default_cred_expire(devcluster_factory):
+    """With Slurm's defaults a requeued job waits cred_expire + 1 = 121 s (reason BeginTime) before it may start
+    again; the backend resets the start time when it releases a requeued job, so the restart takes seconds.
+    Moves the job to another node and GPU type, and a second time back onto the node it just left (the case the
+    wait protects: the old launch credential is revoked there)."""
+    cluster = devcluster_factory({"cred_expire": None})
+    assert "cred_expire" not in (cluster.cluster.paths.conf_dir / "slurm.conf").read_text()
+    backend = SlurmBackend(cluster.env)
+    trap = "#!/bin/bash\ntrap 'scontrol requeuehold $SLURM_JOB_ID; exit 0' USR2\nsleep 600 & wait\n"
+    job_id = cluster.sbatch(trap, "--gres=gpu:1", "--constraint=a100", "--time=10")
+    first = cluster.wait_state(job_id, "RUNNING")["nodes"]
+    for target_type, target_node in (("v100", "v100n1"), ("a100", first)):
+        time.sleep(1)  # the trap is set
+        started = time.monotonic()
+        assert backend.apply([Action(ActionKind.SIGNAL, job_id, signal="USR2")])[0].ok
+        cluster.wait_for(job_id, lambda j: j["job_state"] == "PENDING" and j["priority"] == 0, what="requeue-held")
+        backend.snapshot()
+        update = Action(ActionKind.UPDATE, job_id, target_type, 1, 1, (target_node,))
+        results = backend.apply([update, Action(ActionKind.RELEASE, job_id)])
+        assert all(r.ok for r in results), results
+        running = cluster.wait_for(
+            job_id, lambda j, n=target_node: j["job_state"] == "RUNNING" and j["nodes"] == n, 60, "running on target"
+        )
+        assert time.monotonic() - started < 30, "the restart waited for cred_expire"
+        assert running["state_reason"] == "None"
+    cluster.run("scancel", str(job_id))
