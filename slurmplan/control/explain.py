@@ -59,7 +59,20 @@ def explain_job(journal: Journal, job_id: int) -> dict[str, Any]:
             for r in journal.actions(job_id=job_id)[-10:]
         ],
         "events": journal.events(job_id)[-10:],
+        "reconfig_cost": _reconfig_cost(journal, last),
     }
+
+
+def _reconfig_cost(journal: Journal, last: dict[str, Any] | None) -> dict[str, Any]:
+    """What moving this job would cost, as measured on this cluster for jobs of its size (control/calibration)."""
+    from slurmplan.control.calibration import calibrate, restart_samples
+
+    cell = (last or {}).get("cell") or ""
+    size = cell.rpartition("x")[2]
+    gpus = int(size) if size.isdigit() else 1
+    calibration = calibrate(restart_samples(journal.restart_timeline()))
+    seconds, source = calibration.cost_for(gpus)
+    return {"gpus": gpus, "seconds": round(seconds, 2), "source": source, "by_gpus": calibration.to_dict()}
 
 
 def _t(ts: float | None) -> str:
@@ -92,6 +105,9 @@ def format_explanation(e: dict[str, Any]) -> str:
             plan = plan_from_dict(c["plan"])
             plan = plan.short() if plan else ""
             lines.append(f"    {c['cell']:<14} {c['throughput']:>10.4g}  {c['source']:<9} {plan}")
+    if e.get("reconfig_cost"):
+        rc = e["reconfig_cost"]
+        lines.append(f"  reconfiguration cost for {rc['gpus']} GPUs: {rc['seconds']:.1f} s ({rc['source']})")
     for a in e["actions"]:
         lines.append(f"  action #{a['id']} {a['kind']:<12} {a['status']:<9} {a['reason']} {a['msg']}".rstrip())
     for ev in e["events"]:
