@@ -18,6 +18,7 @@ import sys
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from slurmplan.domain import ValidationError
 
@@ -281,3 +282,67 @@ def plan_env_for_job(job_id: int, admin_comment: str | None = None) -> dict[str,
     if decision is None:
         return {}
     return {**plan_environment(*decision), "SLURMPLAN_PLAN_SOURCE": "admin-comment"}
+
+
+# ------------------------------------------------------------------------------- the site on a dev cluster
+
+
+@dataclass(frozen=True)
+class DevSite:
+    """Where a dev cluster started with ``--site`` keeps the site's files (all under its state directory)."""
+
+    dir: Path
+    journal: Path
+    plan_dir: Path
+    hook_log: Path
+
+
+def dev_site_overrides(
+    state_dir: Path,
+    conf_dir: Path,
+    *,
+    managed_partitions: tuple[str, ...] = (),
+    journal: Path | None = None,
+    command: str | None = None,
+    root: Path | None = None,
+    plugin: Path | None = None,
+) -> tuple[dict[str, Any], DevSite]:
+    """Layout overrides that configure a dev cluster's controller as ``site install`` configures a real one:
+    the SPANK plugin loaded (``required``) from plugstack.conf, ``JobSubmitPlugins=lua`` with job_submit.lua
+    (managed partitions, known models and types filled in), PrologSlurmctld/EpilogSlurmctld running prolog/
+    with a hook environment whose journal is ``journal`` (default: ``<state_dir>/site/journal.db``).
+
+    Writes the generated files under ``<state_dir>/site``; the dev cluster copies them beside its slurm.conf
+    (``conf_dir``). ``plugin`` is the built ``slurmplan_spank.so`` (see :func:`build_plugin`); without one the
+    cluster runs without plan options, and that is said in the plugstack file.
+    """
+    root = root or source_root()
+    site_dir = state_dir / "site"
+    site_dir.mkdir(parents=True, exist_ok=True)
+    dev = DevSite(site_dir, journal or site_dir / "journal.db", site_dir / "plans", site_dir / "hook.log")
+    dev.plan_dir.mkdir(exist_ok=True)
+    plugstack = site_dir / "plugstack.conf"
+    if plugin is not None:
+        plugstack.write_text(f"required {plugin} plan_dir={dev.plan_dir}\n")
+    else:
+        plugstack.write_text("# slurmplan_spank.so could not be built here (make -C spank): no plan options\n")
+    env_file = site_dir / "slurmplan-hook.env"
+    layout = SiteLayout(command=command or default_command(), database=dev.journal, hook_log=dev.hook_log)
+    env_file.write_text(hook_env(layout))
+    lua = site_dir / "job_submit.lua"
+    lua.write_text(render_job_submit((root / "site/job_submit.lua").read_text(), managed_partitions, *known_names()))
+    overrides = {
+        "slurm_conf_extra": [
+            "JobSubmitPlugins=lua",
+            f"PrologSlurmctld={conf_dir / 'prolog_slurmctld.sh'}",
+            f"EpilogSlurmctld={conf_dir / 'epilog_slurmctld.sh'}",
+        ],
+        "conf_files": {
+            "job_submit.lua": str(lua),
+            "plugstack.conf": str(plugstack),
+            "prolog_slurmctld.sh": str(root / "prolog/prolog_slurmctld.sh"),
+            "epilog_slurmctld.sh": str(root / "prolog/epilog_slurmctld.sh"),
+            "slurmplan-hook.env": str(env_file),
+        },
+    }
+    return overrides, dev
