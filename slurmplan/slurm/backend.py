@@ -295,7 +295,8 @@ def _update_fields(action: Action, current_request: str | None) -> list[str]:
     if action.node_count is not None:
         if action.node_count < 1:
             raise ValidationError("node_count", action.node_count, "an integer >= 1", "update action")
-        fields.append(f"NumNodes={action.node_count}")
+        # min-max: a job submitted with -N2 has max_nodes 2, and growing it with NumNodes=4 alone is refused
+        fields.append(f"NumNodes={action.node_count}-{action.node_count}")
     if action.nodelist is not None:
         fields.append(f"ReqNodeList={compress_hostlist(action.nodelist) if action.nodelist else ''}")
     if action.admin_comment is not None:
@@ -358,11 +359,20 @@ def start_now_command(job_ids: Sequence[int]) -> list[str]:
 
     Slurm sets a requeued batch job's begin time to ``cred_expire + 1`` seconds later (121 s by default), so
     that a new launch cannot meet the revoked credential of the old one on the same node. slurmplan's restart
-    is a checkpoint, requeue-hold and release into a new configuration; it clears that wait before releasing.
-    Should a launch still meet a revoked credential, Slurm requeues the job held ("launch failed requeued
-    held") and the next tick releases it again: that is the retry.
+    is a checkpoint, requeue-hold and release into a new configuration; when that configuration's nodes are
+    all other nodes (:func:`may_start_now`) it clears the wait before releasing.
     """
     return ["scontrol", "update", f"jobid={','.join(map(str, job_ids))}", "StartTime=now"]
+
+
+def may_start_now(ran_on: frozenset[str] | None, target: frozenset[str] | None) -> bool:
+    """Whether a requeued job may skip Slurm's ``cred_expire`` wait (pure).
+
+    Only when the daemon pinned it to nodes it was not running on: a node it just left revoked its launch
+    credential, and a new launch there within the same second is killed outright ("Killing non-startable batch
+    job: Job credential revoked", the job ends FAILED; seen on this platform). Unknown nodes: keep the wait.
+    """
+    return bool(ran_on) and bool(target) and not (ran_on & target)  # type: ignore[operator]
 
 
 class SlurmBackend:
@@ -384,6 +394,8 @@ class SlurmBackend:
         self.calls = 0
         self._requests: dict[int, str] = {}
         self._restarted: set[int] = set()
+        self._ran_on: dict[int, frozenset[str]] = {}  # the nodes each job was last seen running on
+        self._target: dict[int, frozenset[str]] = {}  # the node list the last applied UPDATE pinned
 
     def _run(self, argv: Sequence[str], check: bool = True) -> Any:
         self.calls += 1
@@ -413,6 +425,7 @@ class SlurmBackend:
         self._restarted = {
             j.job_id for j in snapshot.jobs if j.restart_count > 0 and j.state in (JobState.PENDING, JobState.REQUEUED)
         }
+        self._ran_on.update({j.job_id: frozenset(j.nodes) for j in snapshot.jobs if j.nodes})
         return snapshot
 
     def _current_requests(self, job_ids: Sequence[int]) -> dict[int, str]:
@@ -440,11 +453,9 @@ class SlurmBackend:
         for i, a in enumerate(actions):
             if a.kind in _BATCHABLE and per_job[a.job_id] == 1:  # a job with several actions keeps their order
                 by_kind.setdefault(a.kind, []).append(i)
-        restarted = [a.job_id for a in actions if a.kind is ActionKind.RELEASE and a.job_id in self._restarted]
-        if restarted:  # one command for all of them, before their releases (batched or not)
-            for chunk in range(0, len(restarted), BATCH_MAX):
-                self._run(start_now_command(restarted[chunk : chunk + BATCH_MAX]), check=False)
-            self._restarted.difference_update(restarted)
+        batched_releases = [actions[i] for i in by_kind.get(ActionKind.RELEASE, [])]
+        if len(batched_releases) > 1:  # one command for all of them, before their batched release
+            self._start_now(batched_releases)
         for kind, idx in by_kind.items():
             if len(idx) == 1:
                 continue
@@ -453,12 +464,34 @@ class SlurmBackend:
                 argv = batch_commands(kind, [actions[i].job_id for i in chunk])[0]
                 proc = self._run(argv, check=False)
                 results.update(batch_results([actions[i] for i in chunk], chunk, proc.returncode, proc.stderr))
+        failed_jobs: set[int] = set()
         for i, a in enumerate(actions):
-            if i not in results:
+            if i not in results and a.job_id in failed_jobs:  # never release a job whose update did not take
+                results[i] = ActionResult(a, False, "skipped: an earlier action of this job failed")
+            elif i not in results:
+                if a.kind is ActionKind.RELEASE:
+                    self._start_now([a])
                 results[i] = self._apply_one(a, requests.get(a.job_id))
-                if results[i].ok and a.kind is ActionKind.UPDATE and a.gpus_per_node is not None:
-                    self._requests.pop(a.job_id, None)  # changed: read it again if asked
+            if not results[i].ok:
+                failed_jobs.add(a.job_id)
+                continue
+            if a.kind is ActionKind.UPDATE and a.gpus_per_node is not None:
+                self._requests.pop(a.job_id, None)  # changed: read it again if asked
+            if a.kind is ActionKind.UPDATE and a.nodelist is not None:
+                self._target[a.job_id] = frozenset(a.nodelist)
         return [results[i] for i in range(len(actions))]
+
+    def _start_now(self, releases: Sequence[Action]) -> None:
+        """Reset the begin time of the requeued jobs among ``releases`` that go to other nodes (best effort: a
+        refusal only leaves Slurm's own wait in place)."""
+        ids = [
+            a.job_id
+            for a in releases
+            if a.job_id in self._restarted and may_start_now(self._ran_on.get(a.job_id), self._target.get(a.job_id))
+        ]
+        for chunk in range(0, len(ids), BATCH_MAX):
+            self._run(start_now_command(ids[chunk : chunk + BATCH_MAX]), check=False)
+        self._restarted.difference_update(ids)
 
     def _apply_one(self, action: Action, current_request: str | None) -> ActionResult:
         try:

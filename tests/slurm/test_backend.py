@@ -84,7 +84,7 @@ def test_action_commands():
             "update",
             "jobid=7",
             "TresPerNode=gres:gpu:v100:2",
-            "NumNodes=2",
+            "NumNodes=2-2",
             "ReqNodeList=v100n[1-2]",
             "AdminComment=slurmplan: v100x4",
         ]
@@ -323,26 +323,30 @@ def test_update_reads_request_from_last_snapshot_not_a_new_squeue(devcluster):
 # ------------------------------------------------------------------------------- restart speed (issue 14)
 
 
-def test_start_now_command_lists_jobs():
-    from slurmplan.slurm.backend import start_now_command
+def test_start_now_command_lists_jobs_and_only_for_other_nodes():
+    from slurmplan.slurm.backend import may_start_now, start_now_command
 
     assert start_now_command([3, 4]) == ["scontrol", "update", "jobid=3,4", "StartTime=now"]
+    assert may_start_now(frozenset({"a1", "a2"}), frozenset({"v1", "v2"}))
+    assert not may_start_now(frozenset({"a1", "a2"}), frozenset({"a2", "a3"}))  # revoked credential on a2
+    assert not may_start_now(None, frozenset({"v1"})) and not may_start_now(frozenset({"a1"}), None)
 
 
 @pytest.mark.slurm
 def test_restart_into_a_new_configuration_with_slurms_default_cred_expire(devcluster_factory):
     """With Slurm's defaults a requeued job waits cred_expire + 1 = 121 s (reason BeginTime) before it may start
     again; the backend resets the start time when it releases a requeued job, so the restart takes seconds.
-    Moves the job to another node and GPU type, and a second time back onto the node it just left (the case the
-    wait protects: the old launch credential is revoked there)."""
+    Moves the job to another node and GPU type, then back onto the node it first ran on (not the one it just
+    left, where the old launch credential is revoked: there the backend keeps Slurm's wait)."""
     cluster = devcluster_factory({"cred_expire": None})
     assert "cred_expire" not in (cluster.cluster.paths.conf_dir / "slurm.conf").read_text()
     backend = SlurmBackend(cluster.env)
     trap = "#!/bin/bash\ntrap 'scontrol requeuehold $SLURM_JOB_ID; exit 0' USR2\nsleep 600 & wait\n"
     job_id = cluster.sbatch(trap, "--gres=gpu:1", "--constraint=a100", "--time=10")
     first = cluster.wait_state(job_id, "RUNNING")["nodes"]
-    for target_type, target_node in (("v100", "v100n1"), ("a100", first)):
+    for target_type, target_node in (("v100", "v100n1"), ("a100", first)):  # first: left two moves ago
         time.sleep(1)  # the trap is set
+        backend.snapshot()  # as each tick does: the backend sees where the job runs
         started = time.monotonic()
         assert backend.apply([Action(ActionKind.SIGNAL, job_id, signal="USR2")])[0].ok
         cluster.wait_for(job_id, lambda j: j["job_state"] == "PENDING" and j["priority"] == 0, what="requeue-held")
