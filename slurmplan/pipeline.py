@@ -36,6 +36,7 @@ from slurmplan.domain import (
     Hints,
     Job,
     JobState,
+    SlurmplanError,
     Snapshot,
 )
 from slurmplan.rules import SLURM_22_05, SlurmRules
@@ -205,8 +206,6 @@ def managed_jobs(
     ``memo`` (kept by the caller between ticks) maps a job to last tick's ManagedJob: an unchanged job value
     with unchanged progress is neither re-read nor re-priced.
     """
-    from slurmplan.domain import SlurmplanError
-
     out: list[ManagedJob] = []
     refused: list[Observed] = []
     for ob in observed:

@@ -69,9 +69,7 @@ def apply_rows(journal: Journal, backend: ClusterBackend, rows: Sequence[ActionR
 
 def _count_attempt(journal: Journal, action_id: int, message: str) -> None:
     with journal.transaction():
-        journal.db.execute(
-            "UPDATE actions SET attempts = attempts + 1, message = ? WHERE id = ?", [f"retry: {message}", action_id]
-        )
+        journal.intents.count_attempt(action_id, message)
 
 
 def roll_forward(journal: Journal, backend: ClusterBackend, now: float, max_age_s: float) -> ApplyReport:

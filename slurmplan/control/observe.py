@@ -4,6 +4,9 @@ A job is managed when its hints (the job_submit.lua copy in the admin comment, o
 ``--comment``) say so, or when its partition is managed. A hint that does not parse, or names something the
 performance model cannot price, never stops the tick: the job is left alone (Slurm runs it as submitted), and
 the error is returned so the caller journals it and shows it in the job's admin comment.
+
+This is the daemon's :class:`SlurmJobSource` for ``slurmplan.pipeline`` (what reads Slurm's text formats); the
+steps both edges share (``with_request``, ``with_node_gpu_type``, ``managed_jobs``) live in the pipeline.
 """
 
 from __future__ import annotations
@@ -22,12 +25,25 @@ from slurmplan.domain import (
     Measurement,
     SlurmplanError,
 )
+from slurmplan.formats import compose_admin_comment, find_hints, split_admin_comment
 from slurmplan.pipeline import Observed, _one_line, with_node_gpu_type, with_request
 from slurmplan.pipeline import managed_jobs as _pipeline_managed_jobs
-from slurmplan.slurm.hints import compose_admin_comment, find_hints, split_admin_comment
 from slurmplan.tick import ManagedJob
 
-__all__ = ["Observed", "with_node_gpu_type", "with_request"]  # moved to slurmplan.pipeline; importable here too
+__all__ = [
+    "BAD_HINTS_PREFIX",
+    "CandidateFn",
+    "Observed",  # Observed, with_node_gpu_type and with_request live in slurmplan.pipeline; importable here too
+    "SlurmJobSource",
+    "bad_hint_annotation",
+    "classify",
+    "classify_all",
+    "default_candidates",
+    "keep_user_hints",
+    "managed_jobs",
+    "with_node_gpu_type",
+    "with_request",
+]
 
 log = logging.getLogger(__name__)
 

@@ -23,15 +23,15 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from slurmplan.control.config import DaemonConfig
+from slurmplan.control.heartbeat import write_heartbeat
 from slurmplan.control.journal import Journal
 from slurmplan.control.lock import TickLock
 from slurmplan.control.observe import CandidateFn, SlurmJobSource, default_candidates
 from slurmplan.control.reports import load_measurements
 from slurmplan.control.tick_journal import SqliteTickJournal
-from slurmplan.domain import ClusterBackend
+from slurmplan.domain import ClusterBackend, Policy
 from slurmplan.pipeline import DecideFn, TickReport, _real_decide, prune, run_tick
 
 __all__ = ["Daemon", "TickReport", "prune"]
@@ -51,7 +51,7 @@ class Daemon:
         config: DaemonConfig,
         *,
         backend: ClusterBackend | None = None,
-        policy: Any = None,
+        policy: Policy = None,
         candidates_fn: CandidateFn = default_candidates,
         decide_fn: DecideFn = _real_decide,
     ) -> None:
@@ -70,7 +70,7 @@ class Daemon:
         return self._backend
 
     @property
-    def policy(self) -> Any:
+    def policy(self) -> Policy:
         if self._policy is None:
             from slurmplan.policy.registry import load_policy
 
@@ -98,13 +98,21 @@ class Daemon:
         with TickLock(self.config.lock_path), self.open_journal() as journal:
             return self._tick(journal, policy)
 
-    def _tick(self, journal: Journal, policy: Any) -> TickReport:
+    def _tick(self, journal: Journal, policy: Policy) -> TickReport:
         cfg = self.config
         store = SqliteTickJournal(
             journal, self.mode, policy_name=cfg.policy, round_s=cfg.round_s, report_dir=cfg.report_dir
         )
         source = SlurmJobSource(cfg.managed_partitions, self.candidates_fn, lambda: load_measurements(journal))
-        return run_tick(self.backend, time.time, store, policy, source, config=cfg.tick_config(), decide=self.decide_fn)
+        report = run_tick(
+            self.backend, time.time, store, policy, source, config=cfg.tick_config(), decide=self.decide_fn
+        )
+        if self.mode == "act" and not report.skipped:  # the watchdog and job_submit.lua fail open when stale
+            write_heartbeat(
+                cfg.heartbeat_path, tick_id=report.tick_id, round_index=report.round_index,
+                stale_after_s=cfg.fail_open_limit_s,
+            )  # fmt: skip
+        return report
 
     # ------------------------------------------------------------------------------------------------ loop
 

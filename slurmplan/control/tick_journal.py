@@ -60,13 +60,12 @@ class SqliteTickJournal:
             journal.record_decision(
                 tick_id, out.state.round_index, now, assignments, out.allocation, out.new_round, self.policy_name
             )
-            known = {r[0] for r in journal.db.execute("SELECT DISTINCT job_id FROM candidates").fetchall()}
+            known = journal.candidates.job_ids()
             fresh = {m.job.job_id: m.candidates for m in tick.managed if out.new_round or m.job.job_id not in known}
             journal.record_candidates(tick_id, fresh)
             ids = journal.add_intents(tick_id, out.state.round_index, list(tick.actions), time.time())
-            if status != ActionStatus.INTENT and ids:
-                marks = ",".join("?" * len(ids))
-                journal.db.execute(f"UPDATE actions SET status = ? WHERE id IN ({marks})", [status, *ids])
+            if status != ActionStatus.INTENT:
+                journal.intents.set_status(ids, status)
         return list(ids) if status == ActionStatus.INTENT else []
 
     def apply(self, backend: Backend, intents: list[Any], now: float) -> tuple[ApplyReport, list[ActionResult]]:

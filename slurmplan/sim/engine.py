@@ -1,6 +1,7 @@
 """The simulation loop: the daemon's tick over the in-memory backend, with a clock that jumps event to event.
 
-Every iteration is exactly what one daemon tick does (snapshot -> ManagedJobs -> ``tick.decide`` -> apply),
+Every iteration is the daemon's own tick, ``slurmplan.pipeline.run_tick``, over the simulated backend, an
+in-memory journal and the virtual clock (observe -> managed jobs -> ``tick.decide`` -> shape -> apply),
 followed by a jump of the virtual clock to the next thing that can change a decision: a round boundary, an
 arrival or a completion. Nothing advances second by second, so a two-week trace costs as many ticks as it has
 events, and the decision code (shared with the daemon) is the only expensive part. Determinism: no wall clock,
@@ -17,7 +18,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from slurmplan.domain import Action, ActionKind, Candidate, Cluster, Hints, Job, Reason
+from slurmplan.domain import Action, ActionKind, Candidate, Cluster, Hints, Job, Policy, Reason
 from slurmplan.pipeline import MemJournal, Observed, managed_jobs, run_tick
 from slurmplan.rules import SLURM_22_05
 from slurmplan.sim.backend import SimBackend, SimJob
@@ -63,7 +64,7 @@ class Simulation:
         self,
         workloads: Mapping[int, Workload],
         cluster: ClusterSpec,
-        policy: object,
+        policy: Policy,
         options: SimOptions = SimOptions(),
         decide=None,
     ) -> None:
