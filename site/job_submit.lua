@@ -14,7 +14,7 @@ What it does, at submit time only:
      `--constraint=a100` (when the job has no constraint), and `asked=a100:4` in the hints records what the
      user asked for. Slurm 22.05 cannot change the type of a pending typed request, so a typed job would be
      pinned to its type; the type is now a preference the daemon may change. A user who needs the type says
-     `types=a100` (the daemon then never moves it elsewhere);
+     `types=a100` (then the request is left typed, and the daemon never moves it elsewhere);
   6. writes the canonical hints into job_desc.admin_comment (users cannot set that field themselves), and
   7. holds managed jobs (priority 0) so that the slurmplan daemon decides before Slurm starts them.
 Jobs without hints are left alone; unmanaged jobs (no hints, or managed=no) are never rewritten.
@@ -363,6 +363,7 @@ end
 local function make_movable(job_desc, h)
   local untyped, gpu_type, count = H.untype(job_desc.tres_per_node)
   if not untyped then return h end
+  if h.types and #h.types == 1 and h.types[1] == gpu_type then return h end -- needs that type: left as asked
   job_desc.tres_per_node = untyped
   if not is_set(job_desc.features) then job_desc.features = gpu_type end
   if not h.asked then h.asked = gpu_type .. ":" .. string.format("%d", count) end

@@ -149,15 +149,8 @@ class Journal:
         return self.intents.rows(status=status, job_id=job_id, limit=limit)
 
     def restart_timeline(self) -> list[dict[str, Any]]:
-        """Applied checkpoint signals and GPU updates plus job start/end events, in time order: the raw rows
-        ``control.calibration`` measures restarts from (``what`` is the action kind or the event name)."""
-        sql = (
-            "SELECT job_id, applied_at AS time, kind AS what, payload AS detail FROM actions "
-            "WHERE kind IN ('signal', 'update') AND status IN ('applied', 'confirmed') AND applied_at IS NOT NULL "
-            "UNION ALL SELECT job_id, time, event AS what, detail FROM events WHERE event IN ('job-start', 'job-end') "
-            "ORDER BY job_id, time"
-        )
-        return [dict(zip(("job_id", "time", "what", "detail"), r, strict=True)) for r in self.db.execute(sql)]
+        """Applied checkpoint signals and GPU updates plus job start/end events (``control.calibration``)."""
+        return self.intents.restart_timeline()
 
     def get_value(self, key: str, default: Any = None) -> Any:
         return self.state.get(key, default)

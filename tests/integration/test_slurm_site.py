@@ -204,3 +204,11 @@ def test_unknown_model_or_type_is_refused_at_submission(
     assert proc.returncode != 0
     assert f"slurmplan: hints: {message}" in proc.stderr
     assert site.run("squeue", "-h", "-o", "%i", check=True).stdout.split() == before  # nothing submitted
+
+
+def test_typed_request_of_a_job_that_needs_its_type_is_left_typed(site: SiteCluster) -> None:
+    job_id = site.sbatch("sleep 1", "--gres=gpu:v100:1", "--plan-gpu-types=v100", "--plan-gpus=1")
+    job = site.wait_state(job_id, "PENDING")
+    assert (job["tres_per_node"], job["features"]) == ("gres:gpu:v100:1", "")
+    assert job["admin_comment"] == "slurmplan:gpus=1;types=v100"
+    site.run("scancel", str(job_id), check=True)
