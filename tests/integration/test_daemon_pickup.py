@@ -52,7 +52,7 @@ def test_daemon_picks_up_a_hinted_job_and_its_tasks_get_the_plan(site: SiteClust
         time.sleep(1.2)
     job = site.wait_state(job_id, "COMPLETED", timeout=60)
     comment = split_admin_comment(job["admin_comment"])
-    assert comment.hints == "slurmplan:model=llama2-7b;gpus=2;types=v100;batch=64;asked=v100:2", outputs
+    assert comment.hints == "slurmplan:model=llama2-7b;gpus=2;types=v100;batch=64", outputs  # needs v100: typed
     assert find_hints(job["admin_comment"]).global_batch == 64
     cell, plan = parse_decision(job["admin_comment"])
     env = dict(line.split("=", 1) for line in out.read_text().splitlines())
