@@ -66,6 +66,56 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     check.set_defaults(func=cmd_trace_check)
 
 
+def _preflight(args: argparse.Namespace, policies: list[str]) -> None:
+    """Check every argument before any simulation or worker process starts.
+
+    A bad policy name used to surface as a ``BrokenProcessPool`` traceback from a worker, a missing matplotlib
+    after the CSVs were written, and a cluster no job fits ran to the end and exited 0 having finished nothing.
+    """
+    from slurmplan.perf.gavel_table import load_gavel_table
+    from slurmplan.policy.registry import load_config
+    from slurmplan.sim.cluster import parse_cluster
+    from slurmplan.sim.workload import build_workloads
+
+    where = args.command
+    for name, value, ok, allowed in (
+        ("--round", args.round, args.round is None or args.round > 0, "a number of seconds > 0"),
+        ("--reconfig-cost", args.reconfig_cost, args.reconfig_cost >= 0, "a number of seconds >= 0"),
+        ("--tick", args.tick, args.tick >= 0, "a number of seconds >= 0 (0: every event)"),
+        ("--max-jobs", args.max_jobs, args.max_jobs is None or args.max_jobs > 0, "a number of jobs > 0"),
+        ("--max-hours", args.max_hours, args.max_hours is None or args.max_hours > 0, "a number of hours > 0"),
+        ("--workers", getattr(args, "workers", None), (getattr(args, "workers", None) or 1) > 0, "a count > 0"),
+    ):
+        if not ok:
+            raise ValidationError(name, value, allowed, where)
+    for policy in policies:
+        load_config(policy)
+    if args.plots:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise ValidationError(
+                "--plots", args.plots, "matplotlib, which is not installed: pip install 'slurmplan[plots]'", where
+            ) from None
+    cluster = parse_cluster(args.cluster)
+    jobs = load_jobs(RunSpec(args.trace, args.cluster, policies[0], max_jobs=args.max_jobs))
+    if not jobs:
+        raise ValidationError("--trace", args.trace, "a trace with at least one job", where)
+    table = load_gavel_table(args.throughputs) if any(j.is_table_job for j in jobs) else None
+    workloads = build_workloads(jobs, cluster, table)
+    stuck = [w for w in workloads.values() if not any(c.throughput > 0 for c in w.candidates)]
+    if stuck:
+        names = ", ".join(f"{w.job_id} ({w.trace.job_type or w.trace.model} x{w.trace.gpus})" for w in stuck[:8])
+        more = f" and {len(stuck) - 8} more" if len(stuck) > 8 else ""
+        raise ValidationError(
+            "--cluster",
+            args.cluster,
+            f"a cluster where every job can run; {len(stuck)} of {len(jobs)} jobs have no throughput on any of its "
+            f"GPU types ({', '.join(sorted(cluster.gpus_by_type()))}): jobs {names}{more}",
+            where,
+        )
+
+
 def _spec(args: argparse.Namespace, policy: str) -> RunSpec:
     jobs = load_jobs(RunSpec(args.trace, args.cluster, policy, max_jobs=args.max_jobs))
     windowed = any(not j.in_window for j in jobs) and not args.run_all
@@ -102,6 +152,7 @@ def _emit(args: argparse.Namespace, results, summaries) -> None:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
+    _preflight(args, [args.policy])
     result = simulate(_spec(args, args.policy))
     _emit(args, [result], [summarize(result)])
     return 0
@@ -111,6 +162,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     names = [p.strip() for p in args.policies.split(",") if p.strip()]
     if not names:
         raise ValidationError("policies", args.policies, "a comma-separated list of policy names", "compare")
+    _preflight(args, names)
     results = compare([_spec(args, name) for name in names], workers=args.workers)
     _emit(args, results, [summarize(r) for r in results])
     return 0
