@@ -37,7 +37,8 @@ def _add_common(p: argparse.ArgumentParser, *, json_flag: bool = True) -> None:
 def _action_text(a: Action) -> str:
     parts = [f"{a.kind.value:<12} job {a.job_id}"]
     if a.gpu_type or a.gpus_per_node:
-        parts.append(f"gpu:{a.gpu_type}:{a.gpus_per_node} x{a.node_count or 1} nodes={','.join(a.nodelist or ())}")
+        gres = f"gpu:{a.gpu_type}:{a.gpus_per_node}" if a.gpu_type else f"gpu:{a.gpus_per_node}"  # Slurm's spelling
+        parts.append(f"{gres} x{a.node_count or 1} nodes={','.join(a.nodelist or ())}")
     if a.signal:
         parts.append(f"signal {a.signal}")
     if a.admin_comment:

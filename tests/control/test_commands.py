@@ -112,3 +112,13 @@ def test_explain_text_shows_every_plan_flag() -> None:
         }
     )
     assert "v100x4" in text and plan.short() in text and " gc " in text and text.rstrip().endswith("off")
+
+
+def test_action_lines_spell_an_untyped_request_as_slurm_does() -> None:
+    from slurmplan.control.commands import _action_text
+    from slurmplan.domain import Action, ActionKind
+
+    untyped = _action_text(Action(ActionKind.UPDATE, 7, gpus_per_node=4, node_count=1, nodelist=("n1",)))
+    typed = _action_text(Action(ActionKind.UPDATE, 7, gpu_type="a100", gpus_per_node=4, node_count=2))
+    assert "gpu:4 x1 nodes=n1" in untyped and "None" not in untyped
+    assert "gpu:a100:4 x2" in typed
