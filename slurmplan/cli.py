@@ -6,8 +6,10 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 
+from slurmplan import __version__
 from slurmplan.domain import SlurmplanError
 
 # One line per room that has commands. Each module defines ``register(subparsers) -> None`` and sets
@@ -30,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Heterogeneity- and plan-aware scheduling of deep-learning training on Slurm.",
     )
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)")
+    parser.add_argument("--version", action="version", version=f"slurmplan {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)
@@ -45,10 +48,26 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows here, inside the handler, not at interpreter exit
+        return code
     except SlurmplanError as exc:
         print(f"slurmplan: error: {exc}", file=sys.stderr)
         return 1
+    except BrokenPipeError:
+        return _reader_went_away()
+
+
+def _reader_went_away() -> int:
+    """``slurmplan status --json | head -1``: the reader closed the pipe; stop quietly, as ``cat`` would.
+
+    The Python documentation's recipe (signal module, "Note on SIGPIPE"): point stdout at /dev/null so the
+    interpreter's final flush of what is still buffered does not raise a second BrokenPipeError at exit.
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 1
 
 
 if __name__ == "__main__":
