@@ -47,7 +47,11 @@ def parse_gpus(text: str) -> list[tuple[str, int]]:
 
 def _model(args: argparse.Namespace) -> ModelSpec:
     if bool(args.model) == bool(args.model_file):
-        raise ValidationError("model", args.model, "exactly one of --model NAME or --model-file FILE", "plan")
+        from slurmplan.perf.models import list_models
+
+        given = "both --model and --model-file" if args.model else "neither --model nor --model-file"
+        allowed = f"exactly one of --model NAME ({', '.join(list_models())}) or --model-file FILE"
+        raise ValidationError("model choice", given, allowed, "plan")
     model = get_model(args.model) if args.model else load_model_file(args.model_file)
     return model.with_seq_len(args.seq)
 
@@ -73,12 +77,15 @@ def explain_winner(best: dict[str, Any], second: dict[str, Any] | None) -> str:
     if second is None:
         return "it is the only feasible plan"
     gain = best["samples_per_s"] / second["samples_per_s"] - 1
+    other = f"{second['plan']} on {second['gpu_type']}x{second['gpus']}"
+    if gain < 0.0005:  # "0.0% faster" said nothing: the two are as fast as the model can tell
+        return f"as fast as {other} ({best['samples_per_s']:.3f} samples/s each); either will do"
     a, b = best["components_s"], second["components_s"]
     saved = {k: b[k] - a[k] for k in COMPONENT_WORDS}
     key = max(saved, key=lambda k: saved[k])
     return (
-        f"{100 * gain:.1f}% faster than {second['plan']} on {second['gpu_type']}x{second['gpus']}: "
-        f"{COMPONENT_WORDS[key]} {a[key]:.3f}s vs {b[key]:.3f}s per iteration"
+        f"{100 * gain:.1f}% faster than {other}: {COMPONENT_WORDS[key]} takes {a[key]:.3f} s instead of "
+        f"{b[key]:.3f} s per iteration"
     )
 
 
@@ -115,7 +122,15 @@ def _mixed(model: ModelSpec, resources: list[tuple[str, int]], batch: int, worke
     """EasyScale: one data-parallel job over all the given GPUs, maxP = workers (default: all GPUs)."""
     max_p = workers or sum(n for _, n in resources)
     if batch % max_p:
-        return {"error": f"global batch {batch} is not a multiple of workers {max_p}"}
+        fits = [d for d in range(1, batch + 1) if batch % d == 0]
+        below = max(d for d in fits if d <= max_p)
+        above = [d for d in fits if d > max_p]
+        hint = f"--workers {below}" + (f" or --workers {above[0]}" if above else "")
+        source = "--workers" if workers else "one per GPU by default"
+        return {
+            "error": f"global batch {batch} is not a multiple of {max_p} workers ({source}); "
+            f"pass {hint} (a divisor of the batch), or change --global-batch"
+        }
     rates = single_gpu_rates(model, [t for t, _ in resources], batch, max_p)
     counts = {t: n for t, n in resources if t in rates}
     if not counts:
