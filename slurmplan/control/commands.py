@@ -5,21 +5,27 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import signal
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from slurmplan.control.config import DEFAULT_CONFIG_PATH, DaemonConfig, load_config
-from slurmplan.control.explain import explain_job, format_explanation, format_history, history
-from slurmplan.control.journal import Journal
-from slurmplan.control.runner import Daemon, TickReport
 from slurmplan.domain import Action, ValidationError
+
+if TYPE_CHECKING:  # the daemon's modules are imported by the commands that run them, not by every `slurmplan`
+    from slurmplan.control.runner import TickReport
 
 log = logging.getLogger(__name__)
 
 
+def config_path(args: argparse.Namespace) -> str | None:
+    """``--config``, else ``$SLURMPLAN_CONFIG`` (set by the site install, as ``hook`` reads it), else the default."""
+    return getattr(args, "config", None) or os.environ.get("SLURMPLAN_CONFIG") or None
+
+
 def _config(args: argparse.Namespace) -> DaemonConfig:
-    cfg = load_config(args.config)
+    cfg = load_config(config_path(args))
     return cfg.with_overrides(
         dry_run=True if getattr(args, "dry_run", False) else None,
         shadow=True if getattr(args, "shadow", False) else None,
@@ -28,7 +34,7 @@ def _config(args: argparse.Namespace) -> DaemonConfig:
 
 
 def _add_common(p: argparse.ArgumentParser, *, json_flag: bool = True) -> None:
-    p.add_argument("--config", help=f"the daemon's YAML file (default {DEFAULT_CONFIG_PATH})")
+    p.add_argument("--config", help=f"the daemon's YAML file (default $SLURMPLAN_CONFIG, else {DEFAULT_CONFIG_PATH})")
     p.add_argument("--database", help="override the journal path from the config")
     if json_flag:
         p.add_argument("--json", action="store_true", help="machine-readable output")
@@ -99,12 +105,29 @@ def format_report(r: TickReport) -> str:
 
 
 def cmd_tick(args: argparse.Namespace) -> int:
+    from slurmplan.control.runner import Daemon
+
     report = Daemon(_config(args)).tick()
     print(json.dumps(report_dict(report), indent=2) if args.json else format_report(report))
     return 1 if report.skipped else 0
 
 
+def tick_changed(report: TickReport) -> bool:
+    """Whether a tick did or decided anything an admin watching the daemon's output should see."""
+    return bool(report.new_round or report.actions or report.skipped or report.rolled_forward.applied or report.refused)
+
+
+def daemon_output(report: TickReport, verbose: bool) -> str | None:
+    """What the daemon prints after a tick: its decisions when something changed; for a tick that changed
+    nothing, one line with -v and nothing otherwise (a line every 30 s buried the ticks that mattered)."""
+    if tick_changed(report):
+        return format_report(report)
+    return format_report(report).splitlines()[0] if verbose else None
+
+
 def cmd_daemon(args: argparse.Namespace) -> int:
+    from slurmplan.control.runner import Daemon
+
     cfg = _config(args)
     interval = args.interval if args.interval is not None else cfg.interval_s
     if interval <= 0:
@@ -114,18 +137,18 @@ def cmd_daemon(args: argparse.Namespace) -> int:
         signal.signal(sig, lambda *_: stop.set())
 
     def show(report: TickReport) -> None:
-        """Full decisions when something happens (new round, actions); one line for a quiet tick."""
-        if args.quiet:
-            return
-        text = format_report(report)
-        quiet = not (report.new_round or report.actions or report.skipped or report.rolled_forward.applied)
-        print(text.splitlines()[0] if quiet else text, flush=True)
+        text = None if args.quiet else daemon_output(report, args.verbose > 0)
+        if text is not None:
+            print(text, flush=True)
 
     Daemon(cfg).run(interval, max_ticks=args.max_ticks, stop=stop, on_tick=show)
     return 0
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
+    from slurmplan.control.explain import explain_job, format_explanation
+    from slurmplan.control.journal import Journal
+
     with Journal(_config(args).database) as j:
         e = explain_job(j, args.job_id)
     print(json.dumps(e, indent=2, default=str) if args.json else format_explanation(e))
@@ -133,6 +156,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def cmd_history(args: argparse.Namespace) -> int:
+    from slurmplan.control.explain import format_history, history
+    from slurmplan.control.journal import Journal
+
     with Journal(_config(args).database) as j:
         rows = history(j, args.job, args.limit)
     print(json.dumps(rows, indent=2) if args.json else format_history(rows))
@@ -140,13 +166,25 @@ def cmd_history(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = subparsers.add_parser("tick", help="run one scheduling tick: observe Slurm, decide, act (for cron)")
+    p = subparsers.add_parser(
+        "tick",
+        help="run one scheduling tick: observe Slurm, decide, act (for cron)",
+        description="Run one tick: read the managed jobs and nodes from Slurm, run the policy when a round is "
+        "due, journal the decisions, then hold, update, release, signal or requeue jobs to match them. Reads "
+        "--config, else $SLURMPLAN_CONFIG, else the default path.",
+    )
     _add_common(p)
     p.add_argument("--dry-run", action="store_true", help="print the actions and change nothing")
     p.add_argument("--shadow", action="store_true", help="decide and journal, but never act on Slurm")
     p.set_defaults(func=cmd_tick)
 
-    p = subparsers.add_parser("daemon", help="tick every --interval seconds until stopped (for systemd)")
+    p = subparsers.add_parser(
+        "daemon",
+        help="tick every --interval seconds until stopped (for systemd)",
+        description="Tick every --interval seconds until SIGTERM or SIGINT. Prints a tick's decisions and actions "
+        "only when something changed (a new round, an action, a refused job, a skipped tick); -v also prints "
+        "one line for each quiet tick.",
+    )
     _add_common(p, json_flag=False)
     p.add_argument("--interval", type=float, help="seconds between ticks (default: interval_s of the config)")
     p.add_argument("--shadow", action="store_true", help="decide and journal, but never act on Slurm")
@@ -154,12 +192,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--quiet", action="store_true", help="no per-tick line on stdout")
     p.set_defaults(func=cmd_daemon)
 
-    p = subparsers.add_parser("explain", help="why a job has its configuration (candidates, share, priority, rule)")
+    p = subparsers.add_parser(
+        "explain",
+        help="why a job has its configuration (candidates, share, priority, rule)",
+        description="Explain the latest decision journaled for one job: its hints, candidate configurations, "
+        "its share of each in the policy's allocation, its priority, and the rule that placed, kept, moved, "
+        "held or preempted it.",
+    )
     _add_common(p)
     p.add_argument("job_id", type=int, metavar="JOBID")
     p.set_defaults(func=cmd_explain)
 
-    p = subparsers.add_parser("history", help="decisions, actions and job events, oldest first")
+    p = subparsers.add_parser(
+        "history",
+        help="decisions, actions and job events, oldest first",
+        description="Print the journal: each tick's decisions, the actions sent to Slurm and the job events "
+        "(prolog, epilog, launcher reports), oldest first.",
+    )
     _add_common(p)
     p.add_argument("--job", type=int, metavar="JOBID", help="only this job")
     p.add_argument("--limit", type=int, default=100, help="at most this many rows (default 100)")

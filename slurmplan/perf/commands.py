@@ -6,17 +6,14 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from slurmplan.domain import ValidationError
-from slurmplan.perf.calibration import fit_points
-from slurmplan.perf.candidates import plan_needs
-from slurmplan.perf.easyscale import best_assignment, single_gpu_rates
-from slurmplan.perf.fit import HoldoutReport, can_fit, fit_constants, fit_with_holdout
-from slurmplan.perf.hardware import default_catalog
-from slurmplan.perf.measurements import load_measurements
-from slurmplan.perf.models import ModelSpec, get_model, load_model_file
-from slurmplan.perf.search import RankedPlan, search_plans
+
+if TYPE_CHECKING:  # imported where used: scipy (fit) costs ~0.3 s on every `slurmplan` start otherwise
+    from slurmplan.perf.fit import HoldoutReport
+    from slurmplan.perf.models import ModelSpec
+    from slurmplan.perf.search import RankedPlan
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +31,8 @@ COMPONENT_WORDS = {
 
 def parse_gpus(text: str) -> list[tuple[str, int]]:
     """``a100:8,v100:4`` -> [("a100", 8), ("v100", 4)], types checked against the catalog."""
+    from slurmplan.perf.hardware import default_catalog
+
     out = []
     catalog = default_catalog()
     for part in text.split(","):
@@ -46,6 +45,8 @@ def parse_gpus(text: str) -> list[tuple[str, int]]:
 
 
 def _model(args: argparse.Namespace) -> ModelSpec:
+    from slurmplan.perf.models import get_model, load_model_file
+
     if bool(args.model) == bool(args.model_file):
         from slurmplan.perf.models import list_models
 
@@ -57,6 +58,9 @@ def _model(args: argparse.Namespace) -> ModelSpec:
 
 
 def _entry(gpu_type: str, gpus: int, r: RankedPlan) -> dict[str, Any]:
+    from slurmplan.perf.candidates import plan_needs
+    from slurmplan.perf.hardware import default_catalog
+
     spec = default_catalog().get(gpu_type)
     cpus, host_mb = plan_needs(r.plan, spec, gpus, r.host_memory_gb)
     return {
@@ -90,6 +94,9 @@ def explain_winner(best: dict[str, Any], second: dict[str, Any] | None) -> str:
 
 
 def run_plan(args: argparse.Namespace) -> int:
+    from slurmplan.perf.hardware import default_catalog
+    from slurmplan.perf.search import search_plans
+
     model = _model(args)
     if args.top < 1:
         raise ValidationError("top", args.top, "a positive integer", "plan")
@@ -120,6 +127,8 @@ def run_plan(args: argparse.Namespace) -> int:
 
 def _mixed(model: ModelSpec, resources: list[tuple[str, int]], batch: int, workers: int | None) -> dict[str, Any]:
     """EasyScale: one data-parallel job over all the given GPUs, maxP = workers (default: all GPUs)."""
+    from slurmplan.perf.easyscale import best_assignment, single_gpu_rates
+
     max_p = workers or sum(n for _, n in resources)
     if batch % max_p:
         fits = [d for d in range(1, batch + 1) if batch % d == 0]
@@ -194,6 +203,11 @@ def _report_dict(model: str, points: int, report: HoldoutReport | None, fit: Any
 
 
 def run_fit(args: argparse.Namespace) -> int:
+    from slurmplan.perf.calibration import fit_points
+    from slurmplan.perf.fit import can_fit, fit_constants, fit_with_holdout
+    from slurmplan.perf.measurements import load_measurements
+    from slurmplan.perf.models import get_model
+
     measurements = load_measurements(args.measurements)
     by_model: dict[str, list] = {}
     for m in measurements:

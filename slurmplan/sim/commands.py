@@ -9,10 +9,12 @@ from pathlib import Path
 
 from slurmplan.domain import ValidationError
 from slurmplan.sim.cluster import CRIUS_CLUSTER, GAVEL_CLUSTER
-from slurmplan.sim.engine import SimOptions
-from slurmplan.sim.metrics import summarize
-from slurmplan.sim.report import format_table, to_json, write_outputs
-from slurmplan.sim.runner import RunSpec, compare, load_jobs, simulate
+
+# The simulator's modules are imported by the commands that run it: every `slurmplan` start paid for them.
+
+GAVEL_DEFAULT_RATE = {"gavel-single": 5.6, "gavel-multiple": 2.6}
+"""Jobs per hour where policies differ on Gavel's cluster (the rates of Gavel's own comparison). The old default,
+1.5 jobs/h for both, left the 108 GPUs mostly idle, so every policy ran every job at once and they all tied."""
 
 
 def _run_options(p: argparse.ArgumentParser) -> None:
@@ -51,7 +53,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     gen = tsub.add_parser("generate", help="write a synthetic trace as JSON lines")
     gen.add_argument("kind", choices=("gavel-single", "gavel-multiple", "llm"), help="which generator")
     gen.add_argument("--jobs", type=int, default=1000, help="number of jobs")
-    gen.add_argument("--rate", type=float, default=None, help="arrivals per hour (default 1.5 Gavel, 40 llm)")
+    gen.add_argument(
+        "--rate",
+        type=float,
+        default=None,
+        help="arrivals per hour (default 5.6 gavel-single, 2.6 gavel-multiple, 40 llm; the summary says the load)",
+    )
     gen.add_argument("--seed", type=int, default=0)
     gen.add_argument("--window", default=None, help="A:B marks jobs A..B-1 as measured (Gavel traces)")
     gen.add_argument("--models", default=None, help="comma-separated catalog models (llm; default 0.1B-30B)")
@@ -75,6 +82,7 @@ def _preflight(args: argparse.Namespace, policies: list[str]) -> None:
     from slurmplan.perf.gavel_table import load_gavel_table
     from slurmplan.policy.registry import load_config
     from slurmplan.sim.cluster import parse_cluster
+    from slurmplan.sim.runner import RunSpec, load_jobs
     from slurmplan.sim.workload import build_workloads
 
     where = args.command
@@ -116,7 +124,10 @@ def _preflight(args: argparse.Namespace, policies: list[str]) -> None:
         )
 
 
-def _spec(args: argparse.Namespace, policy: str) -> RunSpec:
+def _spec(args: argparse.Namespace, policy: str):  # -> RunSpec
+    from slurmplan.sim.engine import SimOptions
+    from slurmplan.sim.runner import RunSpec, load_jobs
+
     jobs = load_jobs(RunSpec(args.trace, args.cluster, policy, max_jobs=args.max_jobs))
     windowed = any(not j.in_window for j in jobs) and not args.run_all
     options = SimOptions(
@@ -133,6 +144,8 @@ def _spec(args: argparse.Namespace, policy: str) -> RunSpec:
 
 
 def _emit(args: argparse.Namespace, results, summaries) -> None:
+    from slurmplan.sim.report import format_table, to_json, write_outputs
+
     for s in summaries:
         if not s["arrivals_cover_window"]:
             print(
@@ -152,6 +165,9 @@ def _emit(args: argparse.Namespace, results, summaries) -> None:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
+    from slurmplan.sim.metrics import summarize
+    from slurmplan.sim.runner import simulate
+
     _preflight(args, [args.policy])
     result = simulate(_spec(args, args.policy))
     _emit(args, [result], [summarize(result)])
@@ -159,6 +175,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
+    from slurmplan.sim.metrics import summarize
+    from slurmplan.sim.runner import compare
+
     names = [p.strip() for p in args.policies.split(",") if p.strip()]
     if not names:
         raise ValidationError("policies", args.policies, "a comma-separated list of policy names", "compare")
@@ -193,14 +212,35 @@ def cmd_trace_generate(args: argparse.Namespace) -> int:
         jobs = gavel_trace(
             load_gavel_table(args.throughputs),
             args.jobs,
-            args.rate or 1.5,
+            args.rate or GAVEL_DEFAULT_RATE[args.kind],
             multi_gpu=args.kind == "gavel-multiple",
             seed=args.seed,
             window=window,
         )
     count = write_trace(jobs, args.out)
-    print(f"wrote {count} jobs to {args.out}")
+    print(f"wrote {count} jobs to {args.out}; {offered_load(jobs)}")
     return 0
+
+
+def offered_load(jobs, cluster: str = GAVEL_CLUSTER) -> str:
+    """The trace's load in words: arrivals per hour and GPU-hours asked per hour against ``cluster``'s GPUs.
+
+    Durations are on the job's own type for model jobs and on V100s for Gavel jobs (the trace's definition), so
+    1.0 means the cluster would be exactly busy if every GPU ran at that speed; slower GPUs make it busier.
+    """
+    from slurmplan.sim.cluster import parse_cluster
+
+    timed = [j for j in jobs if j.duration_s]
+    span_h = (jobs[-1].arrival_s - jobs[0].arrival_s) / 3600 if len(jobs) > 1 else 0.0
+    if not timed or span_h <= 0:
+        return "load unknown (one job, or no durations)"
+    rate = (len(jobs) - 1) / span_h
+    gpu_h_per_h = rate * sum(j.duration_s * j.gpus for j in timed) / len(timed) / 3600
+    gpus = parse_cluster(cluster).total_gpus
+    return (
+        f"{rate:.2f} arrivals/h asking {gpu_h_per_h:.0f} GPU-hours per hour, offered load {gpu_h_per_h / gpus:.2f} "
+        f"of the {gpus} GPUs of {cluster}"
+    )
 
 
 def cmd_trace_check(args: argparse.Namespace) -> int:
@@ -212,7 +252,7 @@ def cmd_trace_check(args: argparse.Namespace) -> int:
         "table_jobs": sum(j.is_table_job for j in jobs),
         "hint_jobs": sum(not j.is_table_job for j in jobs),
         "window_jobs": sum(j.in_window for j in jobs),
-        "last_arrival_h": (jobs[-1].arrival_s / 3600) if jobs else 0.0,
+        "last_arrival_h": round(jobs[-1].arrival_s / 3600, 2) if jobs else 0.0,
     }
     print(json.dumps(info) if args.json else "\n".join(f"{k}: {v}" for k, v in info.items()))
     return 0

@@ -122,3 +122,39 @@ def test_action_lines_spell_an_untyped_request_as_slurm_does() -> None:
     typed = _action_text(Action(ActionKind.UPDATE, 7, gpu_type="a100", gpus_per_node=4, node_count=2))
     assert "gpu:4 x1 nodes=n1" in untyped and "None" not in untyped
     assert "gpu:a100:4 x2" in typed
+
+
+def test_daemon_prints_a_tick_only_when_something_changed(tmp_path: Path) -> None:
+    import dataclasses
+
+    from slurmplan.control.commands import daemon_output
+
+    backend = MemBackend([Job(11, "train", admin_comment="slurmplan:model=m;gpus=2")])
+    daemon = Daemon(
+        DaemonConfig(database=tmp_path / "j.db", report_dir=tmp_path / "reports"),
+        backend=backend,
+        policy="test",
+        candidates_fn=candidates,
+        decide_fn=simple_decide,
+    )
+    first = daemon.tick()
+    # the test decide function opens a round every tick; the tick after the first is otherwise a quiet one
+    second = dataclasses.replace(daemon.tick(), new_round=False)
+    assert first.new_round and "job     11" in (daemon_output(first, verbose=False) or "")
+    assert not second.actions and not second.refused and not second.skipped
+    assert daemon_output(second, verbose=False) is None
+    quiet_line = daemon_output(second, verbose=True)
+    assert quiet_line is not None and "\n" not in quiet_line and "managed" in quiet_line
+
+
+@pytest.mark.parametrize("command", [["tick", "--dry-run"], ["daemon", "--max-ticks", "1"], ["explain", "11"],
+                                     ["history"]])  # fmt: skip
+def test_commands_read_slurmplan_config_from_the_environment(command, tmp_path: Path, monkeypatch, capsys) -> None:
+    # A config naming a policy that does not exist: any command that reads the file fails naming it, before it
+    # touches Slurm or a journal. Without $SLURMPLAN_CONFIG they would read /etc/slurmplan/slurmplan.yaml.
+    cfg = tmp_path / "env.yaml"
+    cfg.write_text("interval_s: -5\n")
+    monkeypatch.setenv("SLURMPLAN_CONFIG", str(cfg))
+    assert main(command) == 1
+    err = capsys.readouterr().err
+    assert "interval_s" in err and str(cfg) in err, err
