@@ -7,6 +7,7 @@ import argparse
 import importlib
 import logging
 import os
+import re
 import sys
 
 from slurmplan import __version__
@@ -26,8 +27,37 @@ COMMAND_MODULES: tuple[str, ...] = (
 )
 
 
+_RST = ((re.compile(r":[a-z]+:`~?([^`]*)`"), r"\1"), (re.compile(r"``([^`]*)``"), r"\1"))
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with help text cleaned of reStructuredText markup.
+
+    Rooms reuse their module docstrings as descriptions; ````x```` and ``:func:`x``` read as noise in a
+    terminal. Subparsers are built with the parent's class, so every level gets this.
+    """
+
+    def format_help(self) -> str:
+        text = super().format_help()
+        for pattern, repl in _RST:
+            text = pattern.sub(repl, text)
+        return text
+
+
+def _describe_all(parser: argparse.ArgumentParser) -> None:
+    """Give every subcommand a description: its one-line help when its room wrote none (``slurmplan site -h``
+    printed only usage and options)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            helps = {a.dest: a.help for a in action._choices_actions}
+            for name, sub in action.choices.items():
+                if not sub.description and helps.get(name):
+                    sub.description = helps[name][0].upper() + helps[name][1:] + "."
+                _describe_all(sub)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="slurmplan",
         description="Heterogeneity- and plan-aware scheduling of deep-learning training on Slurm.",
     )
@@ -36,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)
+    _describe_all(parser)
     return parser
 
 

@@ -75,3 +75,68 @@ def test_simulate_json_stdout_is_only_json(tmp_path: Path) -> None:
 def test_version() -> None:
     r = _sh(f"{CLI} --version")
     assert r.returncode == 0 and r.stdout.strip() == f"slurmplan {slurmplan.__version__}"
+
+
+def _subparsers(parser, path=()):
+    import argparse
+
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield (*path, name), sub
+                yield from _subparsers(sub, (*path, name))
+
+
+def test_every_subcommand_has_a_description_and_no_rst_markup() -> None:
+    from slurmplan.cli import build_parser
+
+    seen = []
+    for path, sub in _subparsers(build_parser()):
+        text = sub.format_help()
+        seen.append(path)
+        assert sub.description, f"slurmplan {' '.join(path)} --help has no description"
+        assert "``" not in text and ":func:`" not in text and ":class:`" not in text, (path, text)
+    for wanted in ("simulate", "compare", "tick", "daemon", "explain", "history", "trace", "site"):
+        assert (wanted,) in seen
+
+
+def test_help_imports_no_solver_or_framework() -> None:
+    """A fact, not a timing (the timing is benchmarks/bench_startup.py): --help must not import these."""
+    probe = (
+        "import sys; from slurmplan.cli import build_parser; build_parser().format_help(); "
+        "print(' '.join(m for m in ('cvxpy', 'torch', 'scipy', 'matplotlib', 'sqlite_utils') if m in sys.modules))"
+    )
+    r = _sh(f'{sys.executable} -c "{probe}"')
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "", f"imported by --help: {r.stdout}"
+
+
+def test_listing_and_loading_policies_does_not_import_cvxpy() -> None:
+    probe = (
+        "import sys; from slurmplan.policy.registry import list_policies, load_policy; "
+        "[load_policy(n) for n in list_policies()]; print('cvxpy' in sys.modules)"
+    )
+    r = _sh(f'{sys.executable} -c "{probe}"')
+    assert r.returncode == 0 and r.stdout.strip() == "False", r.stdout + r.stderr
+
+
+def test_policies_and_history_tables_have_header_rows() -> None:
+    from slurmplan.control.explain import format_history
+
+    r = _sh(f"{CLI} policies")
+    assert r.stdout.splitlines()[0].split() == ["NAME", "OBJECTIVE", "DESCRIPTION"]
+    rows = [{"time": 1_700_000_000.0, "job_id": 7, "round": 3, "kind": "decision", "what": "kept", "detail": "x"}]
+    header, line = format_history(rows).splitlines()
+    assert header.split()[:4] == ["TIME", "JOBID", "ROUND", "KIND"]
+    assert line.startswith("2023-11-1")  # a date, not only a time of day
+
+
+def test_gavel_trace_default_load_is_stated_and_busy_enough(tmp_path: Path) -> None:
+    r = _sh(f"{CLI} trace generate gavel-single --jobs 400 --out {tmp_path / 't.jsonl'}")
+    assert r.returncode == 0, r.stderr
+    assert "arrivals/h" in r.stdout and "offered load" in r.stdout
+    load = float(r.stdout.split("offered load ")[1].split()[0])
+    assert 0.6 <= load <= 1.0, r.stdout  # was about 0.2: every policy ran every job at once and they tied
+    check = _sh(f"{CLI} trace check {tmp_path / 't.jsonl'}").stdout
+    hours = check.split("last_arrival_h: ")[1].split()[0]
+    assert len(hours.split(".")[1]) <= 2, check  # rounded, not 17 digits

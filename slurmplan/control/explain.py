@@ -119,9 +119,11 @@ def history(journal: Journal, job_id: int | None = None, limit: int = 50) -> lis
 def format_history(rows: list[dict[str, Any]]) -> str:
     if not rows:
         return "nothing journaled yet"
-    lines = []
+    # a header and full dates: a journal spans days, and bare columns of numbers did not say what they were
+    lines = [f"{'TIME':<19} {'JOBID':>7} {'ROUND':>5} {'KIND':<8} WHAT  DETAIL"]
     for r in rows:
         rnd = "" if r["round"] is None else f"r{r['round']}"
-        line = f"{_t(r['time'])} {r['job_id']:>7} {rnd:>5} {r['kind']:<8} {r['what']}  {r['detail'] or ''}"
+        when = "-" if r["time"] is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r["time"]))
+        line = f"{when:<19} {r['job_id']:>7} {rnd:>5} {r['kind']:<8} {r['what']}  {r['detail'] or ''}"
         lines.append(line.rstrip())
     return "\n".join(lines)

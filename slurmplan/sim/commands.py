@@ -37,20 +37,40 @@ def _run_options(p: argparse.ArgumentParser) -> None:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    sim = subparsers.add_parser("simulate", help="replay a trace through the real tick on a simulated cluster")
+    sim = subparsers.add_parser(
+        "simulate",
+        help="replay a trace through the real tick on a simulated cluster",
+        description="Replay a trace (JSON lines: ours, or a Gavel dump) through the same tick the daemon runs, on a "
+        "simulated cluster, and print JCT, makespan, utilisation, fairness and restarts. Every argument, the "
+        "policy and whether each job can run on the cluster are checked before the simulation starts.",
+    )
     sim.add_argument("--policy", required=True, help="policy name or YAML file")
     _run_options(sim)
     sim.set_defaults(func=cmd_simulate)
 
-    cmp = subparsers.add_parser("compare", help="run several policies on one trace and print one table")
+    cmp = subparsers.add_parser(
+        "compare",
+        help="run several policies on one trace and print one table",
+        description="Simulate one trace under several policies (in parallel processes) and print one table with "
+        "each metric and its ratio to the first policy. Options as for simulate.",
+    )
     cmp.add_argument("--policies", required=True, help="comma-separated policy names or files; ratios to the first")
     cmp.add_argument("--workers", type=int, default=None, help="parallel processes (default: one per core)")
     _run_options(cmp)
     cmp.set_defaults(func=cmd_compare)
 
-    trace = subparsers.add_parser("trace", help="generate or check traces")
+    trace = subparsers.add_parser(
+        "trace",
+        help="generate or check traces",
+        description="Generate synthetic traces (Gavel's generator, bit-exact, or an LLM-heavy mix) or validate one.",
+    )
     tsub = trace.add_subparsers(dest="trace_command", metavar="ACTION")
-    gen = tsub.add_parser("generate", help="write a synthetic trace as JSON lines")
+    gen = tsub.add_parser(
+        "generate",
+        help="write a synthetic trace as JSON lines",
+        description="Write a synthetic trace. gavel-single/gavel-multiple follow Gavel's random stream; llm draws "
+        "catalog models, accounts, job classes and deadlines. The summary line says the offered load.",
+    )
     gen.add_argument("kind", choices=("gavel-single", "gavel-multiple", "llm"), help="which generator")
     gen.add_argument("--jobs", type=int, default=1000, help="number of jobs")
     gen.add_argument(
@@ -67,7 +87,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     gen.add_argument("--cluster", default=CRIUS_CLUSTER, help="cluster whose feasibility shapes requests (llm)")
     gen.add_argument("--out", required=True, help="output file")
     gen.set_defaults(func=cmd_trace_generate)
-    check = tsub.add_parser("check", help="validate a trace; errors name the line and field")
+    check = tsub.add_parser(
+        "check",
+        help="validate a trace; errors name the line and field",
+        description="Read a trace, report bad lines as FILE:LINE with the field, and print its job counts.",
+    )
     check.add_argument("file")
     check.add_argument("--json", action="store_true")
     check.set_defaults(func=cmd_trace_check)
