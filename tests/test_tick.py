@@ -146,7 +146,7 @@ def test_stickiness_keeps_small_gains_and_moves_large_ones(a100_speed: float, mo
     out = decide(TickInput(T0, mini.snapshot_cluster(), mini.managed()), policy, SchedulerState())
     a = by_job(out)[1]
     if not moves:
-        assert a.reason is Reason.KEPT and a.nodes == ("v100-0",) and "does not beat" in a.detail
+        assert a.reason is Reason.KEPT and a.nodes == ("v100-0",) and "not above" in a.detail
         assert kinds(out) == [(1, ActionKind.ANNOTATE)]
         assert out.actions[0].admin_comment.startswith("slurmplan: v100x1 dp1")
         return

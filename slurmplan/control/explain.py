@@ -73,7 +73,12 @@ def format_explanation(e: dict[str, Any]) -> str:
     if e["hint_error"]:
         lines.append(f"  left alone, bad hints: {e['hint_error']}")
     d = e["decision"]
-    if d:
+    if d and not d["cell"]:  # held: no configuration, nothing runs; "on - ... predicted 0 samples/s" said nothing
+        lines.append(f"  round {d['round_index']} at {_t(d['time'])}: held ({d['reason']}), not running this round")
+        lines.append(f"  priority {d['priority']:.3g}, share of the cluster this round {d['share']:.3g}")
+        if d["rule"]:
+            lines.append(f"  why: {d['rule']}")
+    elif d:
         lines.append(
             f"  round {d['round_index']} at {_t(d['time'])}: {d['reason']}"
             f" {d['cell'] or ''} {d['plan'] or ''} on {d['nodes'] or '-'}".rstrip()

@@ -158,3 +158,17 @@ def test_commands_read_slurmplan_config_from_the_environment(command, tmp_path: 
     assert main(command) == 1
     err = capsys.readouterr().err
     assert "interval_s" in err and str(cfg) in err, err
+
+
+def test_explain_of_a_held_job_says_held_and_why_not_a_prediction_of_zero() -> None:
+    from slurmplan.control.explain import format_explanation
+
+    why = "its a100 GPUs went to job 12 (priority 3.1); the policy gave it no share of time this round"
+    decision = {"round_index": 4, "time": 1_700_000_000.0, "reason": "preempted", "cell": None, "plan": None,
+                "nodes": "", "priority": 0.0, "share": 0.0, "throughput": 0.0, "rule": why}  # fmt: skip
+    e = {"job_id": 7, "name": "train", "state": "PENDING", "managed": True, "hints": "", "hint_error": None,
+         "candidates": [], "share": {}, "share_round": None, "decision": decision,
+         "actions": [], "events": []}  # fmt: skip
+    text = format_explanation(e)
+    assert "held (preempted), not running this round" in text and f"why: {why}" in text
+    assert "predicted 0" not in text and " on -" not in text
