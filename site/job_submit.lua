@@ -5,7 +5,7 @@ links) and 5.3 (the test driver): no math.tointeger, no goto, no integer divisio
 What it does, at submit time only:
   1. collects plan hints from the SPANK plugin's options (job_desc.spank_job_env holds
      _SLURM_SPANK_OPTION_slurmplan_plan_<option>=<value>) and from a `--comment "slurmplan:..."`;
-  2. validates them with the SAME grammar as slurmplan/slurm/hints.py (documented there; the keys, limits,
+  2. validates them with the SAME grammar as slurmplan/formats.py (documented there; the keys, limits,
      canonical order and error texts below mirror it, and tests/integration/test_hint_parity.py fuzzes both);
   3. refuses a malformed hint (slurm.ERROR) with a user message naming the key, the value and what is allowed;
   4. writes the canonical hints into job_desc.admin_comment (users cannot set that field themselves), and

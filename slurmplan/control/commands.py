@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import signal
+import sys
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -14,6 +15,7 @@ from slurmplan.control.config import DEFAULT_CONFIG_PATH, DaemonConfig, load_con
 from slurmplan.domain import Action, ValidationError
 
 if TYPE_CHECKING:  # the daemon's modules are imported by the commands that run them, not by every `slurmplan`
+    from slurmplan.control.journal import Journal
     from slurmplan.control.runner import TickReport
 
 log = logging.getLogger(__name__)
@@ -145,23 +147,47 @@ def cmd_daemon(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_explain(args: argparse.Namespace) -> int:
-    from slurmplan.control.explain import explain_job, format_explanation
+def _read_journal(args: argparse.Namespace) -> Journal:
+    """The configured journal, opened read-only: a read never creates a database (a typo'd path is an error)."""
     from slurmplan.control.journal import Journal
 
-    with Journal(_config(args).database) as j:
+    return Journal(_config(args).database, readonly=True)
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    from slurmplan.control.explain import explain_job, format_explanation
+
+    with _read_journal(args) as j:
         e = explain_job(j, args.job_id)
-    print(json.dumps(e, indent=2, default=str) if args.json else format_explanation(e))
+    print(json.dumps(e, indent=2, default=str) if args.json else f"journal {j.path}:\n{format_explanation(e)}")
     return 0
 
 
-def cmd_history(args: argparse.Namespace) -> int:
-    from slurmplan.control.explain import format_history, history
-    from slurmplan.control.journal import Journal
+def history_heading(j: Journal, job_id: int | None, rows: list[dict[str, Any]], limit: int | None) -> str:
+    """Which journal was read and what it held: rows shown, no rows for this job, or nothing at all."""
+    if rows:
+        scope = f" for job {job_id}" if job_id is not None else ""
+        latest = f", the latest {limit}" if limit and len(rows) == limit else ""
+        return f"journal {j.path}: {len(rows)} rows{scope}{latest}"
+    if job_id is not None and not j.is_empty():
+        return f"journal {j.path}: no rows for job {job_id} (other jobs have rows: `slurmplan history`)"
+    return f"journal {j.path}: nothing journaled yet"
 
-    with Journal(_config(args).database) as j:
-        rows = history(j, args.job, args.limit)
-    print(json.dumps(rows, indent=2) if args.json else format_history(rows))
+
+def cmd_history(args: argparse.Namespace) -> int:
+    from slurmplan.control.explain import check_limit, format_history, history
+
+    limit = check_limit(args.limit)  # before opening anything
+    with _read_journal(args) as j:
+        rows = history(j, args.job, limit)
+        heading = history_heading(j, args.job, rows, limit)
+    if args.json:
+        print(heading, file=sys.stderr)  # stdout stays JSON
+        print(json.dumps(rows, indent=2))
+    else:
+        print(heading)
+        if rows:
+            print(format_history(rows))
     return 0
 
 
@@ -211,5 +237,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     _add_common(p)
     p.add_argument("--job", type=int, metavar="JOBID", help="only this job")
-    p.add_argument("--limit", type=int, default=100, help="at most this many rows (default 100)")
+    p.add_argument(
+        "--limit", type=int, default=100, help="the latest this many rows, all kinds merged (default 100; 0: all)"
+    )
     p.set_defaults(func=cmd_history)

@@ -34,6 +34,8 @@ class DaemonConfig:
     policy: str = "las"
     """A policy name from ``policies/`` or the path of a policy YAML file."""
     round_s: float = 360.0
+    """Round settings (``round_s``, ``reconfig_threshold``, ``reconfig_cost_s``) are owned here, by the tick's
+    config (``tick_config()``); the simulator takes them from its options. A policy file's copies are not read."""
     checkpoint_signal: str = "USR2"
     grace_s: float = 120.0
     reconfig_threshold: float = 0.97

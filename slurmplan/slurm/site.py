@@ -247,7 +247,7 @@ def job_admin_comment(job_id: int) -> str:
 
 def plan_env_for_job(job_id: int, admin_comment: str | None = None) -> dict[str, str]:
     """The ``SLURMPLAN_*`` variables the SPANK plugin would export, from the decision in the admin comment."""
-    from slurmplan.slurm.hints import parse_decision, plan_environment
+    from slurmplan.formats import parse_decision, plan_environment
 
     decision = parse_decision(job_admin_comment(job_id) if admin_comment is None else admin_comment)
     if decision is None:

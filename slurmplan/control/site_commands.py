@@ -13,7 +13,7 @@ from pathlib import Path
 
 from slurmplan.control.hook import EVENTS, run_hook
 from slurmplan.domain import ValidationError
-from slurmplan.slurm.hints import format_hints, parse_hints
+from slurmplan.formats import format_hints, parse_hints
 from slurmplan.slurm.site import DEFAULT_CONFIG, DEFAULT_PLUGIN_DIR, SiteLayout, install_site, plan_env_for_job
 
 log = logging.getLogger(__name__)
