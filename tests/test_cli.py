@@ -41,10 +41,9 @@ def test_json_piped_to_head_in_a_terminal(tmp_path: Path) -> None:
     assert _sh(f"{CLI} trace generate gavel-single --jobs 30 --rate 20 --out {trace}").returncode == 0
     session = f"sp-{uuid.uuid4().hex[:8]}"
     done = tmp_path / "done"
-    cmd = (
-        f"cd {ROOT} && PYTHONPATH={ROOT} {CLI} simulate --policy las --cluster v100:4,k80:4 --trace {trace} "
-        f"--json | head -1; echo rc=${{PIPESTATUS[0]}} > {done}"
-    )
+    sim = f"PYTHONPATH={ROOT} {CLI} simulate --policy las --cluster v100:4,k80:4 --trace {trace}"
+    # first with the progress bar on the terminal and the table after it, then --json into head
+    cmd = f"cd {ROOT} && {sim}; {sim} --json | head -1; echo rc=${{PIPESTATUS[0]}} > {done}"
     subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "200", "-y", "50", "bash", "--norc"], check=True)
     try:
         subprocess.run(["tmux", "send-keys", "-t", session, cmd, "Enter"], check=True)
@@ -59,6 +58,9 @@ def test_json_piped_to_head_in_a_terminal(tmp_path: Path) -> None:
     assert "Traceback" not in pane.stdout and "BrokenPipe" not in pane.stdout, pane.stdout
     lines = [line.strip() for line in pane.stdout.splitlines()]
     assert "[" in lines and "Running HiGHS" not in pane.stdout  # head's one line is the JSON's first
+    # the progress bar is gone once the run ends: the table starts at the beginning of its line, nothing left over
+    assert any(line.startswith("policy ") for line in pane.stdout.splitlines()), pane.stdout
+    assert "simulating" not in pane.stdout and "job/s" not in pane.stdout, pane.stdout
 
 
 def test_simulate_json_stdout_is_only_json(tmp_path: Path) -> None:
