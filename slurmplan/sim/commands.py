@@ -122,6 +122,9 @@ def _preflight(args: argparse.Namespace, policies: list[str]) -> None:
     ):
         if not ok:
             raise ValidationError(name, value, allowed, where)
+    for option, folder in (("--out", args.out), ("--plots", args.plots)):
+        if folder and Path(folder).exists() and not Path(folder).is_dir():
+            raise ValidationError(option, folder, "a folder (this path is a file)", where)
     for policy in policies:
         load_config(policy)
     if args.plots:

@@ -131,3 +131,10 @@ def test_a_cluster_no_job_fits_is_refused_naming_the_jobs(tmp_path: Path, capsys
     assert main(["simulate", "--trace", str(trace), "--policy", "las", "--cluster", "h100:2x8"]) == 1
     err = capsys.readouterr().err
     assert "invalid --cluster 'h100:2x8'" in err and "3 of 3 jobs" in err and "jobs 0 (" in err
+
+
+def test_an_output_folder_that_is_a_file_is_refused_before_the_run(tmp_path: Path, capsys, table):
+    trace = tmp_path / "t.jsonl"
+    write_trace([hours_job(table, 0, 1.0)], trace)
+    assert main(["simulate", "--trace", str(trace), "--policy", "las", "--out", str(trace)]) == 1
+    assert "invalid --out" in capsys.readouterr().err
