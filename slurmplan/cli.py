@@ -22,6 +22,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "slurmplan.sim.commands",
     "slurmplan.control.commands",
     "slurmplan.control.site_commands",
+    "slurmplan.control.ops_commands",
     "slurmplan.policy.commands",
     "slurmplan.launch.commands",
 )

@@ -9,6 +9,7 @@ import os
 import signal
 import sys
 import threading
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from slurmplan.control.config import DEFAULT_CONFIG_PATH, DaemonConfig, load_config
@@ -16,7 +17,7 @@ from slurmplan.domain import Action, ValidationError
 
 if TYPE_CHECKING:  # the daemon's modules are imported by the commands that run them, not by every `slurmplan`
     from slurmplan.control.journal import Journal
-    from slurmplan.control.runner import TickReport
+    from slurmplan.control.runner import Daemon, TickReport
 
 log = logging.getLogger(__name__)
 
@@ -128,7 +129,6 @@ def daemon_output(report: TickReport, verbose: bool) -> str | None:
 
 
 def cmd_daemon(args: argparse.Namespace) -> int:
-    from slurmplan.control.runner import Daemon
 
     cfg = _config(args)
     interval = args.interval if args.interval is not None else cfg.interval_s
@@ -143,7 +143,8 @@ def cmd_daemon(args: argparse.Namespace) -> int:
         if text is not None:
             print(text, flush=True)
 
-    Daemon(cfg).run(interval, max_ticks=args.max_ticks, stop=stop, on_tick=show)
+    daemon, on_metrics = _with_metrics(cfg, args)
+    daemon.run(interval, max_ticks=args.max_ticks, stop=stop, on_tick=lambda r: (on_metrics(r), show(r)))
     return 0
 
 
@@ -152,6 +153,38 @@ def _read_journal(args: argparse.Namespace) -> Journal:
     from slurmplan.control.journal import Journal
 
     return Journal(_config(args).database, readonly=True)
+
+
+def _with_metrics(cfg: DaemonConfig, args: argparse.Namespace) -> tuple[Daemon, Any]:
+    """The daemon, instrumented when a metrics port or textfile is configured (issue 16)."""
+    from slurmplan.control.config import config_from_mapping
+    from slurmplan.control.metrics import DaemonMetrics, record_start
+    from slurmplan.control.runner import Daemon
+
+    if args.metrics_port is not None:
+        config_from_mapping({"metrics_port": args.metrics_port}, "--metrics-port")  # refused with the field named
+    cfg = cfg.with_overrides(metrics_port=args.metrics_port, metrics_textfile=args.metrics_textfile)
+    if cfg.dry_run:
+        return Daemon(cfg), lambda _r: None
+    record_start(cfg.database)
+    if cfg.metrics_port is None and cfg.metrics_textfile is None:
+        return Daemon(cfg), lambda _r: None
+    from slurmplan.policy.registry import load_policy
+    from slurmplan.slurm.backend import SlurmBackend
+
+    metrics = DaemonMetrics()
+    daemon = Daemon(
+        cfg, backend=metrics.wrap_backend(SlurmBackend()), policy=metrics.wrap_policy(load_policy(cfg.policy))
+    )
+    if cfg.metrics_port is not None:
+        metrics.serve(cfg.metrics_port)
+
+    def update(report: TickReport) -> None:
+        metrics.observe_tick(report, cfg)
+        if cfg.metrics_textfile is not None:
+            metrics.write_textfile(cfg.metrics_textfile)
+
+    return daemon, update
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
@@ -216,6 +249,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--shadow", action="store_true", help="decide and journal, but never act on Slurm")
     p.add_argument("--max-ticks", type=int, help="stop after this many ticks")
     p.add_argument("--quiet", action="store_true", help="no per-tick line on stdout")
+    p.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on 127.0.0.1:PORT")
+    p.add_argument("--metrics-textfile", type=Path, help="write Prometheus metrics to this node_exporter textfile")
     p.set_defaults(func=cmd_daemon)
 
     p = subparsers.add_parser(

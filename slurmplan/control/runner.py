@@ -25,6 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from slurmplan.control.config import DaemonConfig
+from slurmplan.control.heartbeat import write_heartbeat
 from slurmplan.control.journal import Journal
 from slurmplan.control.lock import TickLock
 from slurmplan.control.observe import CandidateFn, SlurmJobSource, default_candidates
@@ -103,7 +104,15 @@ class Daemon:
             journal, self.mode, policy_name=cfg.policy, round_s=cfg.round_s, report_dir=cfg.report_dir
         )
         source = SlurmJobSource(cfg.managed_partitions, self.candidates_fn, lambda: load_measurements(journal))
-        return run_tick(self.backend, time.time, store, policy, source, config=cfg.tick_config(), decide=self.decide_fn)
+        report = run_tick(
+            self.backend, time.time, store, policy, source, config=cfg.tick_config(), decide=self.decide_fn
+        )
+        if self.mode == "act" and not report.skipped:  # the watchdog and job_submit.lua fail open when stale
+            write_heartbeat(
+                cfg.heartbeat_path, tick_id=report.tick_id, round_index=report.round_index,
+                stale_after_s=cfg.fail_open_limit_s,
+            )  # fmt: skip
+        return report
 
     # ------------------------------------------------------------------------------------------------ loop
 

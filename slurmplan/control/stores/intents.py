@@ -150,5 +150,12 @@ class IntentStore(Store):
             for r in found
         ]
 
+    def oldest_unconfirmed_at(self) -> float | None:
+        """Creation time of the oldest action not yet confirmed by Slurm (an intent, or applied but unseen)."""
+        row = self.db.execute(
+            "SELECT MIN(created_at) FROM actions WHERE status IN (?, ?)", [ActionStatus.INTENT, ActionStatus.APPLIED]
+        ).fetchone()
+        return None if row is None or row[0] is None else float(row[0])
+
     def count(self) -> int:
         return self.db["actions"].count

@@ -37,6 +37,21 @@ class MeasurementStore(Store):
                 self.db["measurements"].insert_all(rows)
             self.db["report_offsets"].upsert({"file": file, "offset": offset}, pk="file")
 
+    def with_prediction_since(self, rowid: int) -> list[tuple[int, float, float | None]]:
+        """``(rowid, reported samples/s, last predicted samples/s before it)`` for reports after ``rowid``.
+
+        The prediction is the newest decision for the job made at or before the report (metrics compare them).
+        """
+        return [
+            (int(r[0]), float(r[1]), None if r[2] is None else float(r[2]))
+            for r in self.db.execute(
+                "SELECT m.rowid, m.samples_per_s, (SELECT d.throughput FROM decisions d WHERE d.job_id = m.job_id"
+                " AND d.throughput > 0 AND d.time <= m.time ORDER BY d.time DESC LIMIT 1)"
+                " FROM measurements m WHERE m.rowid > ? ORDER BY m.rowid",
+                [rowid],
+            ).fetchall()
+        ]
+
     def rows(self, model: str | None = None) -> list[dict[str, Any]]:
         """Measurement rows (all, or one model's), oldest first."""
         where, args = ("model = ?", [model]) if model else (None, None)

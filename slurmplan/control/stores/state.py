@@ -34,6 +34,16 @@ class StateStore(Store):
             self.db.execute("DELETE FROM job_state")
             self.db["job_state"].insert_all({"job_id": j, "value": json.dumps(v)} for j, v in by_job.items())
 
+    def job(self, job_id: int) -> Any:
+        """One job's stored state (None when the scheduler holds none for it)."""
+        rows = list(self.db["job_state"].rows_where("job_id = ?", [job_id]))
+        return json.loads(rows[0]["value"]) if rows else None
+
+    def set_job(self, job_id: int, value: Any) -> None:
+        """Replace one job's stored state (the watchdog forgets operations in flight this way)."""
+        with self.transaction():
+            self.db["job_state"].upsert({"job_id": job_id, "value": json.dumps(value)}, pk="job_id")
+
     def jobs(self) -> dict[int, Any]:
         """Every job's stored state, by job id."""
         return {int(r["job_id"]): json.loads(r["value"]) for r in self.db["job_state"].rows_where(order_by="job_id")}

@@ -35,6 +35,11 @@ class TickStore(Store):
         with self.transaction():
             self.db["ticks"].update(tick_id, fields)
 
+    def last_finished(self) -> dict[str, Any] | None:
+        """The newest tick that completed (health reads its time, round and error)."""
+        rows = list(self.db["ticks"].rows_where("finished_at IS NOT NULL", order_by="id desc", limit=1))
+        return rows[0] if rows else None
+
     def recent(self, limit: int = 20) -> list[dict[str, Any]]:
         return list(self.db["ticks"].rows_where(order_by="id desc", limit=limit))
 
