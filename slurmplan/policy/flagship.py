@@ -124,7 +124,7 @@ class Slurmplan(Policy):
         submit = problem.column("submit_time")
         # Time spent waiting (since submission, less the time it held GPUs): what the wait bound limits.
         waited = np.maximum(0.0, problem.column("time_since_start") - problem.column("attained_time"))
-        due = submit + self.params["length_weight"] * np.minimum(est, 1e12)
+        due = submit + self.params["length_weight"] * np.minimum(est, 1e12)  # 1e12: finite for lexsort
         floors = sla_floors(problem) if self.params["sla"] else np.zeros(n)
         running = self._running(problem)
         overdue = (waited >= self.params["max_wait_s"]) & ~running

@@ -136,3 +136,17 @@ def test_invariants_capacity_sla_and_wait_bound(problem, waited):
             problem.cells[c].gpu_type, 0) for c in range(len(problem.cells)))  # fmt: skip
         if fits and problem.candidates is None:
             assert alone.x[j].sum() == 1.0
+
+
+def test_the_policys_words_reach_the_decision_an_admin_reads():
+    # Through the production tick: the Assignment's detail carries the flagship's note (``slurmplan explain``).
+    from mechanism.helpers import T0, cluster, mjob
+
+    from slurmplan.tick import SchedulerState, TickInput, decide
+
+    table = {"v100": {1: 10.0}}
+    jobs = (mjob(1, table, submit=T0 - 2400, steps=72_000), mjob(2, table, submit=T0 - 2400, steps=3_600))
+    out = decide(TickInput(T0, cluster(v100=(1, 1)), jobs), load_policy("slurmplan"), SchedulerState())
+    detail = {a.job_id: a.detail for a in out.assignments}
+    assert "queue place 1: 6 min left (steps); waited 40 min, bound 7.0 d" in detail[2]
+    assert "queue place 2: 2.0 h left (steps)" in detail[1]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+import pytest
+
 from slurmplan.sim.metrics import lower_bound_s, summarize
 from slurmplan.sim.result import JobRecord, SimResult
 
@@ -43,3 +45,21 @@ def test_one_job_alone_on_the_fast_type_meets_the_bound_and_a_slow_cluster_does_
     assert abs(fast["excess_h"]) < 0.11  # at most the last round's tail
     slow = summarize(run(table, [hours_job(table, 0, 2.0, arrival=0.0)], "k80:1", "las", event_ticks=False))
     assert slow["bound_h"] > 2.0 and slow["excess_h"] < 0.11  # the bound uses the fastest type *of this cluster*
+
+
+def test_simulate_prints_bound_and_excess(tmp_path, capsys, table):
+    import json
+
+    from slurmplan.cli import main
+    from slurmplan.sim.trace import write_trace
+
+    trace = tmp_path / "t.jsonl"
+    write_trace([hours_job(table, i, 1.0 + i, arrival=600.0 * i) for i in range(3)], trace)
+    args = ["simulate", "--trace", str(trace), "--cluster", "v100:1,k80:1", "--policy", "slurmplan", "--zero-cost"]
+    assert main([*args, "--round-ticks-only", "--round", "360"]) == 0
+    head, row = capsys.readouterr().out.strip().splitlines()[-2:]
+    assert "bound h" in head and "excess h" in head
+    assert main([*args, "--round-ticks-only", "--round", "360", "--json"]) == 0
+    (s,) = json.loads(capsys.readouterr().out)
+    assert s["bound_h"] > 0 and s["excess_h"] == pytest.approx(s["avg_jct_h"] - s["bound_h"])
+    assert f"{s['bound_h']:.2f}" in row and s["excess_h"] >= -1e-9
