@@ -1,28 +1,35 @@
-"""The ``slurmplan`` policy: shortest-expected-finish first, on each job's fastest free type, with a wait bound.
+"""The ``slurmplan`` policy: lowest due time first, each chosen job where it is relatively fastest, a wait bound.
 
 Why this shape (issue 17, measured in sim/RESULTS.md): under Gavel's rules the LP family (LAS, FTF, the earlier
-LP flagship) shares every GPU among all jobs, which stretches every job; FIFO finishes the oldest jobs fast but
-makes short jobs wait behind long ones; pure shortest-remaining-first finishes short jobs fast but keeps
-pushing long jobs back as new short ones arrive. This policy runs whole jobs in the order of a *due time*
+LP flagship) time-shares every GPU among all jobs, which stretches every job and restarts them ~45 times each;
+FIFO finishes the oldest jobs fast but makes short jobs wait behind long ones; pure shortest-remaining-first
+finishes short jobs fast but keeps pushing long jobs back as new short ones arrive. This policy runs whole jobs
+(one column each, no time slicing) in the order of a *due time*
 
     due = submit time + length_weight x expected remaining time
 
-where the expected remaining time is ``steps left / throughput on the job's fastest type`` when the job told
-its steps (trace, hints), the time left before its Slurm time limit when it only has one, and the time it has
-already run (least attained service, Tiresias/Gittins for heavy tails) when it told nothing. Lowest due first,
-each job on the fastest column that still has room (so the most urgent jobs get the fastest GPUs), leftover
-GPUs to whoever fits (backfill). Guaranteed jobs (SLA) are served before best-effort ones, each in a column
-that gives at least its SLA throughput.
+or, for a job whose deadline can still be met and is nearer, its latest start (deadline - expected remaining).
+The expected remaining time is ``steps left / throughput on the job's fastest column`` when the job told its
+steps (trace, hints), the time left before its Slurm time limit when it only has that, and the time it has
+already held GPUs (least attained service, Tiresias/Gittins for heavy tails) when it told nothing.
 
-No starvation, and the bound an admin can read: a waiting job's due time does not move, and a job submitted
-later has a due time at least its own submit time, so nobody submitted after a job's due time can go ahead of
-it. Its wait is bounded by ``length_weight x its remaining time`` plus the time to finish the finitely many
-jobs already due before it; ``max_wait_s`` turns that into a hard promise: a job that has waited that long is
-served before every job that has not (among such jobs, longest wait first).
+Who runs: guaranteed jobs first (in a column that gives their SLA when one has room), then everyone by due time,
+each taking the fastest column of its requested size with room (backfill: a job that does not fit is skipped).
+Where: the chosen jobs are then re-placed, same sizes, by a small transportation LP that maximises the sum of
+their speeds relative to their fastest type (Gavel's trace: a Recommendation job is 2.3x faster on a P100
+than on a V100, a ResNet-50 1.6x slower, so the P100 goes to the first). Leftover GPUs grow elastic jobs.
 
-Restarts: the order of running jobs is stable (their due time only falls as they progress), so a running job
-is displaced only by a job due earlier; ``move_gain`` keeps a running job in its column unless another free
-column is faster by that fraction (the mechanism's Rubick rule then still weighs the restart's cost).
+No starvation, and a bound an admin can read: a waiting job's due time does not move, and a job submitted later
+has a due time at least its own submit time, so nobody submitted more than ``due - submit`` after a job can go
+ahead of it (deadline jobs and guaranteed jobs excepted, which an admin admits). ``max_wait_s`` makes it a hard
+promise: a job that has waited that long (time since submission not holding GPUs) is served before every job
+that has not, longest wait first. Each job's note in ``slurmplan explain`` says both.
+
+Restarts: the order of running jobs is stable (their due time only falls as they progress), so a running job is
+displaced only by a job due earlier; ties keep the current column, and ``move_gain`` keeps a running job where
+it is unless another free column is that fraction faster (the mechanism's Rubick rule still weighs the cost).
+Not modelled: account weights (the earlier LP flagship's water filling); sites that need them use
+``hierarchical``.
 """
 
 from __future__ import annotations
@@ -125,6 +132,11 @@ class Slurmplan(Policy):
         # Time spent waiting (since submission, less the time it held GPUs): what the wait bound limits.
         waited = np.maximum(0.0, problem.column("time_since_start") - problem.column("attained_time"))
         due = submit + self.params["length_weight"] * np.minimum(est, 1e12)  # 1e12: finite for lexsort
+        # A deadline that can still be met pulls the due time forward to the job's latest start (EDF).
+        now = submit + problem.column("time_since_start")
+        latest = now + problem.column("deadline") - est
+        urgent = np.isfinite(latest) & (latest >= now) & (latest < due)
+        due = np.where(urgent, latest, due)
         floors = sla_floors(problem) if self.params["sla"] else np.zeros(n)
         running = self._running(problem)
         overdue = (waited >= self.params["max_wait_s"]) & ~running
@@ -142,7 +154,7 @@ class Slurmplan(Policy):
             self._grow(problem, pack, order)
         rank = np.empty(n, dtype=int)
         rank[order] = np.arange(n)
-        notes = self._notes(problem, pack, rank, est, source, due - submit, waited, overdue, floors)
+        notes = self._notes(problem, pack, rank, est, source, due - submit, waited, overdue, floors, urgent)
         x = pack.x()
         unmet = int(((floors > 0) & ((x * problem.throughput).sum(axis=1) < floors - 1e-9)).sum())
         alloc = self.result(problem, x, float((pack.col >= 0).sum()), f"sla-unmet:{unmet}" if unmet else "optimal")
@@ -243,13 +255,15 @@ class Slurmplan(Policy):
                     pack.assign(j, k)
                     break
 
-    def _notes(self, problem, pack, rank, est, source, lead, waited, overdue, floors) -> tuple[str, ...]:
+    def _notes(self, problem, pack, rank, est, source, lead, waited, overdue, floors, urgent) -> tuple[str, ...]:
         """One admin-readable line per job: why it is where it is in the queue, and its wait bound."""
         out = []
         cap = self.params["max_wait_s"]
         for j in range(problem.num_jobs):
             if overdue[j]:
                 why = f"first: waited {_hm(waited[j])}, over the {_hm(cap)} bound"
+            elif urgent[j]:
+                why = f"ahead to meet its deadline: {_hm(est[j])} left ({source[j]}), deadline first"
             elif floors[j] > 0:
                 why = f"ahead as a guaranteed job; {_hm(est[j])} left ({source[j]})"
             else:

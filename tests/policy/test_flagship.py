@@ -150,3 +150,15 @@ def test_the_policys_words_reach_the_decision_an_admin_reads():
     detail = {a.job_id: a.detail for a in out.assignments}
     assert "queue place 1: 6 min left (steps); waited 40 min, bound 7.0 d" in detail[2]
     assert "queue place 2: 2.0 h left (steps)" in detail[1]
+
+
+def test_a_job_that_must_start_now_to_meet_its_deadline_goes_first():
+    # Job 0 has 1 h left and is due at 1 h; job 1 has 0.5 h left but was submitted 40 min later, due at 1.2 h.
+    p = one_gpu_problem([[10.0], [10.0]], {"v100": 1}, steps_remaining=np.array([36_000.0, 18_000.0]),
+                        submit_time=np.array([0.0, 2400.0]), time_since_start=np.array([2400.0, 0.0]),
+                        deadline=np.array([np.inf, 1900.0]))  # fmt: skip
+    alloc = load_policy("slurmplan").allocate(p)
+    np.testing.assert_array_equal(alloc.x[:, 0], [0, 1])  # job 1 must start within 100 s to meet its deadline
+    assert alloc.notes[1].startswith("ahead to meet its deadline: 30 min left (steps)")
+    late = replace(p, deadline=np.array([np.inf, 1700.0]))  # cannot be met any more: back to due order
+    np.testing.assert_array_equal(load_policy("slurmplan").allocate(late).x[:, 0], [1, 0])
