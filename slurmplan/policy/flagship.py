@@ -119,6 +119,15 @@ class Slurmplan(Policy):
             non_negative,
         ),
         "match_types": Param(bool, True, "true (place the chosen jobs where they are relatively fastest) or false"),
+        "short_bias_s": Param(
+            float, 0.0, "a number >= 0 of seconds: weight + this / time left when placing on fast GPUs", non_negative
+        ),
+        "stretch_weight": Param(
+            float,
+            0.0,
+            "a number >= 0: weight of (time in the system / time left) when placing on fast GPUs",
+            non_negative,
+        ),
         "grow": Param(bool, True, "true (hand leftover GPUs to elastic jobs) or false"),
         "sla": Param(bool, True, "true (serve guaranteed jobs first, at their SLA) or false"),
     }
@@ -149,7 +158,7 @@ class Slurmplan(Policy):
             if fit:
                 pack.assign(j, self._stay_or_move(problem, j, fit))
         if self.params["match_types"]:
-            self._match_types(problem, pack, floors)
+            self._match_types(problem, pack, floors, est)
         if self.params["grow"]:
             self._grow(problem, pack, order)
         rank = np.empty(n, dtype=int)
@@ -190,7 +199,7 @@ class Slurmplan(Policy):
                 return cur
         return best
 
-    def _match_types(self, problem: AllocationProblem, pack: Packing, floors: np.ndarray) -> None:
+    def _match_types(self, problem: AllocationProblem, pack: Packing, floors: np.ndarray, est: np.ndarray) -> None:
         """Re-place the chosen jobs, same sizes, so that the sum of their speeds relative to their fastest
         type is largest (Gavel's heterogeneity lever: a Recommendation job is 2.3x faster on a P100 than on a
         V100, a ResNet-50 1.6x slower, so the P100 goes to the first). A transportation LP over the chosen jobs
@@ -200,6 +209,11 @@ class Slurmplan(Policy):
             return
         thr = np.asarray(problem.throughput, dtype=float)
         best = thr.max(axis=1)
+        # Fast GPUs go first to jobs already stretched the most: time in the system against time left (a job
+        # 10 h in with 5 h to go weighs 1 + 2 x stretch_weight); this keeps the worst finish-time ratio low.
+        age = problem.column("time_since_start")
+        left = np.maximum(np.minimum(est, 1e12), 360.0)
+        weight = 1.0 + (self.params["stretch_weight"] * age + self.params["short_bias_s"]) / left
         rows, cols, vals = [], [], []
         for j in chosen.tolist():
             size = problem.cells[pack.col[j]].gpus
@@ -209,7 +223,7 @@ class Slurmplan(Policy):
                     rows.append(j)
                     cols.append(c)
                     stay = 1e-3 if problem.current is not None and problem.current[j] == c else 0.0  # ties: no move
-                    vals.append(thr[j, c] / best[j] + stay)
+                    vals.append(thr[j, c] / best[j] * weight[j] + stay)
         if len(set(cols)) < 2:
             return
         rows_a, cols_a = np.array(rows), np.array(cols)

@@ -162,3 +162,15 @@ def test_a_job_that_must_start_now_to_meet_its_deadline_goes_first():
     assert alloc.notes[1].startswith("ahead to meet its deadline: 30 min left (steps)")
     late = replace(p, deadline=np.array([np.inf, 1700.0]))  # cannot be met any more: back to due order
     np.testing.assert_array_equal(load_policy("slurmplan").allocate(late).x[:, 0], [1, 0])
+
+
+def test_fast_gpu_goes_to_the_job_stretched_most_or_the_shorter_one():
+    # Two one-GPU jobs, same speeds (v100 twice the k80), one v100 and one k80: both run, who gets the v100?
+    p = one_gpu_problem([[10.0, 5.0], [10.0, 5.0]], {"v100": 1, "k80": 1},
+                        steps_remaining=np.array([36_000.0, 36_000.0]), time_since_start=np.array([0.0, 36_000.0]),
+                        submit_time=np.array([0.0, -36_000.0]))  # fmt: skip
+    x = flagship(stretch_weight=1.0, short_bias_s=0.0).allocate(p).x
+    np.testing.assert_array_equal(x, [[0, 1], [1, 0]])  # job 1 has been in the system 10 h with 1 h left
+    short = replace(p, steps_remaining=np.array([3_600.0, 360_000.0]), time_since_start=np.zeros(2))
+    x = flagship(stretch_weight=0.0, short_bias_s=36_000.0).allocate(short).x
+    np.testing.assert_array_equal(x, [[1, 0], [0, 1]])  # job 0 has 6 min left, job 1 10 h
