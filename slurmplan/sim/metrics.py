@@ -16,8 +16,9 @@ Definitions (the papers' where they agree, stated here where they do not):
 - lower bound = mean over the measured jobs of (wait to the first instant the job can start + its steps / its
   throughput on its fastest GPU type at its own GPU count). Under Gavel's rules (round ticks only) a job can
   first start at the round boundary after its arrival (rounds counted from the first arrival); with the
-  daemon's ticks, at its next tick. No schedule, however clairvoyant, beats it; *excess* = avg JCT - bound is
-  what a policy can still win (it includes unfinished jobs' bound, so it is nan when any is unfinished).
+  daemon's ticks, at its next tick. For fixed-size jobs (Gavel's traces) no schedule, however clairvoyant, beats
+  it; an elastic job that scales past its request can (the LLM trace's excess can be negative). *excess* = avg
+  JCT - bound is what a policy can still win (nan while any measured job is unfinished).
 - arrivals cover the window = jobs kept arriving until the last measured job finished. Gavel keeps adding jobs
   until its window (jobs 4000-5000) is done; a trace that ends with its window lets the cluster drain under the
   window's last jobs, which flatters a saturated policy most. Always true without a window.
