@@ -5,7 +5,7 @@ links) and 5.3 (the test driver): no math.tointeger, no goto, no integer divisio
 What it does, at submit time only:
   1. collects plan hints from the SPANK plugin's options (job_desc.spank_job_env holds
      _SLURM_SPANK_OPTION_slurmplan_plan_<option>=<value>) and from a `--comment "slurmplan:..."`;
-  2. validates them with the SAME grammar as slurmplan/slurm/hints.py (documented there; the keys, limits,
+  2. validates them with the SAME grammar as slurmplan/formats.py (documented there; the keys, limits,
      canonical order and error texts below mirror it, and tests/integration/test_hint_parity.py fuzzes both);
   3. refuses a malformed hint (slurm.ERROR) with a user message naming the key, the value and what is allowed;
   4. writes the canonical hints into job_desc.admin_comment (users cannot set that field themselves), and
@@ -287,6 +287,28 @@ function H.in_managed_partition(partitions)
   return false
 end
 
+-- ------------------------------------------------------------------------------------------ fail-open (issue 16)
+
+-- The daemon's heartbeat file, rewritten at the end of every tick it completes; `slurmplan site install` fills
+-- it in from the daemon's config. nil: never fail open (always hold managed jobs). Keep it on one line.
+H.HEARTBEAT_FILE = nil
+-- The uid the daemon runs as when it is not root (its service user); it may release held managed jobs.
+H.DAEMON_UID = nil
+
+-- True when slurmplan is down: the heartbeat is missing, garbled, or older than the limit written in it. Then a
+-- managed job is not held, so plain Slurm runs it as submitted; the daemon takes it over when it is back.
+function H.daemon_down(path, now)
+  if not path then return false end
+  local f = io.open(path, "r")
+  if not f then return true end
+  local text = f:read("*a") or ""
+  f:close()
+  local t = tonumber(string.match(text, "time=([%d%.]+)"))
+  local limit = tonumber(string.match(text, "stale_after_s=([%d%.]+)"))
+  if not t or not limit then return true end
+  return (now or os.time()) - t > limit
+end
+
 -- ------------------------------------------------------------------------------------------ Slurm entry points
 
 function slurm_job_submit(job_desc, part_list, submit_uid)
@@ -302,7 +324,9 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
     text, h = H.PREFIX, {}
   end
   job_desc.admin_comment = text
-  if h.managed ~= "no" then
+  if h.managed ~= "no" and H.daemon_down(H.HEARTBEAT_FILE) then
+    slurm.log_info("slurmplan: daemon down (stale heartbeat %s): job from uid %d not held", H.HEARTBEAT_FILE, submit_uid)
+  elseif h.managed ~= "no" then
     job_desc.priority = 0 -- held until the slurmplan daemon releases it
   end
   slurm.log_debug("slurmplan: job from uid %d hints %s", submit_uid, text)
@@ -314,7 +338,7 @@ end
 -- starts a managed job before slurmplan decided where and how.
 function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
   local prio = job_desc.priority
-  if modify_uid == 0 or prio == nil or prio == 0 or job_rec.priority ~= 0 then return slurm.SUCCESS end
+  if modify_uid == 0 or modify_uid == H.DAEMON_UID or prio == nil or prio == 0 or job_rec.priority ~= 0 then return slurm.SUCCESS end
   local hints_text = H.hints_part(job_rec.admin_comment)
   local h = hints_text and H.parse(hints_text)
   if h and h.managed ~= "no" then

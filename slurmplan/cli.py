@@ -18,7 +18,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "slurmplan.slurm.commands",
     "slurmplan.sim.commands",
     "slurmplan.control.commands",
-    "slurmplan.slurm.site_commands",
+    "slurmplan.control.site_commands",
+    "slurmplan.control.ops_commands",
     "slurmplan.policy.commands",
     "slurmplan.launch.commands",
 )

@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -201,6 +201,10 @@ class Job:
     admin_comment: str = ""
     restart_count: int = 0
     held: bool = False
+    gpu_type_preferred: bool = False
+    """True when ``gpu_type`` is only a preference: the GRES request is untyped (``--gres=gpu:2``) and the type
+    comes from ``--constraint`` or from the nodes it runs on. Slurm lets the daemon move such a request to another
+    type through node features; a typed request (False, with a ``gpu_type``) keeps its type (``slurmplan.rules``)."""
 
     @property
     def gpus(self) -> int:
@@ -391,6 +395,21 @@ class Allocation:
     def share(self, job_id: JobId) -> dict[Cell, float]:
         row = self.x[self.job_ids.index(job_id)]
         return {cell: float(v) for cell, v in zip(self.cells, row, strict=True) if v > 1e-9}
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """What the tick needs of an allocation policy: a name for the journal and ``allocate``.
+
+    Every class in ``slurmplan.policy`` (built by ``policy.registry``) satisfies it; the tick, the mechanism,
+    the daemon and the simulator are typed by this protocol rather than by the policy package, so they do not
+    import it (it pulls in the LP solvers) and test policies need no base class.
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    def allocate(self, problem: AllocationProblem) -> Allocation: ...
 
 
 # ------------------------------------------------------------------------------------------------- decisions

@@ -8,141 +8,27 @@ what the daemon would do, and lets ``slurmplan explain`` replay a decision from 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
-
-from slurmplan.domain import (
-    Action,
-    Allocation,
-    Assignment,
-    Candidate,
-    Cell,
-    Cluster,
-    GpuType,
-    Hints,
-    Job,
-    JobId,
-    ValidationError,
+from slurmplan.domain import Policy
+from slurmplan.mechanism.engine import decide as _decide
+from slurmplan.tick_types import (
+    JobState,
+    ManagedJob,
+    SchedulerState,
+    TickConfig,
+    TickInput,
+    TickOutput,
 )
 
-
-@dataclass(frozen=True)
-class ManagedJob:
-    """A job slurmplan decides for, with what the decision needs beyond Slurm's view of it."""
-
-    job: Job
-    hints: Hints
-    candidates: tuple[Candidate, ...]
-    """Every configuration it may run in (from ``perf.candidates``), with predicted throughput."""
-    steps_done: float = 0.0
-    """Progress reported by the job or simulated; used by finish-time policies."""
+__all__ = ["JobState", "ManagedJob", "SchedulerState", "TickConfig", "TickInput", "TickOutput", "decide"]
 
 
-@dataclass(frozen=True)
-class JobState:
-    """What the scheduler remembers about one job between ticks (journaled by the daemon)."""
-
-    attained_s: float = 0.0
-    """Wall-clock seconds the job has held GPUs (Gavel's time received)."""
-    attained_by_cell: Mapping[Cell, float] = field(default_factory=dict)
-    epoch_by_cell: Mapping[Cell, float] = field(default_factory=dict)
-    """Seconds in each Cell since the priorities were last reset (``SchedulerState.epoch_start``)."""
-    deficit_by_cell: Mapping[Cell, float] = field(default_factory=dict)
-    """Seconds the job should have had in each Cell by X but did not, summed over past epochs (tie-breaker)."""
-    rounds_scheduled: int = 0
-    current: Assignment | None = None
-    """The assignment the job runs under now (None when pending)."""
-    signalled_at: float | None = None
-    """When the checkpoint signal was sent; the grace period counts from here."""
-    first_seen: float | None = None
-    reconfigurations: int = 0
-    planned: Assignment | None = None
-    """What the latest round decided for the job (replayed between rounds; None before its first round)."""
-    sent: str = ""
-    """Key of the last desired state actions were emitted for: the same decision is not re-sent every tick."""
-
-
-@dataclass(frozen=True)
-class SchedulerState:
-    round_index: int = 0
-    last_round_start: float | None = None
-    jobs: Mapping[JobId, JobState] = field(default_factory=dict)
-    last_tick: float | None = None
-    """``now`` of the previous tick: attained time grows by the time since then for running jobs."""
-    allocation: Allocation | None = None
-    """The policy's X of the current round; between rounds it fills GPUs freed by finished jobs."""
-    epoch_start: float | None = None
-    """When the priorities' memory of time received was last reset (Gavel resets it when X changes)."""
-
-
-@dataclass(frozen=True)
-class TickConfig:
-    round_s: float = 360.0
-    checkpoint_signal: str = "USR2"
-    grace_s: float = 120.0
-    reconfig_threshold: float = 0.97
-    """Rubick's rule: move a running job only if ``(T - N*delta)/T > threshold``."""
-    reconfig_cost_s: float = 78.0
-    """delta: seconds one reconfiguration costs (Rubick measured 78 s)."""
-    account_weights: Mapping[str, float] = field(default_factory=dict)
-    """Weights of Slurm accounts for hierarchical policies (empty: all equal)."""
-    cost_per_gpu_hour: Mapping[GpuType, float] = field(default_factory=dict)
-    """Price of one GPU hour per type for cost policies (empty: unknown)."""
-    priority_reset_s: float = 1920.0
-    """Least seconds between resets of the priorities' memory (Gavel's ``minimum_time_between_allocation_resets``)."""
-
-    def __post_init__(self) -> None:
-        checks = (
-            ("round_s", self.round_s > 0, "a number of seconds > 0"),
-            ("grace_s", self.grace_s >= 0, "a number of seconds >= 0"),
-            ("reconfig_threshold", 0 < self.reconfig_threshold <= 1, "a number in (0, 1]"),
-            ("reconfig_cost_s", self.reconfig_cost_s >= 0, "a number of seconds >= 0"),
-            ("priority_reset_s", self.priority_reset_s >= 0, "a number of seconds >= 0"),
-        )
-        for name, ok, allowed in checks:
-            if not ok:
-                raise ValidationError(name, getattr(self, name), allowed, "tick config")
-        if not self.checkpoint_signal or not self.checkpoint_signal.isalnum():
-            raise ValidationError(
-                "checkpoint_signal", self.checkpoint_signal, "a signal name such as USR2", "tick config"
-            )
-
-
-@dataclass(frozen=True)
-class TickInput:
-    now: float
-    cluster: Cluster
-    """Nodes as observed; GPUs held by unmanaged jobs are already counted as used."""
-    jobs: tuple[ManagedJob, ...]
-    """Managed jobs that are pending or running (finished ones are dropped by the caller)."""
-    config: TickConfig = TickConfig()
-
-
-@dataclass(frozen=True)
-class TickOutput:
-    actions: tuple[Action, ...]
-    assignments: tuple[Assignment, ...]
-    allocation: Allocation | None
-    state: SchedulerState
-    new_round: bool
-    """True when this tick started a new round (recomputed X and priorities)."""
-    wake_at: float | None = None
-    """Earliest time before the next round at which a tick has work: a grace period that expires (forced
-    requeue). Jobs signalled this tick are restarted in their new configuration by the first tick after they
-    have left, so a caller that learns of that (the simulator) may tick again at once."""
-
-
-def decide(inp: TickInput, policy: Any, state: SchedulerState) -> TickOutput:
+def decide(inp: TickInput, policy: Policy, state: SchedulerState) -> TickOutput:
     """One tick's decision: actions, assignments (each with a Reason) and the state for the next tick.
 
-    ``policy`` is any object with ``name`` and ``allocate(problem) -> Allocation`` (``slurmplan.policy``). A new
+    ``policy`` is any :class:`~slurmplan.domain.Policy` (``name`` and ``allocate(problem) -> Allocation``). A new
     round starts on the first tick and whenever ``config.round_s`` has passed since the last one: the policy is
     solved and the mechanism picks, places and diffs. Between rounds the round's decisions stand: grace
     periods expire, new jobs are held, and GPUs freed by finished jobs are refilled from the round's X.
     Pure: the same arguments always give the same output.
     """
-    # The mechanism imports this module's types, so its engine is imported when first needed.
-    from slurmplan.mechanism.engine import decide as _decide
-
     return _decide(inp, policy, state)

@@ -4,7 +4,7 @@
  * Local/allocator context (sbatch, salloc, srun): registers the plan-hint options (--plan-model,
  * --plan-gpus=MIN:MAX, ...). Slurm forwards each given option to slurmctld in the job's SPANK environment as
  * _SLURM_SPANK_OPTION_slurmplan_plan_<option>=<value>; site/job_submit.lua validates them with the hint
- * grammar (slurmplan/slurm/hints.py) and writes the canonical hints into the admin comment. The plugin itself
+ * grammar (slurmplan/formats.py) and writes the canonical hints into the admin comment. The plugin itself
  * does not validate: one grammar, in one place per language, tested to agree.
  *
  * Remote context (slurmstepd, once per step in slurm_spank_user_init): exports the plan the daemon assigned as

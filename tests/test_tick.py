@@ -153,9 +153,9 @@ def test_stickiness_keeps_small_gains_and_moves_large_ones(a100_speed: float, mo
     assert a.reason is Reason.MOVED and a.cell == Cell("a100", 1)
     assert kinds(out) == [(1, ActionKind.SIGNAL)]
     assert out.state.jobs[1].reconfigurations == 1
-    mini.apply(out.actions, T0)  # the job checkpoints and requeues itself
+    mini.apply(out.actions, T0)  # the job checkpoints and requeue-holds itself (the launcher's contract)
     nxt = decide(TickInput(T0 + 30, mini.snapshot_cluster(), mini.managed()), policy, out.state)
-    assert kinds(nxt) == [(1, ActionKind.UPDATE)] and nxt.actions[0].gpu_type == "a100"
+    assert kinds(nxt) == [(1, ActionKind.UPDATE), (1, ActionKind.RELEASE)] and nxt.actions[0].gpu_type == "a100"
     mini.apply(nxt.actions, T0 + 30)
     assert mini.jobs[1].job.state is JobState.RUNNING and mini.jobs[1].job.nodes == ("a100-0",)
 
@@ -177,7 +177,7 @@ def test_new_job_between_rounds_is_held_until_the_next_round() -> None:
     mini = MiniCluster(cluster(a100=(1, 2)), [mjob(1, {"a100": {1: 10.0}})])
     first = decide(TickInput(T0, mini.snapshot_cluster(), mini.managed()), EqualSharePolicy(), SchedulerState())
     mini.apply(first.actions, T0)
-    mini.jobs[2] = mjob(2, {"a100": {1: 10.0}}, held=False)
+    mini.submit(mjob(2, {"a100": {1: 10.0}}, held=False))  # pending, not yet held, not yet started by Slurm
     nxt = decide(TickInput(T0 + 60, mini.snapshot_cluster(), mini.managed()), EqualSharePolicy(), first.state)
     assert kinds(nxt) == [(2, ActionKind.HOLD)] and by_job(nxt)[2].reason is Reason.WAITING
     rnd = decide(TickInput(T0 + 360, mini.snapshot_cluster(), mini.managed()), EqualSharePolicy(), nxt.state)

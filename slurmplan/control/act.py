@@ -16,23 +16,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from slurmplan.control.journal import ActionRow, ActionStatus, Journal
 from slurmplan.domain import Action, ActionKind, ClusterBackend, Job, JobState, Snapshot
-from slurmplan.slurm.hints import compose_admin_comment, split_admin_comment
+from slurmplan.pipeline import ApplyReport, drop_no_ops, untyped_update
+
+__all__ = ["ApplyReport", "drop_no_ops", "untyped_update", "apply_rows", "confirm", "roll_forward"]
 
 log = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = 3
-
-
-@dataclass(frozen=True)
-class ApplyReport:
-    applied: int = 0
-    failed: int = 0
-    retry: int = 0
-    stale: int = 0
 
 
 def apply_rows(journal: Journal, backend: ClusterBackend, rows: Sequence[ActionRow], now: float) -> ApplyReport:
@@ -66,9 +59,7 @@ def apply_rows(journal: Journal, backend: ClusterBackend, rows: Sequence[ActionR
 
 def _count_attempt(journal: Journal, action_id: int, message: str) -> None:
     with journal.transaction():
-        journal.db.execute(
-            "UPDATE actions SET attempts = attempts + 1, message = ? WHERE id = ?", [f"retry: {message}", action_id]
-        )
+        journal.intents.count_attempt(action_id, message)
 
 
 def roll_forward(journal: Journal, backend: ClusterBackend, now: float, max_age_s: float) -> ApplyReport:
@@ -132,65 +123,3 @@ def _verdict(action: Action, job: Job | None) -> bool | None:
     if kind is ActionKind.CANCEL:
         return None
     return True  # SIGNAL: delivered is all Slurm can tell us
-
-
-# ------------------------------------------------------------------------------------ shaping the actions
-
-
-def keep_user_hints(action: Action, job: Job | None) -> Action:
-    """Put the user's hints back in front of a decision written to the admin comment.
-
-    The mechanism writes only the decision; the admin comment also carries the hints job_submit.lua copied
-    there, which must survive every annotation or the job would stop being managed.
-    """
-    if action.admin_comment is None or job is None or "||" in action.admin_comment:
-        return action
-    hints = split_admin_comment(job.admin_comment).hints
-    if not hints:
-        return action
-    from dataclasses import replace
-
-    return replace(action, admin_comment=compose_admin_comment(hints, action.admin_comment))
-
-
-def untyped_update(action: Action, job: Job | None) -> Action:
-    """Keep an untyped GPU request untyped: Slurm 22.05 refuses to add a type to it; the node list picks it."""
-    if action.kind is not ActionKind.UPDATE or job is None or job.gpu_type or action.gpu_type is None:
-        return action
-    if not job.gpus_per_node and not action.nodelist:
-        return action  # a job without GPUs now: only a typed request can say which GPUs it gets
-    from dataclasses import replace
-
-    return replace(action, gpu_type=None)
-
-
-def drop_no_ops(actions: Sequence[Action], jobs: dict[int, Job]) -> list[Action]:
-    """Diff before write: skip actions whose effect Slurm already shows (no needless scontrol calls).
-
-    The comparison follows the batch in order, so a RELEASE after a HOLD of the same tick is kept.
-    """
-    out = []
-    held = {job_id: job.held for job_id, job in jobs.items()}
-    pending = {job_id: job.state is JobState.PENDING for job_id, job in jobs.items()}
-    comment = {job_id: job.admin_comment.strip() for job_id, job in jobs.items()}
-    for a in actions:
-        j = a.job_id
-        if j not in jobs:
-            out.append(a)
-            continue
-        if a.kind is ActionKind.HOLD and pending[j] and held[j]:
-            continue
-        if a.kind is ActionKind.RELEASE and pending[j] and not held[j]:
-            continue
-        if a.kind is ActionKind.ANNOTATE and a.admin_comment is not None and comment[j] == a.admin_comment.strip():
-            continue
-        if a.kind in (ActionKind.HOLD, ActionKind.REQUEUE_HOLD):
-            held[j] = True
-        if a.kind is ActionKind.REQUEUE_HOLD:
-            pending[j] = True
-        if a.kind is ActionKind.RELEASE:
-            held[j] = False
-        if a.admin_comment is not None:
-            comment[j] = a.admin_comment.strip()
-        out.append(a)
-    return out

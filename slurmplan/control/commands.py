@@ -6,11 +6,13 @@ import argparse
 import json
 import logging
 import signal
+import sys
 import threading
+from pathlib import Path
 from typing import Any
 
 from slurmplan.control.config import DEFAULT_CONFIG_PATH, DaemonConfig, load_config
-from slurmplan.control.explain import explain_job, format_explanation, format_history, history
+from slurmplan.control.explain import check_limit, explain_job, format_explanation, format_history, history
 from slurmplan.control.journal import Journal
 from slurmplan.control.runner import Daemon, TickReport
 from slurmplan.domain import Action, ValidationError
@@ -120,21 +122,77 @@ def cmd_daemon(args: argparse.Namespace) -> int:
         quiet = not (report.new_round or report.actions or report.skipped or report.rolled_forward.applied)
         print(text.splitlines()[0] if quiet else text, flush=True)
 
-    Daemon(cfg).run(interval, max_ticks=args.max_ticks, stop=stop, on_tick=show)
+    daemon, on_metrics = _with_metrics(cfg, args)
+    daemon.run(interval, max_ticks=args.max_ticks, stop=stop, on_tick=lambda r: (on_metrics(r), show(r)))
     return 0
+
+
+def _read_journal(args: argparse.Namespace) -> Journal:
+    """The configured journal, opened read-only: a read never creates a database (a typo'd path is an error)."""
+    return Journal(_config(args).database, readonly=True)
+
+
+def _with_metrics(cfg: DaemonConfig, args: argparse.Namespace) -> tuple[Daemon, Any]:
+    """The daemon, instrumented when a metrics port or textfile is configured (issue 16)."""
+    from slurmplan.control.config import config_from_mapping
+    from slurmplan.control.metrics import DaemonMetrics, record_start
+
+    if args.metrics_port is not None:
+        config_from_mapping({"metrics_port": args.metrics_port}, "--metrics-port")  # refused with the field named
+    cfg = cfg.with_overrides(metrics_port=args.metrics_port, metrics_textfile=args.metrics_textfile)
+    if cfg.dry_run:
+        return Daemon(cfg), lambda _r: None
+    record_start(cfg.database)
+    if cfg.metrics_port is None and cfg.metrics_textfile is None:
+        return Daemon(cfg), lambda _r: None
+    from slurmplan.policy.registry import load_policy
+    from slurmplan.slurm.backend import SlurmBackend
+
+    metrics = DaemonMetrics()
+    daemon = Daemon(
+        cfg, backend=metrics.wrap_backend(SlurmBackend()), policy=metrics.wrap_policy(load_policy(cfg.policy))
+    )
+    if cfg.metrics_port is not None:
+        metrics.serve(cfg.metrics_port)
+
+    def update(report: TickReport) -> None:
+        metrics.observe_tick(report, cfg)
+        if cfg.metrics_textfile is not None:
+            metrics.write_textfile(cfg.metrics_textfile)
+
+    return daemon, update
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    with Journal(_config(args).database) as j:
+    with _read_journal(args) as j:
         e = explain_job(j, args.job_id)
-    print(json.dumps(e, indent=2, default=str) if args.json else format_explanation(e))
+    print(json.dumps(e, indent=2, default=str) if args.json else f"journal {j.path}:\n{format_explanation(e)}")
     return 0
 
 
+def history_heading(j: Journal, job_id: int | None, rows: list[dict[str, Any]], limit: int | None) -> str:
+    """Which journal was read and what it held: rows shown, no rows for this job, or nothing at all."""
+    if rows:
+        scope = f" for job {job_id}" if job_id is not None else ""
+        latest = f", the latest {limit}" if limit and len(rows) == limit else ""
+        return f"journal {j.path}: {len(rows)} rows{scope}{latest}"
+    if job_id is not None and not j.is_empty():
+        return f"journal {j.path}: no rows for job {job_id} (other jobs have rows: `slurmplan history`)"
+    return f"journal {j.path}: nothing journaled yet"
+
+
 def cmd_history(args: argparse.Namespace) -> int:
-    with Journal(_config(args).database) as j:
-        rows = history(j, args.job, args.limit)
-    print(json.dumps(rows, indent=2) if args.json else format_history(rows))
+    limit = check_limit(args.limit)  # before opening anything
+    with _read_journal(args) as j:
+        rows = history(j, args.job, limit)
+        heading = history_heading(j, args.job, rows, limit)
+    if args.json:
+        print(heading, file=sys.stderr)  # stdout stays JSON
+        print(json.dumps(rows, indent=2))
+    else:
+        print(heading)
+        if rows:
+            print(format_history(rows))
     return 0
 
 
@@ -151,6 +209,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--shadow", action="store_true", help="decide and journal, but never act on Slurm")
     p.add_argument("--max-ticks", type=int, help="stop after this many ticks")
     p.add_argument("--quiet", action="store_true", help="no per-tick line on stdout")
+    p.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on 127.0.0.1:PORT")
+    p.add_argument("--metrics-textfile", type=Path, help="write Prometheus metrics to this node_exporter textfile")
     p.set_defaults(func=cmd_daemon)
 
     p = subparsers.add_parser("explain", help="why a job has its configuration (candidates, share, priority, rule)")
@@ -161,5 +221,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p = subparsers.add_parser("history", help="decisions, actions and job events, oldest first")
     _add_common(p)
     p.add_argument("--job", type=int, metavar="JOBID", help="only this job")
-    p.add_argument("--limit", type=int, default=100, help="at most this many rows (default 100)")
+    p.add_argument(
+        "--limit", type=int, default=100, help="the latest this many rows, all kinds merged (default 100; 0: all)"
+    )
     p.set_defaults(func=cmd_history)

@@ -34,6 +34,8 @@ class DaemonConfig:
     policy: str = "las"
     """A policy name from ``policies/`` or the path of a policy YAML file."""
     round_s: float = 360.0
+    """Round settings (``round_s``, ``reconfig_threshold``, ``reconfig_cost_s``) are owned here, by the tick's
+    config (``tick_config()``); the simulator takes them from its options. A policy file's copies are not read."""
     checkpoint_signal: str = "USR2"
     grace_s: float = 120.0
     reconfig_threshold: float = 0.97
@@ -50,11 +52,32 @@ class DaemonConfig:
     """Decide and journal, but never act on Slurm: what slurmplan would have done."""
     interval_s: float = 30.0
     """Seconds between ticks of ``slurmplan daemon`` (a tick may start a round or only confirm/renew)."""
+    heartbeat_file: Path | None = None
+    """Written at the end of every completed tick; defaults to ``heartbeat`` beside the database."""
+    fail_open_after_s: float | None = None
+    """Heartbeat age after which jobs fall back to plain Slurm (watchdog, job_submit.lua); default 3 rounds."""
+    metrics_port: int | None = None
+    """Serve Prometheus metrics on 127.0.0.1:PORT (``slurmplan daemon``); none by default."""
+    metrics_textfile: Path | None = None
+    """Write Prometheus metrics to this node_exporter textfile after every tick; none by default."""
     source: str = "<defaults>"
 
     @property
     def lock_path(self) -> Path:
         return self.lock_file if self.lock_file is not None else Path(str(self.database) + ".lock")
+
+    @property
+    def heartbeat_path(self) -> Path:
+        return self.heartbeat_file if self.heartbeat_file is not None else Path(self.database).parent / "heartbeat"
+
+    @property
+    def fail_open_path(self) -> Path:
+        """The watchdog's record that managed jobs fell back to plain Slurm (beside the heartbeat)."""
+        return self.heartbeat_path.parent / "fail-open.json"
+
+    @property
+    def fail_open_limit_s(self) -> float:
+        return self.fail_open_after_s if self.fail_open_after_s is not None else 3 * self.round_s
 
     def tick_config(self) -> TickConfig:
         return TickConfig(
@@ -113,6 +136,12 @@ def _threshold(value: Any, where: str) -> float:
     return float(value)
 
 
+def _port(value: Any, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 65535:
+        raise ValidationError("metrics_port", value, "a TCP port number from 1 to 65535", where)
+    return value
+
+
 def _policy(value: Any, where: str) -> str:
     if not isinstance(value, str) or not value:
         raise ValidationError("policy", value, "a policy name or the path of a policy YAML file", where)
@@ -134,6 +163,10 @@ _FIELDS: dict[str, Any] = {
     "dry_run": lambda v, w: _bool("dry_run", v, w),
     "shadow": lambda v, w: _bool("shadow", v, w),
     "interval_s": lambda v, w: _seconds("interval_s", v, w),
+    "heartbeat_file": lambda v, w: _path("heartbeat_file", v, w),
+    "fail_open_after_s": lambda v, w: _seconds("fail_open_after_s", v, w),
+    "metrics_port": _port,
+    "metrics_textfile": lambda v, w: _path("metrics_textfile", v, w),
 }
 
 

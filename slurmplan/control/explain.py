@@ -18,13 +18,14 @@ from slurmplan.domain import ValidationError
 
 def explain_job(journal: Journal, job_id: int) -> dict[str, Any]:
     """Everything the journal knows about why a job has its configuration; raises if it never saw the job."""
-    job = journal.job(job_id)
+    job = journal.jobs.get(job_id)
     if job is None:
-        raise ValidationError("job", job_id, "a job the daemon has observed (see `slurmplan history`)", "explain")
-    decisions = journal.decisions(job_id, limit=10)
+        where = f"explain, journal {journal.path}"
+        raise ValidationError("job", job_id, "a job the daemon has observed (see `slurmplan history`)", where)
+    decisions = journal.decisions.of(job_id, limit=10)
     last = decisions[-1] if decisions else None
     cands = []
-    for row in journal.candidates(job_id):
+    for row in journal.candidates.of(job_id):
         detail = json.loads(row["plan"])
         cands.append(
             {
@@ -35,8 +36,9 @@ def explain_job(journal: Journal, job_id: int) -> dict[str, Any]:
                 "nodes": row["nodes"],
             }
         )
-    shares = journal.allocation_of(job_id)
+    shares = journal.decisions.allocation_of(job_id)
     return {
+        "journal": str(journal.path),
         "job_id": job_id,
         "name": job.get("name"),
         "state": job.get("state"),
@@ -56,9 +58,9 @@ def explain_job(journal: Journal, job_id: int) -> dict[str, Any]:
         "recent_decisions": [{k: d[k] for k in ("round_index", "time", "reason", "cell", "detail")} for d in decisions],
         "actions": [
             {"id": r.id, "kind": r.action.kind.value, "status": r.status, "reason": r.action.reason, "msg": r.message}
-            for r in journal.actions(job_id=job_id)[-10:]
+            for r in journal.intents.rows(job_id=job_id, limit=10, newest=True)
         ],
-        "events": journal.events(job_id)[-10:],
+        "events": journal.events.of(job_id, newest=10),
     }
 
 
@@ -99,21 +101,35 @@ def format_explanation(e: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def history(journal: Journal, job_id: int | None = None, limit: int = 50) -> list[dict[str, Any]]:
-    """One time-ordered list of decisions, actions and events (for one job, or the whole cluster)."""
+def check_limit(limit: int | None) -> int | None:
+    """``--limit``: None or 0 mean every row; a negative number is refused (it used to drop rows silently)."""
+    if limit is None or limit == 0:
+        return None
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+        raise ValidationError("--limit", limit, "a number of rows >= 1, or 0 for every row", "history")
+    return limit
+
+
+def history(journal: Journal, job_id: int | None = None, limit: int | None = 50) -> list[dict[str, Any]]:
+    """The latest ``limit`` rows of one time-ordered list of decisions, actions and events.
+
+    For one job or the whole cluster; ``limit`` None or 0 gives every row. The limit applies to the merged
+    list: each kind contributes its latest ``limit`` rows, and the latest ``limit`` of their union are kept.
+    """
+    n = check_limit(limit)
     out: list[dict[str, Any]] = []
-    for d in journal.decisions(job_id, limit=limit):
+    for d in journal.decisions.of(job_id, limit=n):
         what = f"{d['reason']} {d['cell'] or ''} {d['plan'] or ''}".strip()
         out.append({"time": d["time"], "job_id": d["job_id"], "kind": "decision", "round": d["round_index"],
                     "what": what, "detail": d["detail"]})  # fmt: skip
-    for r in journal.actions(job_id=job_id):
+    for r in journal.intents.rows(job_id=job_id, limit=n, newest=True):
         out.append({"time": r.created_at, "job_id": r.action.job_id, "kind": "action", "round": r.round_index,
                     "what": f"{r.action.kind.value} [{r.status}]", "detail": r.message or r.action.reason})  # fmt: skip
-    for ev in journal.events(job_id):
+    for ev in journal.events.of(job_id, newest=n):
         out.append({"time": ev["time"], "job_id": ev["job_id"], "kind": "event", "round": None, "what": ev["event"],
                     "detail": ev["detail"]})  # fmt: skip
     out.sort(key=lambda r: r["time"] or 0.0)
-    return out[-limit:]
+    return out[-n:] if n else out
 
 
 def format_history(rows: list[dict[str, Any]]) -> str:

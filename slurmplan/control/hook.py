@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from slurmplan.domain import Cell, Plan, ValidationError
-from slurmplan.slurm.hints import plan_environment
+from slurmplan.formats import plan_environment
 
 log = logging.getLogger(__name__)
 

@@ -4,6 +4,9 @@ A job is managed when its hints (the job_submit.lua copy in the admin comment, o
 ``--comment``) say so, or when its partition is managed. A hint that does not parse, or names something the
 performance model cannot price, never stops the tick: the job is left alone (Slurm runs it as submitted), and
 the error is returned so the caller journals it and shows it in the job's admin comment.
+
+This is the daemon's :class:`SlurmJobSource` for ``slurmplan.pipeline`` (what reads Slurm's text formats); the
+steps both edges share (``with_request``, ``with_node_gpu_type``, ``managed_jobs``) live in the pipeline.
 """
 
 from __future__ import annotations
@@ -11,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 from slurmplan.domain import (
     Action,
@@ -20,12 +22,28 @@ from slurmplan.domain import (
     Cluster,
     Hints,
     Job,
-    JobState,
     Measurement,
     SlurmplanError,
 )
-from slurmplan.slurm.hints import find_hints, split_admin_comment
+from slurmplan.formats import compose_admin_comment, find_hints, split_admin_comment
+from slurmplan.pipeline import Observed, _one_line, with_node_gpu_type, with_request
+from slurmplan.pipeline import managed_jobs as _pipeline_managed_jobs
 from slurmplan.tick import ManagedJob
+
+__all__ = [
+    "BAD_HINTS_PREFIX",
+    "CandidateFn",
+    "Observed",  # Observed, with_node_gpu_type and with_request live in slurmplan.pipeline; importable here too
+    "SlurmJobSource",
+    "bad_hint_annotation",
+    "classify",
+    "classify_all",
+    "default_candidates",
+    "keep_user_hints",
+    "managed_jobs",
+    "with_node_gpu_type",
+    "with_request",
+]
 
 log = logging.getLogger(__name__)
 
@@ -36,19 +54,6 @@ BAD_HINTS_PREFIX = "slurmplan! bad hints:"
 """Decision text of a job left alone. Not ``slurmplan:`` on purpose, so no launcher reads it as a plan."""
 
 _MAX_ERROR_CHARS = 200
-
-
-@dataclass(frozen=True)
-class Observed:
-    """One job as the daemon classified it: managed (hints set), unmanaged, or refused (error set)."""
-
-    job: Job
-    hints: Hints | None = None
-    error: str = ""
-
-    @property
-    def managed(self) -> bool:
-        return self.hints is not None and not self.error
 
 
 def classify(job: Job, managed_partitions: Sequence[str]) -> Observed:
@@ -69,69 +74,11 @@ def classify_all(jobs: Sequence[Job], managed_partitions: Sequence[str]) -> list
     return [classify(job, managed_partitions) for job in jobs]
 
 
-def with_node_gpu_type(job: Job, cluster: Cluster) -> Job:
-    """A running job with an untyped GPU request (``--gres=gpu:N``) uses its nodes' GPU type: say so.
-
-    Managed jobs are best submitted untyped, because Slurm 22.05 cannot change the type of a pending job's
-    request (a typed-to-other-type update leaves it "never runnable", typed<->untyped is refused); the daemon
-    steers the type through the node list instead. Observed from the nodes, the type is exact.
-    """
-    if job.gpu_type or not job.nodes or not job.state.active:
-        return job
-    types = set()
-    for name in job.nodes:
-        try:
-            types.add(cluster.node(name).gpu_type)
-        except KeyError:
-            return job
-    return dataclasses.replace(job, gpu_type=types.pop()) if len(types) == 1 and None not in types else job
-
-
 def default_candidates(hints: Hints, cluster: Cluster, measurements: Sequence[Measurement]) -> tuple[Candidate, ...]:
     """The performance room's candidates for one job (imported late: ``perf`` is heavy and optional in tests)."""
     from slurmplan.perf.candidates import job_candidates
 
     return tuple(job_candidates(hints, cluster, measurements))
-
-
-def managed_jobs(
-    observed: Sequence[Observed],
-    cluster: Cluster,
-    measurements: Sequence[Measurement],
-    candidates_fn: CandidateFn = default_candidates,
-) -> tuple[list[ManagedJob], list[Observed]]:
-    """ManagedJobs for the unfinished managed jobs, plus the jobs refused because they could not be priced."""
-    out: list[ManagedJob] = []
-    refused: list[Observed] = []
-    for ob in observed:
-        if not ob.managed or ob.job.state.finished or ob.hints is None:
-            continue
-        job = with_node_gpu_type(ob.job, cluster)
-        hints = with_request(ob.hints, ob.job)
-        try:
-            cands = candidates_fn(hints, cluster, measurements)
-        except (SlurmplanError, ValueError, KeyError) as exc:
-            log.warning("job %d: cannot price its hints: %s", ob.job.job_id, exc)
-            refused.append(Observed(ob.job, None, _one_line(f"{type(exc).__name__}: {exc}")))
-            continue
-        out.append(ManagedJob(job=job, hints=hints, candidates=cands, steps_done=0.0))
-    return out, refused
-
-
-def with_request(hints: Hints, job: Job) -> Hints:
-    """Hints completed from the job's own Slurm request (GPU count and type) where the user left them out.
-
-    A job managed only by its partition has no hints at all; its ``--gres`` request is then what it asked for.
-    A *typed* pending request also restricts the types: Slurm 22.05 cannot move it to another type (see
-    ``with_node_gpu_type``), so offering the policy other types would only strand the job.
-    """
-    changes: dict[str, object] = {}
-    if hints.gpus is None and job.gpus > 0:
-        low, high = hints.min_gpus or job.gpus, hints.max_gpus or job.gpus
-        changes["gpus"] = min(max(job.gpus, low), high)
-    if job.gpu_type and job.state is JobState.PENDING and hints.gpu_types != (job.gpu_type,):
-        changes["gpu_types"] = (job.gpu_type,)
-    return dataclasses.replace(hints, **changes) if changes else hints  # type: ignore[arg-type]
 
 
 def bad_hint_annotation(ob: Observed) -> Action | None:
@@ -153,6 +100,62 @@ def _raw_hints_part(admin_comment: str) -> str:
     return "" if text.startswith(BAD_HINTS_PREFIX) or split_admin_comment(text).decision else text
 
 
-def _one_line(text: str) -> str:
-    clean = " ".join(text.replace("||", "|").split())
-    return clean if len(clean) <= _MAX_ERROR_CHARS else clean[: _MAX_ERROR_CHARS - 3] + "..."
+def managed_jobs(
+    observed: Sequence[Observed],
+    cluster: Cluster,
+    measurements: Sequence[Measurement],
+    candidates_fn: CandidateFn = default_candidates,
+) -> tuple[list[ManagedJob], list[Observed]]:
+    """ManagedJobs for the unfinished managed jobs, plus the jobs refused because they could not be priced."""
+    source = SlurmJobSource((), candidates_fn, lambda: measurements)
+    return _pipeline_managed_jobs(observed, cluster, source)
+
+
+def keep_user_hints(action: Action, job: Job | None) -> Action:
+    """Put the user's hints back in front of a decision written to the admin comment.
+
+    The mechanism writes only the decision; the admin comment also carries the hints job_submit.lua copied
+    there, which must survive every annotation or the job would stop being managed.
+    """
+    if action.admin_comment is None or job is None or "||" in action.admin_comment:
+        return action
+    hints = split_admin_comment(job.admin_comment).hints
+    if not hints:
+        return action
+    return dataclasses.replace(action, admin_comment=compose_admin_comment(hints, action.admin_comment))
+
+
+class SlurmJobSource:
+    """The daemon's :class:`~slurmplan.pipeline.JobSource`: hints from Slurm's comments, candidates from ``perf``.
+
+    ``measurements`` is called at most once per source (once per tick): the journal is read only if a job
+    needs pricing.
+    """
+
+    def __init__(
+        self,
+        managed_partitions: Sequence[str],
+        candidates_fn: CandidateFn = default_candidates,
+        measurements: Callable[[], Sequence[Measurement]] = tuple,
+    ) -> None:
+        self.managed_partitions = tuple(managed_partitions)
+        self.candidates_fn = candidates_fn
+        self._load = measurements
+        self._measurements: Sequence[Measurement] | None = None
+
+    def classify(self, job: Job) -> Observed:
+        return classify(job, self.managed_partitions)
+
+    def price(self, hints: Hints, job: Job, cluster: Cluster) -> tuple[Candidate, ...]:
+        if self._measurements is None:
+            self._measurements = self._load()
+        return self.candidates_fn(hints, cluster, self._measurements)
+
+    def progress(self, job: Job) -> float:
+        return 0.0  # the launcher's reports reach the policy through the measurements, not as steps
+
+    def keep_hints(self, action: Action, job: Job | None) -> Action:
+        return keep_user_hints(action, job)
+
+    def refusal_note(self, observed: Observed) -> Action | None:
+        return bad_hint_annotation(observed)

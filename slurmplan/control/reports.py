@@ -25,7 +25,7 @@ def ingest_reports(journal: Journal, report_dir: Path) -> int:
     """Read new lines of every ``*.jsonl`` in ``report_dir`` into ``measurements``; returns how many."""
     if not report_dir.is_dir():
         return 0
-    offsets = {r["file"]: r["offset"] for r in journal.db["report_offsets"].rows}
+    offsets = journal.measurements.offsets()
     added = 0
     for path in sorted(report_dir.glob("*.jsonl")):
         start = offsets.get(path.name, 0)
@@ -47,10 +47,7 @@ def ingest_reports(journal: Journal, report_dir: Path) -> int:
             row = _parse_line(raw, path, lineno)
             if row is not None:
                 rows.append(row)
-        with journal.transaction():
-            if rows:
-                journal.db["measurements"].insert_all(rows)
-            journal.db["report_offsets"].upsert({"file": path.name, "offset": start + end}, pk="file")
+        journal.measurements.add(rows, path.name, start + end)
         added += len(rows)
     return added
 
@@ -70,7 +67,6 @@ def _parse_line(raw: bytes, path: Path, lineno: int) -> dict[str, object] | None
 
 def load_measurements(journal: Journal, model: str | None = None) -> list[Measurement]:
     """Measurements from the journal (all, or one model's), oldest first."""
-    where, args = ("model = ?", [model]) if model else (None, None)
     return [
         Measurement(
             model=r["model"],
@@ -83,5 +79,5 @@ def load_measurements(journal: Journal, model: str | None = None) -> list[Measur
             job_id=r["job_id"],
             time=r["time"],
         )
-        for r in journal.db["measurements"].rows_where(where, args, order_by="rowid")
+        for r in journal.measurements.rows(model)
     ]

@@ -1,4 +1,6 @@
-"""One tick of the daemon, and the loop: observe -> decide -> act, journaled, under the tick lock.
+"""The daemon: ``slurmplan.pipeline.run_tick`` with the Slurm backend, the SQLite journal and the wall clock.
+
+The tick itself is written once, in ``slurmplan/pipeline.py`` (the simulator runs the same function).
 
 Order inside a tick, chosen so that a tick killed at any line loses nothing:
 
@@ -19,68 +21,22 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-from slurmplan.control.act import (
-    ApplyReport,
-    apply_rows,
-    confirm,
-    drop_no_ops,
-    keep_user_hints,
-    roll_forward,
-    untyped_update,
-)
 from slurmplan.control.config import DaemonConfig
-from slurmplan.control.journal import ActionStatus, Journal
+from slurmplan.control.heartbeat import write_heartbeat
+from slurmplan.control.journal import Journal
 from slurmplan.control.lock import TickLock
-from slurmplan.control.observe import (
-    CandidateFn,
-    Observed,
-    bad_hint_annotation,
-    classify_all,
-    default_candidates,
-    managed_jobs,
-)
-from slurmplan.control.reports import ingest_reports, load_measurements
-from slurmplan.control.state_store import load_state, save_state
-from slurmplan.domain import Action, Assignment, ClusterBackend, Job, Snapshot
-from slurmplan.slurm.hints import split_admin_comment
-from slurmplan.tick import ManagedJob, SchedulerState, TickInput, TickOutput
+from slurmplan.control.observe import CandidateFn, SlurmJobSource, default_candidates
+from slurmplan.control.reports import load_measurements
+from slurmplan.control.tick_journal import SqliteTickJournal
+from slurmplan.domain import ClusterBackend, Policy
+from slurmplan.pipeline import DecideFn, TickReport, _real_decide, prune, run_tick
+
+__all__ = ["Daemon", "TickReport", "prune"]
 
 log = logging.getLogger(__name__)
-
-DecideFn = Callable[[TickInput, Any, SchedulerState], TickOutput]
-
-
-@dataclass(frozen=True)
-class TickReport:
-    """What one tick saw, decided and did; the CLI prints it, tests and the benchmark read it."""
-
-    mode: str
-    tick_id: int | None = None
-    round_index: int = 0
-    new_round: bool = False
-    managed: int = 0
-    unmanaged: int = 0
-    refused: tuple[Observed, ...] = ()
-    actions: tuple[Action, ...] = ()
-    assignments: tuple[Assignment, ...] = ()
-    rolled_forward: ApplyReport = field(default_factory=ApplyReport)
-    applied: ApplyReport = field(default_factory=ApplyReport)
-    observe_s: float = 0.0
-    decide_s: float = 0.0
-    act_s: float = 0.0
-    skipped: str = ""
-    """Why the tick decided nothing (Slurm could not be read), '' when it ran."""
-
-
-def _real_decide(inp: TickInput, policy: Any, state: SchedulerState) -> TickOutput:
-    from slurmplan.tick import decide
-
-    return decide(inp, policy, state)
 
 
 class Daemon:
@@ -95,7 +51,7 @@ class Daemon:
         config: DaemonConfig,
         *,
         backend: ClusterBackend | None = None,
-        policy: Any = None,
+        policy: Policy = None,
         candidates_fn: CandidateFn = default_candidates,
         decide_fn: DecideFn = _real_decide,
     ) -> None:
@@ -114,7 +70,7 @@ class Daemon:
         return self._backend
 
     @property
-    def policy(self) -> Any:
+    def policy(self) -> Policy:
         if self._policy is None:
             from slurmplan.policy.registry import load_policy
 
@@ -142,118 +98,21 @@ class Daemon:
         with TickLock(self.config.lock_path), self.open_journal() as journal:
             return self._tick(journal, policy)
 
-    def _observe(self, journal: Journal, tick_id: int | None, t0: float) -> tuple[Snapshot | None, ApplyReport, str]:
-        """Steps 2-3: snapshot, roll forward pending intents (then look again); ``(None, _, why)`` on failure."""
-        rolled = ApplyReport()
-        try:
-            snapshot = self.backend.snapshot()
-            if self.mode == "act" and journal.actions(status=ActionStatus.INTENT, limit=1):
-                rolled = roll_forward(journal, self.backend, time.time(), self.config.round_s)
-                if rolled.applied:
-                    snapshot = self.backend.snapshot()  # decide on the state the rolled-forward actions made
-        except Exception as exc:  # Slurm unreachable or answering garbage: decide nothing this time
-            reason = f"cannot observe the cluster: {type(exc).__name__}: {exc}"
-            log.error("tick skipped: %s", reason)
-            if tick_id is not None:
-                journal.finish_tick(tick_id, error=reason, observe_s=time.perf_counter() - t0)
-            return None, rolled, reason
-        if self.mode == "act":
-            confirm(journal, snapshot, self.config.round_s, time.time())
-        if self.mode != "dry-run":
-            ingest_reports(journal, Path(self.config.report_dir))
-        return snapshot, rolled, ""
-
-    def _tick(self, journal: Journal, policy: Any) -> TickReport:
-        mode = self.mode
-        t0 = time.perf_counter()
-        tick_id = journal.begin_tick(mode, time.time()) if mode != "dry-run" else None
-        try:
-            return self._tick_body(journal, policy, tick_id, t0)
-        except Exception as exc:
-            if tick_id is not None:  # the failure is on record; the next tick rolls forward what was written
-                journal.finish_tick(tick_id, error=f"tick failed: {type(exc).__name__}: {exc}")
-            raise
-
-    def _tick_body(self, journal: Journal, policy: Any, tick_id: int | None, t0: float) -> TickReport:
-        mode, cfg = self.mode, self.config
-        snapshot, rolled, why = self._observe(journal, tick_id, t0)
-        if snapshot is None:
-            return TickReport(mode=mode, tick_id=tick_id, rolled_forward=rolled, skipped=why)
-        observed = classify_all(snapshot.jobs, cfg.managed_partitions)
-        managed, unpriced = managed_jobs(observed, snapshot.cluster, load_measurements(journal), self.candidates_fn)
-        refused = tuple(o for o in [*observed, *unpriced] if o.error and not o.job.state.finished)
-        state = _prune(load_state(journal), managed)
-        t1 = time.perf_counter()
-
-        inp = TickInput(now=snapshot.time, cluster=snapshot.cluster, jobs=tuple(managed), config=cfg.tick_config())
-        out = self.decide_fn(inp, policy, state)
-        t2 = time.perf_counter()
-
-        actions = _shape_actions(out.actions, refused, {j.job_id: j for j in snapshot.jobs})
-        report = TickReport(
-            mode=mode,
-            tick_id=tick_id,
-            round_index=out.state.round_index,
-            new_round=out.new_round,
-            managed=len(managed),
-            unmanaged=sum(1 for o in observed if not o.managed and not o.error and not o.job.state.finished),
-            refused=refused,
-            actions=tuple(actions),
-            assignments=out.assignments,
-            rolled_forward=rolled,
-            observe_s=t1 - t0,
-            decide_s=t2 - t1,
+    def _tick(self, journal: Journal, policy: Policy) -> TickReport:
+        cfg = self.config
+        store = SqliteTickJournal(
+            journal, self.mode, policy_name=cfg.policy, round_s=cfg.round_s, report_dir=cfg.report_dir
         )
-        if tick_id is None:  # dry run: print, change nothing
-            return replace(report, act_s=time.perf_counter() - t2)
-        ids = self._journal_decision(journal, tick_id, snapshot, observed, managed, refused, out, actions)
-        applied = ApplyReport()
-        if mode == "act" and ids:
-            wanted = set(ids)
-            rows = [r for r in journal.actions(status=ActionStatus.INTENT) if r.id in wanted]
-            applied = apply_rows(journal, self.backend, rows, time.time())
-        t3 = time.perf_counter()
-        journal.finish_tick(
-            tick_id,
-            round_index=out.state.round_index,
-            new_round=int(out.new_round),
-            observe_s=t1 - t0,
-            decide_s=t2 - t1,
-            act_s=t3 - t2,
-            jobs=len(managed),
-            actions=len(actions),
+        source = SlurmJobSource(cfg.managed_partitions, self.candidates_fn, lambda: load_measurements(journal))
+        report = run_tick(
+            self.backend, time.time, store, policy, source, config=cfg.tick_config(), decide=self.decide_fn
         )
-        return replace(report, applied=applied, act_s=t3 - t2)
-
-    def _journal_decision(
-        self,
-        journal: Journal,
-        tick_id: int,
-        snapshot: Snapshot,
-        observed: list[Observed],
-        managed: list[ManagedJob],
-        refused: tuple[Observed, ...],
-        out: TickOutput,
-        actions: list[Action],
-    ) -> list[int]:
-        """Step 5: state, decisions, candidates, job rows and intents in one transaction; returns intent ids."""
-        now = snapshot.time
-        status = ActionStatus.INTENT if self.mode == "act" else ActionStatus.SHADOW
-        with journal.transaction():
-            _journal_jobs(journal, snapshot, observed, refused)
-            save_state(journal, out.state)
-            assignments = out.assignments if out.new_round else journal.changed_decisions(out.assignments)
-            journal.record_decision(
-                tick_id, out.state.round_index, now, assignments, out.allocation, out.new_round, self.config.policy
-            )
-            known = {r[0] for r in journal.db.execute("SELECT DISTINCT job_id FROM candidates").fetchall()}
-            fresh = {m.job.job_id: m.candidates for m in managed if out.new_round or m.job.job_id not in known}
-            journal.record_candidates(tick_id, fresh)
-            ids = journal.add_intents(tick_id, out.state.round_index, actions, time.time())
-            if status != ActionStatus.INTENT and ids:
-                marks = ",".join("?" * len(ids))
-                journal.db.execute(f"UPDATE actions SET status = ? WHERE id IN ({marks})", [status, *ids])
-        return ids if status == ActionStatus.INTENT else []
+        if self.mode == "act" and not report.skipped:  # the watchdog and job_submit.lua fail open when stale
+            write_heartbeat(
+                cfg.heartbeat_path, tick_id=report.tick_id, round_index=report.round_index,
+                stale_after_s=cfg.fail_open_limit_s,
+            )  # fmt: skip
+        return report
 
     # ------------------------------------------------------------------------------------------------ loop
 
@@ -289,55 +148,3 @@ class Daemon:
                 break
             stop.wait(max(0.0, interval_s - (time.monotonic() - started)))
         return count
-
-
-def _shape_actions(decided: Sequence[Action], refused: Sequence[Observed], jobs: dict[int, Job]) -> list[Action]:
-    """The mechanism's actions made safe for Slurm 22.05, plus bad-hint annotations, minus no-ops."""
-    actions = [untyped_update(keep_user_hints(a, jobs.get(a.job_id)), jobs.get(a.job_id)) for a in decided]
-    actions += [a for o in refused if (a := bad_hint_annotation(o)) is not None]
-    return drop_no_ops(actions, jobs)
-
-
-def _prune(state: SchedulerState, managed: list[ManagedJob]) -> SchedulerState:
-    """Forget jobs that are no longer managed and unfinished (finished, gone, or turned unmanaged)."""
-    alive = {m.job.job_id for m in managed}
-    if all(j in alive for j in state.jobs):
-        return state
-    return replace(state, jobs={j: s for j, s in state.jobs.items() if j in alive})
-
-
-def _hints_text(job: Job) -> str:
-    """The text the job's hints came from (the admin comment's hints part, else a ``slurmplan:`` comment)."""
-    return split_admin_comment(job.admin_comment).hints or split_admin_comment(job.comment).hints
-
-
-def _journal_jobs(
-    journal: Journal, snapshot: Snapshot, observed: list[Observed], refused: tuple[Observed, ...]
-) -> None:
-    """Job rows for every job seen; refused jobs get their error, an event when the error is new."""
-    errors = {o.job.job_id: o.error for o in refused}
-    previous = {r["job_id"]: r for r in journal.jobs(unfinished_only=True)}
-    rows = []
-    for o in observed:
-        job: Job = o.job
-        err = errors.get(job.job_id, "")
-        if err and (previous.get(job.job_id) or {}).get("hint_error") != err:
-            journal.record_event(job.job_id, "bad-hints", snapshot.time, err)
-        rows.append(
-            {
-                "job_id": job.job_id,
-                "name": job.name,
-                "user": job.user,
-                "partition": job.partition,
-                "managed": int(o.managed and job.job_id not in errors),
-                "hints": _hints_text(job),
-                "hint_error": err,
-                "state": job.state.value,
-                "first_seen": snapshot.time,
-                "last_seen": snapshot.time,
-                "finished_at": snapshot.time if job.state.finished else None,
-            }
-        )
-    journal.upsert_jobs(rows)
-    seen = {o.job.job_id for o in observed}
-    journal.mark_finished([j for j in previous if j not in seen], "gone", snapshot.time)

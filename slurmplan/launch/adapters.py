@@ -23,7 +23,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from slurmplan.domain import Plan, ValidationError
+from slurmplan.domain import Plan, SlurmplanError, ValidationError
 
 
 def _check_layout(plan: Plan, nodes: int | None, gpus_per_node: int | None) -> None:
@@ -173,6 +173,17 @@ def edit_command(argv: Sequence[str], plan_args: Sequence[str]) -> list[str]:
 
 
 if __name__ == "__main__":
-    from slurmplan.cli import main as cli_main
+    # ``python -m slurmplan.launch.adapters megatron`` is ``slurmplan launch-args megatron``, built from the
+    # launch room's own parser so that launch/ does not import the cli.
+    import argparse
 
-    sys.exit(cli_main(["launch-args", *sys.argv[1:]]))
+    from slurmplan.launch.commands import register
+
+    _parser = argparse.ArgumentParser(prog="python -m slurmplan.launch.adapters")
+    register(_parser.add_subparsers(dest="command"))
+    _args = _parser.parse_args(["launch-args", *sys.argv[1:]])
+    try:
+        sys.exit(int(_args.func(_args) or 0))
+    except SlurmplanError as _exc:
+        print(f"slurmplan: error: {_exc}", file=sys.stderr)
+        sys.exit(1)

@@ -11,44 +11,19 @@ lets the daemon decide where it runs next.
 from __future__ import annotations
 
 import enum
-import json
 import logging
 import os
-import re
-import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from slurmplan.domain import GpuType, Plan, ValidationError
-from slurmplan.slurm import hints
+from slurmplan import formats
+from slurmplan.domain import GpuType, Plan
+from slurmplan.slurm import jobctl
 
 log = logging.getLogger(__name__)
 
 ENV_PREFIX = "SLURMPLAN_"
-_INT_VARS = {
-    "SLURMPLAN_DP": "dp",
-    "SLURMPLAN_TP": "tp",
-    "SLURMPLAN_PP": "pp",
-    "SLURMPLAN_MICRO_BATCH": "micro_batch",
-    "SLURMPLAN_GRAD_ACCUM": "grad_accum",
-    "SLURMPLAN_ZERO_STAGE": "zero_stage",
-    "SLURMPLAN_VIRTUAL_STAGES": "virtual_stages",
-}
-_BOOL_VARS = {"SLURMPLAN_CHECKPOINTING": "checkpointing", "SLURMPLAN_OFFLOAD": "offload"}
-PLAN_VARS = (*_INT_VARS, *_BOOL_VARS, "SLURMPLAN_GPU_TYPE", "SLURMPLAN_GPUS")
-_TRUE = {"1", "true", "yes", "on", "y"}
-_FALSE = {"0", "false", "no", "off", "n", ""}
-
-_TOKEN = re.compile(r"^(?P<key>dp|tp|pp|mb|ga|v|z)(?P<num>\d+)$")
-_TOKEN_FIELDS = {
-    "dp": "dp",
-    "tp": "tp",
-    "pp": "pp",
-    "mb": "micro_batch",
-    "ga": "grad_accum",
-    "v": "virtual_stages",
-    "z": "zero_stage",
-}
+PLAN_VARS = formats.PLAN_VARS
 
 
 class PlanSource(enum.Enum):
@@ -77,72 +52,26 @@ class AssignedPlan:
         return self.source.managed
 
 
-def _parse_bool(name: str, text: str) -> bool:
-    value = text.strip().lower()
-    if value in _TRUE:
-        return True
-    if value in _FALSE:
-        return False
-    raise ValidationError(name, text, "one of 1/0, true/false, yes/no, on/off", "environment")
-
-
-def _parse_int(name: str, text: str) -> int:
-    try:
-        return int(text.strip())
-    except ValueError:
-        raise ValidationError(name, text, "an integer", "environment") from None
-
-
 def plan_from_env(env: Mapping[str, str] | None = None) -> AssignedPlan | None:
     """The plan exported by the SPANK plugin, or None when no ``SLURMPLAN_*`` plan variable is set."""
-    env = os.environ if env is None else env
-    if not any(name in env for name in PLAN_VARS):
+    found = formats.plan_from_environment(os.environ if env is None else env)
+    if found is None:
         return None
-    fields: dict[str, object] = {}
-    for name, field_name in _INT_VARS.items():
-        if name in env:
-            fields[field_name] = _parse_int(name, env[name])
-    for name, field_name in _BOOL_VARS.items():
-        if name in env:
-            fields[field_name] = _parse_bool(name, env[name])
-    gpu_type = env.get("SLURMPLAN_GPU_TYPE") or None
-    gpus = _parse_int("SLURMPLAN_GPUS", env["SLURMPLAN_GPUS"]) if env.get("SLURMPLAN_GPUS") else None
-    plan = Plan(**fields)  # type: ignore[arg-type]
-    return AssignedPlan(plan, PlanSource.ENV, gpu_type.lower() if gpu_type else None, gpus)
+    plan, gpu_type, gpus = found
+    return AssignedPlan(plan, PlanSource.ENV, gpu_type, gpus)
 
 
-def parse_plan_short(text: str) -> Plan:
-    """Inverse of :meth:`Plan.short`: ``"dp2 tp4 pp1 mb2 ga8 v2 gc z1 off"`` -> Plan.
-
-    Fields not named keep their defaults; a repeated key (``pp`` appears in both ``Cell.short()`` and
-    ``Plan.short()``) must repeat the same value.
-    """
-    fields: dict[str, object] = {}
-    for token in text.split():
-        if token == "gc":
-            fields["checkpointing"] = True
-            continue
-        if token == "off":
-            fields["offload"] = True
-            continue
-        match = _TOKEN.match(token)
-        if not match:
-            allowed = "dpN tpN ppN mbN gaN vN zN gc off"
-            raise ValidationError("plan token", token, f"one of {allowed}", "plan text")
-        field_name, value = _TOKEN_FIELDS[match["key"]], int(match["num"])
-        if fields.get(field_name, value) != value:
-            raise ValidationError(field_name, value, f"the value given before ({fields[field_name]})", "plan text")
-        fields[field_name] = value
-    return Plan(**fields)  # type: ignore[arg-type]
+parse_plan_short = formats.parse_plan_short
+"""Inverse of :meth:`Plan.short` (kept here for the launcher's callers; the grammar is in ``formats``)."""
 
 
 def parse_decision(admin_comment: str) -> AssignedPlan | None:
     """The daemon's decision in an admin comment (``<hints> || slurmplan: a100x8 dp2 ... | round ...``).
 
-    One grammar for the whole project: the text is read by :func:`slurmplan.slurm.hints.parse_decision`, the
+    One grammar for the whole project: the text is read by :func:`slurmplan.formats.parse_decision`, the
     same parser the daemon's tools and the tests of the SPANK side use.
     """
-    decided = hints.parse_decision(admin_comment or "")
+    decided = formats.parse_decision(admin_comment or "")
     if decided is None:
         return None
     cell, plan = decided
@@ -151,25 +80,7 @@ def parse_decision(admin_comment: str) -> AssignedPlan | None:
 
 def admin_comment_from_squeue(job_id: str, squeue: str = "squeue", timeout_s: float = 20.0) -> str | None:
     """The job's admin comment via ``squeue --json -j JOB`` (one call at start-up), or None if unreadable."""
-    try:
-        proc = subprocess.run(
-            [squeue, "--json", "-j", str(job_id)], capture_output=True, text=True, timeout=timeout_s, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        log.warning("cannot run squeue for job %s: %s", job_id, exc)
-        return None
-    if proc.returncode != 0:
-        log.warning("squeue --json -j %s failed (%d): %s", job_id, proc.returncode, proc.stderr.strip())
-        return None
-    try:
-        jobs = json.loads(proc.stdout).get("jobs", [])
-    except json.JSONDecodeError as exc:
-        log.warning("squeue --json printed no JSON: %s", exc)
-        return None
-    for job in jobs:
-        if str(job.get("job_id")) == str(job_id):
-            return str(job.get("admin_comment") or "")
-    return None
+    return jobctl.admin_comment(job_id, squeue=squeue, timeout_s=timeout_s)
 
 
 def load_assigned_plan(env: Mapping[str, str] | None = None, *, query_slurm: bool = True) -> AssignedPlan:

@@ -11,9 +11,10 @@ from __future__ import annotations
 import enum
 import logging
 import os
-import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+from slurmplan.slurm import jobctl
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +34,7 @@ class RequeueResult:
 
 
 def requeue_command(job_id: str, *, hold: bool, scontrol: str = "scontrol") -> tuple[str, ...]:
-    return (scontrol, "requeuehold" if hold else "requeue", str(job_id))
+    return jobctl.requeue_argv(job_id, hold=hold, scontrol=scontrol)
 
 
 def requeue_job(
@@ -55,14 +56,10 @@ def requeue_job(
         msg = f"job {job_id} restarted {restarts} times (limit {max_requeues}); not requeued"
         log.error(msg)
         return RequeueResult(False, message=msg)
-    cmd = requeue_command(job_id, hold=hold, scontrol=scontrol)
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        log.error("%s failed: %s", " ".join(cmd), exc)
-        return RequeueResult(False, cmd, str(exc))
-    if proc.returncode != 0:
-        log.error("%s failed (%d): %s", " ".join(cmd), proc.returncode, proc.stderr.strip())
-        return RequeueResult(False, cmd, proc.stderr.strip())
-    log.info("%s done (restart %d of at most %d)", " ".join(cmd), restarts + 1, max_requeues)
-    return RequeueResult(True, cmd, proc.stdout.strip())
+    done = jobctl.requeue(job_id, hold=hold, scontrol=scontrol, timeout_s=timeout_s)
+    cmd = " ".join(done.argv)
+    if not done.ok:
+        log.error("%s failed: %s", cmd, done.message)
+        return RequeueResult(False, done.argv, done.message)
+    log.info("%s done (restart %d of at most %d)", cmd, restarts + 1, max_requeues)
+    return RequeueResult(True, done.argv, done.message)

@@ -9,18 +9,15 @@ when the same decision was already sent (``JobState.sent``): the applier's journ
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from slurmplan import formats
 from slurmplan.domain import Action, ActionKind, Assignment, Cell, Job, JobId, Plan, Reason
+from slurmplan.formats import decision_of, round_stamp, with_decision
 from slurmplan.mechanism.problem import PENDING_STATES, RUNNING_STATES
 from slurmplan.mechanism.state import evolve
-from slurmplan.tick import JobState, ManagedJob, TickConfig
-
-PREFIX = "slurmplan:"
-SEPARATOR = " || "
-"""Admin comment layout shared with ``slurm/hints.py``: ``<hints> || <decision>`` (hints never rewritten)."""
+from slurmplan.tick_types import JobState, ManagedJob, TickConfig
 
 PHASE = {
     ActionKind.SIGNAL: 0,
@@ -47,31 +44,12 @@ class RoundStamp:
 
     @property
     def text(self) -> str:
-        return f"round {self.index} | lease until {time.strftime('%H:%M', time.gmtime(self.lease_end))}"
+        return round_stamp(self.index, self.lease_end)
 
 
 def decision_text(cell: Cell, plan: Plan | None, stamp: RoundStamp) -> str:
     """``slurmplan: a100x8 dp2 tp4 pp1 mb2 ga8 | round 17 | lease until 12:06`` (no plan: pure data parallel)."""
-    plan = plan or Plan(dp=cell.gpus)
-    return f"{PREFIX} {cell.gpu_type}x{cell.gpus} {plan.short()} | {stamp.text}"
-
-
-def split_comment(text: str) -> tuple[str, str]:
-    """(hints, decision) parts of an admin comment, by the layout of ``slurm/hints.py``."""
-    stripped = (text or "").strip()
-    if "||" in stripped:
-        left, _, right = stripped.partition("||")
-        return left.strip(), right.strip()
-    if not stripped.startswith(PREFIX):
-        return stripped, ""
-    rest = stripped[len(PREFIX) :].strip()
-    return (stripped, "") if not rest or "=" in rest else ("", stripped)
-
-
-def compose_comment(existing: str, decision: str) -> str:
-    """The job's admin comment with its decision part replaced and its hints part kept."""
-    hints, _ = split_comment(existing)
-    return f"{hints}{SEPARATOR}{decision}" if hints else decision
+    return formats.decision_text(cell, plan, stamp.index, stamp.lease_end)
 
 
 def _start(mj: ManagedJob, a: Assignment, st: JobState, stamp: RoundStamp) -> tuple[list[Action], JobState]:
@@ -79,7 +57,7 @@ def _start(mj: ManagedJob, a: Assignment, st: JobState, stamp: RoundStamp) -> tu
     job = mj.job
     assert a.cell is not None
     decision = decision_text(a.cell, a.plan, stamp)
-    comment = compose_comment(job.admin_comment, decision)
+    comment = with_decision(job.admin_comment, decision)
     key = f"start {comment} @ {','.join(a.nodes)}"
     if st.sent == key:
         return [], st
@@ -88,7 +66,7 @@ def _start(mj: ManagedJob, a: Assignment, st: JobState, stamp: RoundStamp) -> tu
         job.gpu_type == a.cell.gpu_type
         and job.gpus_per_node == a.gpus_per_node
         and job.node_count == len(a.nodes)
-        and split_comment(job.admin_comment)[1] == decision
+        and decision_of(job.admin_comment) == decision
         and (not job.nodes or tuple(job.nodes) == a.nodes)
     )
     if not same:
@@ -133,9 +111,9 @@ def _stop(job: Job, a: Assignment, st: JobState, now: float, config: TickConfig)
 def _annotate(job: Job, a: Assignment, st: JobState, stamp: RoundStamp) -> tuple[list[Action], JobState]:
     assert a.cell is not None
     decision = decision_text(a.cell, a.plan, stamp)
-    comment = compose_comment(job.admin_comment, decision)
+    comment = with_decision(job.admin_comment, decision)
     key = f"annotate {comment}"
-    if split_comment(job.admin_comment)[1] == decision or st.sent == key:
+    if decision_of(job.admin_comment) == decision or st.sent == key:
         return [], st
     return [Action(ActionKind.ANNOTATE, job.job_id, admin_comment=comment, reason="lease renewed")], evolve(
         st, sent=key

@@ -1,7 +1,8 @@
 """The body of ``slurmplan.tick.decide``: state -> problem -> policy -> round -> placement -> actions.
 
-Kept here rather than in ``tick.py`` because the mechanism modules import the tick's types; ``tick.decide``
-imports this module when called. Every stage is a pure function of the tick's input and the previous state.
+Kept in the mechanism with the stages it chains; the tick's types live in ``tick_types`` so that
+``tick.decide`` imports this module at top level without a cycle. Every stage is a pure function of the
+tick's input and the previous state.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from slurmplan.domain import (
     Assignment,
     Candidate,
     JobId,
+    Policy,
     Reason,
     SlurmplanError,
     ValidationError,
@@ -30,7 +32,7 @@ from slurmplan.mechanism.problem import ProblemContext, build_problem
 from slurmplan.mechanism.reconfig import horizon_s
 from slurmplan.mechanism.round import RoundChoice, RunningInfo, gpus_left, plan_round
 from slurmplan.mechanism.state import advance, evolve
-from slurmplan.tick import JobState, SchedulerState, TickConfig, TickInput, TickOutput
+from slurmplan.tick_types import JobState, SchedulerState, TickConfig, TickInput, TickOutput
 
 log = logging.getLogger(__name__)
 
@@ -207,7 +209,7 @@ def _next_state(st: JobState, a: Assignment, running: bool, new_round: bool) -> 
     )
 
 
-def decide(inp: TickInput, policy, state: SchedulerState) -> TickOutput:  # noqa: ANN001 - any Policy
+def decide(inp: TickInput, policy: Policy, state: SchedulerState) -> TickOutput:
     """See ``slurmplan.tick.decide``."""
     config = inp.config
     states = advance(inp, state)
@@ -250,7 +252,7 @@ def decide(inp: TickInput, policy, state: SchedulerState) -> TickOutput:  # noqa
     return TickOutput(tuple(actions), tuple(assignments), allocation, out_state, new_round, wake)
 
 
-def _allocate(policy, problem: AllocationProblem, state: SchedulerState) -> Allocation | None:  # noqa: ANN001
+def _allocate(policy: Policy, problem: AllocationProblem, state: SchedulerState) -> Allocation | None:
     """The policy's X for a new round; if the policy fails, the previous round's X (logged), not a dead tick."""
     if problem.num_jobs == 0:
         return None

@@ -21,7 +21,7 @@ from slurmplan.mechanism.placement import Placed, PlacementRequest, Unplaced, pl
 from slurmplan.mechanism.priorities import EPS
 from slurmplan.mechanism.problem import ProblemContext
 from slurmplan.mechanism.round import RoundChoice, RunningInfo, gpus_left, plan_round
-from slurmplan.tick import JobState, TickConfig
+from slurmplan.tick_types import JobState, TickConfig
 
 log = logging.getLogger(__name__)
 

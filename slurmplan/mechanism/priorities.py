@@ -19,7 +19,7 @@ import numpy as np
 
 from slurmplan.domain import Allocation, AllocationProblem, JobId
 from slurmplan.mechanism.state import evolve
-from slurmplan.tick import JobState, SchedulerState, TickConfig
+from slurmplan.tick_types import JobState, SchedulerState, TickConfig
 
 EPS = 1e-9
 """Shares below this are treated as zero (solver round-off)."""

@@ -25,7 +25,7 @@ from slurmplan.domain import (
     ValidationError,
 )
 from slurmplan.domain import JobState as SlurmState
-from slurmplan.tick import JobState, ManagedJob, TickInput
+from slurmplan.tick_types import JobState, ManagedJob, TickInput
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from slurmplan.tick import TickConfig
+from slurmplan.tick_types import TickConfig
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ import numpy as np
 from slurmplan.domain import AllocationProblem, Cell, GpuType, Reason
 from slurmplan.mechanism.priorities import EPS, pick_order
 from slurmplan.mechanism.reconfig import judge_move
-from slurmplan.tick import TickConfig
+from slurmplan.tick_types import TickConfig
 
 
 @dataclass(frozen=True, eq=False)

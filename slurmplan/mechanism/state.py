@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from slurmplan.domain import Assignment, Cell, Reason
 from slurmplan.mechanism.problem import PENDING_STATES, RUNNING_STATES
-from slurmplan.tick import JobState, ManagedJob, SchedulerState, TickInput
+from slurmplan.tick_types import JobState, ManagedJob, SchedulerState, TickInput
 
 
 def evolve(st: JobState, **changes: object) -> JobState:

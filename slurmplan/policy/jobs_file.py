@@ -84,8 +84,8 @@ def _columns(
     if ("throughputs" in job) == ("hints" in job):
         raise ValidationError("throughputs/hints", None, "exactly one of 'throughputs' or 'hints'", where)
     if "hints" in job:
+        from slurmplan.formats import parse_hints
         from slurmplan.perf.candidates import job_candidates
-        from slurmplan.slurm.hints import parse_hints
 
         hints = parse_hints(str(job["hints"]))
         cols = {c.cell: c for c in job_candidates(hints, capacity, ())}

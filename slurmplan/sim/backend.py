@@ -31,6 +31,7 @@ from slurmplan.domain import (
     Node,
     Snapshot,
 )
+from slurmplan.rules import SLURM_22_05, SlurmRules
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +51,13 @@ class SimJob:
     work_total: float
     account: str = "default"
     name: str = ""
+    partition: str = "gpu"
+    user: str = ""
+    comment: str = ""
     gpu_type: GpuType | None = None
+    typed: bool = False
+    """The GRES request names ``gpu_type`` (``--gres=gpu:a100:2``): it keeps that type (``SlurmRules``). False:
+    an untyped request whose type, if any, is the node feature asked for (``--constraint``), which may move."""
     gpus_per_node: int = 1
     node_count: int = 1
     req_nodes: tuple[str, ...] = ()
@@ -68,6 +75,8 @@ class SimJob:
     rate: float = 0.0
     restore_until: float = 0.0
     pending_cost: float = 0.0
+    eligible_at: float = 0.0
+    """Earliest start after a requeue (``SlurmRules.requeue_start_delay_s``)."""
     last_update: float = 0.0
     run_seconds: float = 0.0
     gpu_seconds: float = 0.0
@@ -96,7 +105,12 @@ class SimBackend:
     nodes: tuple[Node, ...]
     rate_fn: RateFn
     reconfig_cost_s: float = 78.0
+    rules: SlurmRules = SLURM_22_05
+    """Slurm's rules, enforced here as Slurm enforces them (refusals carry Slurm's message)."""
     submit_held: bool = True
+    keep_finished_s: float = 0.0
+    """Seconds a finished job stays in ``snapshot()`` (Slurm's MinJobAge, 300 s by default; the simulator
+    needs none, the daemon's journal reads the final state from it)."""
     now: float = 0.0
     jobs: dict[JobId, SimJob] = field(default_factory=dict)
     finished: dict[JobId, SimJob] = field(default_factory=dict)
@@ -111,6 +125,8 @@ class SimBackend:
         for i, n in enumerate(self.nodes):
             self._by_type.setdefault(n.gpu_type, []).append(i)
         self.running: dict[JobId, SimJob] = {}
+        self._waiting: set[JobId] = set()
+        """Requeued jobs whose begin time is still ahead (their start is an event ``advance`` must stop at)."""
         self._busy = sum(self._used)
         self.series: list[tuple[float, int, int]] = []
         """(time, busy GPUs, active jobs) at every change, for utilization and fairness over time."""
@@ -141,6 +157,9 @@ class SimBackend:
             self._node_cache[i] = replace(self.nodes[i], gpus_used=self._used[i])
         self._dirty.clear()
         jobs = tuple(self._job_value(j) for j in self.jobs.values())
+        if self.keep_finished_s > 0:
+            since = self.now - self.keep_finished_s
+            jobs += tuple(self._job_value(j) for j in self.finished.values() if (j.finish_time or 0.0) >= since)
         return Snapshot(time=self.now, cluster=Cluster(tuple(self._node_cache)), jobs=jobs)
 
     def _job_value(self, job: SimJob) -> Job:
@@ -149,7 +168,9 @@ class SimBackend:
                 job_id=job.job_id,
                 name=job.name,
                 account=job.account,
-                partition="gpu",
+                user=job.user,
+                partition=job.partition,
+                comment=job.comment,
                 state=job.state,
                 state_reason="JobHeldAdmin" if job.held and job.state is JobState.PENDING else "",
                 gpu_type=job.gpu_type,
@@ -161,6 +182,7 @@ class SimBackend:
                 admin_comment=job.admin_comment,
                 restart_count=job.restart_count,
                 held=job.held and job.state is JobState.PENDING,
+                gpu_type_preferred=job.gpu_type is not None and not job.typed,
             )
         return job.cached
 
@@ -220,6 +242,11 @@ class SimBackend:
         changes = {k: v for k, v in changes.items() if v is not None and getattr(job, k) != v}
         if changes and job.state is not JobState.PENDING:
             return f"Job is not pending: cannot change {', '.join(sorted(changes))} of a running job"
+        refusal = self.rules.type_change_error(
+            job.job_id, job.typed, job.gpu_type, changes.get("gpu_type"), f"gres:gpu:{job.gpu_type}:{job.gpus_per_node}"
+        )
+        if refusal is not None:
+            return str(refusal)
         for key, value in changes.items():
             setattr(job, key, value)
         if action.admin_comment is not None:
@@ -265,6 +292,9 @@ class SimBackend:
         job.restart_count += 1
         job.preemptions += 1
         job.pending_cost = self.reconfig_cost_s
+        job.eligible_at = self.now + self.rules.requeue_start_delay_s
+        if self.rules.requeue_start_delay_s > 0:
+            self._waiting.add(job.job_id)
         job.start_time = None
         job.nodes = ()
         job.rate = 0.0
@@ -318,6 +348,8 @@ class SimBackend:
     def _try_start(self, job: SimJob) -> bool:
         if job.state is not JobState.PENDING or job.held:
             return False
+        if job.eligible_at > self.now + _ROUND_OFF_S:
+            return False  # a requeued job waits for its begin time (Slurm's cred_expire + 1)
         picked = self._pick_nodes(job)
         if picked is None:
             return False
@@ -372,6 +404,14 @@ class SimBackend:
         job.gpu_seconds += elapsed * job.gpus
         job.last_update = self.now
 
+    def _next_eligible(self) -> float:
+        """The next begin time of a requeued job still waiting for it (inf: none); forgets those passed."""
+        if not self._waiting:
+            return math.inf
+        for job_id in [j for j in self._waiting if j not in self.jobs or self.jobs[j].eligible_at <= self.now]:
+            self._waiting.discard(job_id)
+        return min((self.jobs[j].eligible_at for j in self._waiting), default=math.inf)
+
     def next_completion(self) -> float:
         return min((j.finish_eta(self.now) for j in self.running.values()), default=math.inf)
 
@@ -386,6 +426,13 @@ class SimBackend:
         done = []
         while True:
             due = min(self.running.values(), key=lambda j: (j.finish_eta(self.now), j.job_id), default=None)
+            eligible = self._next_eligible()
+            if eligible <= t and (due is None or eligible < due.finish_eta(self.now)):
+                self.now = max(self.now, eligible)  # a requeued job's begin time: Slurm's pass may start it
+                for job in self.running.values():
+                    self._progress(job)
+                self.schedule_pending()
+                continue
             # A job whose last 1e-11 of work ends a hair after t (float round-off) finishes at t: otherwise a tick
             # grid that rounds its end down to t would wait for it forever.
             if due is None or due.finish_eta(self.now) > t + _ROUND_OFF_S:

@@ -18,7 +18,9 @@ from slurmplan.sim.runner import RunSpec, compare, load_jobs, simulate
 def _run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--trace", required=True, help="JSON-lines trace (ours or a Gavel dump)")
     p.add_argument("--cluster", default=GAVEL_CLUSTER, help="TYPE:NODES[xGPUS],... (default %(default)s)")
-    p.add_argument("--round", type=float, default=None, help="round length in seconds (default: the policy's)")
+    p.add_argument(
+        "--round", type=float, default=None, help="round length in seconds (default: 360, the daemon's round_s)"
+    )
     p.add_argument("--throughputs", default=None, help="Gavel-format throughput table (default: shipped copy)")
     p.add_argument("--reconfig-cost", type=float, default=78.0, help="seconds per reconfiguration (default 78)")
     p.add_argument("--zero-cost", action="store_true", help="no reconfiguration cost (Gavel's simulator's model)")

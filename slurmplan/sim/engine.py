@@ -1,6 +1,7 @@
 """The simulation loop: the daemon's tick over the in-memory backend, with a clock that jumps event to event.
 
-Every iteration is exactly what one daemon tick does (snapshot -> ManagedJobs -> ``tick.decide`` -> apply),
+Every iteration is the daemon's own tick, ``slurmplan.pipeline.run_tick``, over the simulated backend, an
+in-memory journal and the virtual clock (observe -> managed jobs -> ``tick.decide`` -> shape -> apply),
 followed by a jump of the virtual clock to the next thing that can change a decision: a round boundary, an
 arrival or a completion. Nothing advances second by second, so a two-week trace costs as many ticks as it has
 events, and the decision code (shared with the daemon) is the only expensive part. Determinism: no wall clock,
@@ -9,6 +10,7 @@ no unordered iteration, the seed lives in the trace.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import time
@@ -16,7 +18,9 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from slurmplan.domain import ActionKind, Reason
+from slurmplan.domain import Action, ActionKind, Candidate, Cluster, Hints, Job, Policy, Reason
+from slurmplan.pipeline import MemJournal, Observed, managed_jobs, run_tick
+from slurmplan.rules import SLURM_22_05
 from slurmplan.sim.backend import SimBackend, SimJob
 from slurmplan.sim.cluster import ClusterSpec
 from slurmplan.sim.result import JobRecord, SimResult
@@ -32,7 +36,9 @@ class SimOptions:
 
     reconfig_cost_s: float = 78.0
     round_s: float | None = None
-    """Round length; None takes the policy's own ``config.round_s``."""
+    """Round length; None takes the daemon's default (``TickConfig.round_s``, 360 s)."""
+    reconfig_threshold: float = TickConfig.reconfig_threshold
+    """Rubick's rule, as the daemon's ``reconfig_threshold`` (the policy file's value is not read)."""
     event_ticks: bool = True
     """Tick at arrivals and completions too (a daemon with a short interval), not only at round boundaries."""
     arrival_ticks: bool = True
@@ -42,6 +48,9 @@ class SimOptions:
     """The daemon's tick interval: events are seen at the next tick of this grid (0: at the event itself)."""
     stop_when_window_done: bool = False
     """Stop once every ``in_window`` job finished (Gavel measures a window while later jobs keep arriving)."""
+    requeue_delay_s: float = 0.0
+    """Seconds a requeued job waits before it may start again (``SlurmRules.requeue_start_delay_s``; Slurm's
+    default is 121). 0 by default: ``reconfig_cost_s`` already charges a move, and Gavel's moves are instant."""
     max_time_s: float = math.inf
     idle_rounds: int = 3
     """Stop after this many round ticks in a row with nothing running and nothing left to arrive."""
@@ -55,7 +64,7 @@ class Simulation:
         self,
         workloads: Mapping[int, Workload],
         cluster: ClusterSpec,
-        policy: object,
+        policy: Policy,
         options: SimOptions = SimOptions(),
         decide=None,
     ) -> None:
@@ -68,20 +77,25 @@ class Simulation:
         self.cluster = cluster
         self.policy = policy
         self.options = options
-        pconf = getattr(policy, "config", None)
-        round_s = options.round_s or float(getattr(pconf, "round_s", 360.0) or 360.0)
-        threshold = float(getattr(pconf, "reconfig_threshold", 0.97) or 0.97)
+        # Round settings have one owner, the tick's config (TickConfig): the daemon fills it from its YAML, the
+        # simulator from these options. A policy file's round_s/reconfig_threshold are not read by either.
         self.tick_config = TickConfig(
-            round_s=round_s, reconfig_cost_s=options.reconfig_cost_s, reconfig_threshold=threshold
+            round_s=options.round_s or TickConfig.round_s,
+            reconfig_cost_s=options.reconfig_cost_s,
+            reconfig_threshold=options.reconfig_threshold,
         )
-        self.backend = SimBackend(nodes=cluster.nodes(), rate_fn=self._rate, reconfig_cost_s=options.reconfig_cost_s)
+        rules = dataclasses.replace(SLURM_22_05, requeue_start_delay_s=options.requeue_delay_s)
+        self.backend = SimBackend(
+            nodes=cluster.nodes(), rate_fn=self._rate, reconfig_cost_s=options.reconfig_cost_s, rules=rules
+        )
         self.backend.on_finish = self._finished
         self._node_gpus = {g.gpu_type: g.gpus_per_node for g in cluster.groups}
-        self.state = SchedulerState()
+        self.journal = MemJournal()
+        self.source = WorkloadSource(self.workloads, self.backend)
+        self._memo: dict[int, tuple[Job, float, ManagedJob]] = {}
         self.arrivals: Sequence[Workload] = sorted(self.workloads.values(), key=lambda w: (w.trace.arrival_s, w.job_id))
         self._next_arrival = 0
         self._origin = 0.0
-        self._managed: dict[int, ManagedJob] = {}
         self._reasons: dict[int, Reason] = {}
         self._window_left = sum(1 for w in self.arrivals if w.trace.in_window)
         self.ticks = 0
@@ -100,8 +114,18 @@ class Simulation:
     def _rate(self, job_id: int, gpu_type: str | None, gpus: int, admin_comment: str) -> float:
         return self.workloads[job_id].rate(gpu_type, gpus, admin_comment)
 
+    @property
+    def state(self) -> SchedulerState:
+        """The scheduler's state between ticks (kept by the in-memory journal, as the daemon's is in SQLite)."""
+        return self.journal.state
+
+    @state.setter
+    def state(self, value: SchedulerState) -> None:
+        self.journal.state = value
+
     def _finished(self, job: SimJob) -> None:
-        self._managed.pop(job.job_id, None)
+        self._memo.pop(job.job_id, None)
+        self.source.forget(job.job_id)
         if self.workloads[job.job_id].trace.in_window:
             self._window_left -= 1
         if self._bar is not None:
@@ -123,49 +147,42 @@ class Simulation:
                     work_total=w.work_total,
                     account=t.account,
                     name=t.job_type or t.model or "",
-                    gpu_type=gpu_type,
+                    gpu_type=gpu_type,  # as --constraint: a preference the daemon may move (rules.py)
                     gpus_per_node=per_node,
                     node_count=-(-t.gpus // per_node),
                 )
             )
 
     def managed_jobs(self) -> tuple[ManagedJob, ...]:
-        """The tick's view of every active job: Slurm's Job plus hints, cached candidates and progress."""
-        snap_jobs = self.backend.snapshot().jobs
-        return self._managed_from(snap_jobs)
-
-    def _managed_from(self, snap_jobs) -> tuple[ManagedJob, ...]:
-        out = []
-        for job in snap_jobs:
-            w = self.workloads[job.job_id]
-            sim = self.backend.jobs[job.job_id]
-            steps = sim.work_done / w.unit_per_step
-            cached = self._managed.get(job.job_id)
-            if cached is None or cached.job is not job or cached.steps_done != steps:
-                cached = ManagedJob(job=job, hints=w.hints, candidates=w.candidates, steps_done=steps)
-                self._managed[job.job_id] = cached
-            out.append(cached)
-        return tuple(out)
+        """The tick's view of every active job (the pipeline's own step, on the backend's current snapshot)."""
+        snap = self.backend.snapshot()
+        observed = [self.source.classify(job) for job in snap.jobs]
+        return tuple(managed_jobs(observed, snap.cluster, self.source, self._memo)[0])
 
     # ------------------------------------------------------------------------------------------------ loop
 
     def step(self) -> TickOutput:
-        """One daemon tick at the current simulated time."""
+        """One daemon tick at the current simulated time: ``pipeline.run_tick`` with the simulated edges."""
         self.submit_arrivals()
-        snap = self.backend.snapshot()
-        inp = TickInput(
-            now=snap.time, cluster=snap.cluster, jobs=self._managed_from(snap.jobs), config=self.tick_config
+        report = run_tick(
+            self.backend,
+            lambda: self.backend.now,
+            self.journal,
+            self.policy,
+            self.source,
+            config=self.tick_config,
+            decide=self.decide,
+            memo=self._memo,
         )
-        started = time.perf_counter()
-        out = self.decide(inp, self.policy, self.state)
-        self.decide_s += time.perf_counter() - started
+        out, inp, results = report.output, report.tick_input, report.results
+        assert out is not None and inp is not None
+        snap_time = inp.now
+        self.decide_s += report.decide_s
         self.last_input, self.last_output = inp, out
-        self.state = out.state
         self.ticks += 1
         self.rounds += bool(out.new_round)
         for a in out.assignments:
             self._reasons[a.job_id] = a.reason
-        results = self.backend.apply(list(out.actions))
         for r in results:
             self.action_counts[r.action.kind.value] += 1
             self.refused += not r.ok
@@ -173,8 +190,8 @@ class Simulation:
         # then starts it where the round moved it. Waiting for the next round or event instead would leave its
         # new GPUs idle for a whole round (once per instant: Gavel's moves take no time either).
         signalled = any(r.ok and r.action.kind is ActionKind.SIGNAL for r in results)
-        self._follow_up = signalled and self._follow_up_at != snap.time
-        self._follow_up_at = snap.time if self._follow_up else self._follow_up_at
+        self._follow_up = signalled and self._follow_up_at != snap_time
+        self._follow_up_at = snap_time if self._follow_up else self._follow_up_at
         return out
 
     def next_event(self) -> float:
@@ -318,3 +335,34 @@ def _progress_bar(total: int, enabled: bool):
     from tqdm import tqdm
 
     return tqdm(total=total, unit="job", desc="simulating", leave=False)
+
+
+class WorkloadSource:
+    """The simulator's :class:`~slurmplan.pipeline.JobSource`: every job is managed, with its workload's hints and
+    candidates (priced once per job), and its progress read from the simulated backend."""
+
+    def __init__(self, workloads: Mapping[int, Workload], backend: SimBackend) -> None:
+        self.workloads = workloads
+        self.backend = backend
+        self._seen: dict[int, Observed] = {}
+
+    def classify(self, job: Job) -> Observed:
+        seen = self._seen.get(job.job_id)
+        if seen is None or seen.job is not job:  # the backend rebuilds a job's value only when it changed
+            seen = self._seen[job.job_id] = Observed(job, self.workloads[job.job_id].hints)
+        return seen
+
+    def forget(self, job_id: int) -> None:
+        self._seen.pop(job_id, None)
+
+    def price(self, hints: Hints, job: Job, cluster: Cluster) -> tuple[Candidate, ...]:
+        return self.workloads[job.job_id].candidates
+
+    def progress(self, job: Job) -> float:
+        return self.backend.jobs[job.job_id].work_done / self.workloads[job.job_id].unit_per_step
+
+    def keep_hints(self, action: Action, job: Job | None) -> Action:
+        return action  # the hints live in the workload, not in the admin comment
+
+    def refusal_note(self, observed: Observed) -> Action | None:
+        return None  # every workload prices: nothing is refused

@@ -9,18 +9,16 @@ converts back to training steps (the global batch for hint jobs, 1 for table job
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from slurmplan.domain import Candidate, Cell, Cluster, GpuType, Hints, ValidationError
+from slurmplan.formats import parse_decision
 from slurmplan.perf.gavel_table import GavelTable
 from slurmplan.sim.cluster import ClusterSpec
 from slurmplan.sim.trace import TraceJob
 
 log = logging.getLogger(__name__)
-
-_STAGES = re.compile(r"\bpp(\d+)\b")
 
 
 @dataclass(frozen=True)
@@ -58,9 +56,9 @@ class Workload:
         matches = [c for c in self.candidates if c.cell.gpu_type == gpu_type and c.cell.gpus == gpus]
         if not matches:
             return 0.0
-        found = _STAGES.findall(admin_comment.split("slurmplan:", 1)[-1]) if admin_comment else []
-        if found:
-            staged = [c for c in matches if c.cell.stages == int(found[0])]
+        decided = parse_decision(admin_comment) if admin_comment else None
+        if decided is not None:
+            staged = [c for c in matches if c.cell.stages == decided[0].stages]
             matches = staged or matches
         return max(c.throughput for c in matches)
 

@@ -29,6 +29,7 @@ from slurmplan.domain import (
     Snapshot,
     ValidationError,
 )
+from slurmplan.rules import SLURM_22_05, SlurmRules
 from slurmplan.slurm.parse import compress_hostlist, expand_hostlist, format_tres_per_node, gpu_request
 from slurmplan.slurm.run import SlurmCommandError, run_slurm
 
@@ -167,7 +168,8 @@ def job_from_json(
     """One entry of ``squeue --json``'s ``jobs`` as a domain :class:`Job` (totals for CPUs and memory).
 
     An untyped GPU request constrained to one feature that names a GPU type in ``gpu_types``
-    (``--gres=gpu:2 --constraint=v100``) reads as a request for that type.
+    (``--gres=gpu:2 --constraint=v100``) reads as that type *preferred* (``gpu_type_preferred``): the daemon may
+    move it to another type through the node features, unless the job's hints restrict its types.
     """
     r = _Reader(record, source, f"jobs[{index}]")
     state_name = r.text("job_state").upper()
@@ -180,8 +182,9 @@ def job_from_json(
         if per_job:
             gpu_type, per_node = job_type, math.ceil(per_job / node_count)
     feature = r.text("features", required=False).strip().lower()
-    if per_node and gpu_type is None and feature in gpu_types:
-        gpu_type = feature
+    preferred = bool(per_node and gpu_type is None and feature in gpu_types)
+    if preferred:
+        gpu_type = feature  # a preference (rules.py): an untyped request moves between types by node feature
     cpus = r.num("cpus", required=False) or 1
     per_node_mem = r.num("memory_per_node", default=None, required=False)
     per_cpu_mem = r.num("memory_per_cpu", default=None, required=False)
@@ -215,6 +218,7 @@ def job_from_json(
         admin_comment=r.text("admin_comment", required=False),
         restart_count=r.num("restart_cnt", required=False) or 0,
         held=held,
+        gpu_type_preferred=preferred,
     )
 
 
@@ -268,14 +272,9 @@ def _gpu_fields(action: Action, current_request: str | None) -> list[str]:
     assert action.gpus_per_node is not None
     current_type, current_count = gpu_request(current_request) if current_request else (None, 0)
     typed_now = current_type is not None
-    if typed_now and action.gpu_type is not None and action.gpu_type != current_type:
-        raise ValidationError(
-            "gpu_type",
-            action.gpu_type,
-            f"{current_type} only: Slurm 22.05 cannot change the GPU type of a job submitted with a typed "
-            f"request ({current_request}); submit with --gres=gpu:N --constraint=TYPE to let slurmplan move it",
-            f"update job {action.job_id}",
-        )
+    refusal = SLURM_22_05.type_change_error(action.job_id, typed_now, current_type, action.gpu_type, current_request)
+    if refusal is not None:
+        raise refusal
     if typed_now:
         return [f"TresPerNode={format_tres_per_node(current_type, action.gpus_per_node)}"]
     fields = [f"TresPerNode={format_tres_per_node(None, action.gpus_per_node)}"]
@@ -307,6 +306,9 @@ class SlurmBackend:
     ``env`` is laid over the process environment for every command (e.g. ``{"SLURM_CONF": ...}`` of a
     development cluster).
     """
+
+    rules: SlurmRules = SLURM_22_05
+    """What this Slurm lets the daemon change (declared once in ``slurmplan.rules``; the simulator enforces it)."""
 
     def __init__(self, env: Mapping[str, str] | None = None, timeout: float = 60.0) -> None:
         self.env = dict(env or {})

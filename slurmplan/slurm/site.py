@@ -57,6 +57,10 @@ class SiteLayout:
     hook_log: Path = Path("/var/log/slurmplan/hook.log")
     managed_partitions: tuple[str, ...] = ()
     """Partitions whose jobs job_submit.lua holds even without hints (the config's ``managed_partitions``)."""
+    service_user: str = "slurmplan"
+    """The dedicated user the daemon and watchdog units run as (``site install`` creates it when missing)."""
+    heartbeat_file: Path | None = None
+    """The daemon's heartbeat; job_submit.lua stops holding jobs when it is stale (fail-open)."""
 
     def at(self, path: Path) -> Path:
         """``path`` below the prefix (``/etc/slurm`` -> ``<prefix>/etc/slurm``)."""
@@ -68,6 +72,7 @@ class SiteLayout:
             "@PLUGIN_DIR@": str(self.plugin_dir),
             "@CONFIG@": str(self.config),
             "@SLURMPLAN_CMD@": self.command or default_command(),
+            "@SERVICE_USER@": self.service_user,
         }
 
 
@@ -110,6 +115,34 @@ def render_job_submit(text: str, partitions: tuple[str, ...]) -> str:
     return text.replace(_PARTITIONS_LINE, "H.MANAGED_PARTITIONS = {" + listed + "}", 1)
 
 
+_HEARTBEAT_LINE = "H.HEARTBEAT_FILE = nil"
+
+
+def render_heartbeat(text: str, path: Path | None) -> str:
+    """job_submit.lua reading the daemon's heartbeat at ``path`` (None: leave it holding unconditionally)."""
+    if path is None:
+        return text
+    if _HEARTBEAT_LINE not in text:
+        raise ValidationError("job_submit.lua", "", f"a line {_HEARTBEAT_LINE!r}", "site")
+    if '"' in str(path) or "\\" in str(path) or "\n" in str(path):
+        raise ValidationError("heartbeat_file", str(path), "a path without quotes, backslashes or newlines", "site")
+    return text.replace(_HEARTBEAT_LINE, f'H.HEARTBEAT_FILE = "{path}"', 1)
+
+
+_DAEMON_UID_LINE = "H.DAEMON_UID = nil"
+
+
+def render_daemon_uid(text: str, user: str) -> str:
+    """job_submit.lua letting the daemon's service user (when it exists and is not root) release held jobs."""
+    import pwd
+
+    try:
+        uid = pwd.getpwnam(user).pw_uid
+    except KeyError:
+        return text  # created later by install_service; the next `site install` fills it in
+    return text.replace(_DAEMON_UID_LINE, f"H.DAEMON_UID = {uid}", 1) if uid else text
+
+
 def hook_env(layout: SiteLayout) -> str:
     """``slurmplan-hook.env``: sourced by the prolog/epilog scripts, whose environment slurmctld empties."""
     lines = [
@@ -150,6 +183,7 @@ def site_files(layout: SiteLayout, root: Path | None = None, plugin: Path | None
         (layout.cron_dir / "slurmplan", "site/slurmplan.cron", 0o644),
     ]
     lua = render_job_submit((root / "site/job_submit.lua").read_text(), layout.managed_partitions)
+    lua = render_daemon_uid(render_heartbeat(lua, layout.heartbeat_file), layout.service_user)
     items = [InstallItem(conf / "job_submit.lua", lua.encode(), 0o644, "site/job_submit.lua")]
     items += [InstallItem(dest, text(rel), mode, rel) for dest, rel, mode in rendered]
     items.append(InstallItem(conf / "slurmplan/slurmplan-hook.env", hook_env(layout).encode(), 0o644, "generated"))
@@ -247,7 +281,7 @@ def job_admin_comment(job_id: int) -> str:
 
 def plan_env_for_job(job_id: int, admin_comment: str | None = None) -> dict[str, str]:
     """The ``SLURMPLAN_*`` variables the SPANK plugin would export, from the decision in the admin comment."""
-    from slurmplan.slurm.hints import parse_decision, plan_environment
+    from slurmplan.formats import parse_decision, plan_environment
 
     decision = parse_decision(job_admin_comment(job_id) if admin_comment is None else admin_comment)
     if decision is None:

@@ -1,6 +1,7 @@
-"""A tiny in-memory ClusterBackend and decision function for the daemon's control-flow unit tests.
+"""The simulated cluster and a simple decision function for the daemon's control-flow unit tests.
 
-These are test doubles, said plainly: they stand in for Slurm and for the mechanism only where a test is
+The cluster is the simulator's backend (``SimBackend``), so these tests run under the rules production uses;
+only two faults are stand-ins (see ``MemBackend``). ``simple_decide`` stands in for the mechanism where a test is
 about the daemon's own bookkeeping (journal, roll-forward, lock, confirmation). The end-to-end tests in
 ``test_e2e_slurm.py`` run the real ``SlurmBackend`` and the real ``slurmplan.tick.decide`` on the dev cluster.
 """
@@ -28,57 +29,72 @@ from slurmplan.domain import (
     Reason,
     Snapshot,
 )
+from slurmplan.rules import SLURM_22_05
+from slurmplan.sim.backend import SimBackend, SimJob
 from slurmplan.tick import JobState as SchedJobState
 from slurmplan.tick import SchedulerState, TickInput, TickOutput
 
+NO_DELAY = replace(SLURM_22_05, requeue_start_delay_s=0.0)
+"""Slurm 22.05's rules without the requeue begin-time delay (the bookkeeping tests do not wait for it)."""
 
-class MemBackend:
-    """Jobs and nodes in a dict; ``apply`` changes them the way scontrol would. ``fail`` makes kinds fail."""
 
-    def __init__(self, jobs: list[Job], now: float = 1000.0) -> None:
-        self.jobs = {j.job_id: j for j in jobs}
-        self.now = now
+class MemBackend(SimBackend):
+    """The simulator's backend (Slurm's rules, as production declares them) holding the tests' jobs.
+
+    Two faults cannot be caused on demand in it, so they are stand-ins, said plainly: ``fail`` makes actions of
+    the given kinds refused as scontrol would refuse them, ``down`` makes ``snapshot()`` fail as an unreachable
+    slurmctld does. ``applied`` lists the actions that reached the backend. ``later`` are jobs submitted with
+    ``--begin`` in the future: Slurm leaves them pending whatever the GPUs (unmanaged jobs that must stay put).
+    """
+
+    def __init__(self, jobs: list[Job], now: float = 1000.0, *, later: tuple[int, ...] = ()) -> None:
+        nodes = (
+            Node("a1", NodeState.IDLE, "a100", 4, partitions=("gpu",)),
+            Node("v1", NodeState.IDLE, "v100", 4, partitions=("gpu",)),
+        )
+        super().__init__(nodes=nodes, rate_fn=lambda *a: 1.0, reconfig_cost_s=0.0, rules=NO_DELAY, keep_finished_s=300)
+        self.start_at(now)
         self.fail: set[ActionKind] = set()
         self.down = False
         self.applied: list[Action] = []
-        self.cluster = Cluster(
-            (
-                Node("a1", NodeState.IDLE, "a100", 4, partitions=("gpu",)),
-                Node("v1", NodeState.IDLE, "v100", 4, partitions=("gpu",)),
+        for job in jobs:
+            self.submit_held = True  # placed exactly as the test describes it, then left to Slurm's rules
+            sim = SimJob(
+                job_id=job.job_id,
+                submit_time=job.submit_time,
+                work_total=1e9,
+                account=job.account,
+                name=job.name,
+                partition=job.partition,
+                user=job.user,
+                comment=job.comment,
+                gpu_type=job.gpu_type,
+                gpus_per_node=job.gpus_per_node,
+                node_count=job.node_count,
+                admin_comment=job.admin_comment,
             )
-        )
+            self.submit(sim)
+            sim.held = job.held
+            sim.eligible_at = now + 86_400.0 if job.job_id in later else 0.0
+            sim.cached = None
 
     def snapshot(self) -> Snapshot:
         if self.down:
             raise ConnectionError("Unable to contact slurm controller (connect failure)")
-        return Snapshot(self.now, self.cluster, tuple(self.jobs.values()))
+        return super().snapshot()
 
     def apply(self, actions: list[Action]) -> list[ActionResult]:
-        out = []
-        for a in actions:
-            if a.kind in self.fail:
-                out.append(ActionResult(a, False, "slurm_update error: Requested operation not supported"))
-                continue
-            job = self.jobs[a.job_id]
-            self.jobs[a.job_id] = _effect(a, job)
-            self.applied.append(a)
-            out.append(ActionResult(a, True))
-        return out
+        refused = [a for a in actions if a.kind in self.fail]
+        passed = [a for a in actions if a.kind not in self.fail]
+        self.applied += passed
+        results = {id(r.action): r for r in super().apply(passed)}
+        for a in refused:
+            results[id(a)] = ActionResult(a, False, "slurm_update error: Requested operation not supported")
+        return [results[id(a)] for a in actions]
 
-
-def _effect(a: Action, job: Job) -> Job:
-    k = a.kind
-    if k is ActionKind.HOLD:
-        return replace(job, held=True)
-    if k is ActionKind.RELEASE:
-        return replace(job, held=False, state=JobState.RUNNING)
-    if k is ActionKind.UPDATE:
-        return replace(job, gpu_type=a.gpu_type, gpus_per_node=a.gpus_per_node or 0, nodes=a.nodelist or ())
-    if k is ActionKind.ANNOTATE:
-        return replace(job, admin_comment=a.admin_comment or "")
-    if k is ActionKind.REQUEUE_HOLD:
-        return replace(job, held=True, state=JobState.PENDING)
-    return job
+    def complete(self, job_id: int) -> None:
+        """The job's work is done: it completes at the backend's next ``advance``."""
+        self.jobs[job_id].work_total = self.jobs[job_id].work_done
 
 
 def candidates(hints: Hints, cluster: Cluster, measurements: list[Measurement]) -> tuple[Candidate, ...]:

@@ -112,3 +112,113 @@ def test_explain_text_shows_every_plan_flag() -> None:
         }
     )
     assert "v100x4" in text and plan.short() in text and " gc " in text and text.rstrip().endswith("off")
+
+
+# ------------------------------------------------- history limits, read-only journals (issue 18 items 5-7)
+
+
+def _journal_with_rows(path: Path) -> None:
+    """Decisions, actions and events of jobs 1 and 2 at known times, interleaved (times 5 .. 40)."""
+    from slurmplan.domain import Action, ActionKind, Assignment, Cell, Reason
+
+    with Journal(path) as j:
+        j.jobs.upsert([{"job_id": 1, "name": "train", "managed": 1, "state": "RUNNING", "first_seen": 5.0}])
+        j.events.record(1, "job-start", 5.0)
+        j.decisions.record(1, 1, 10.0, [Assignment(1, Reason.SCHEDULED, Cell("a100", 2))], None, True, "las")
+        j.intents.add(1, 1, [Action(ActionKind.RELEASE, 1)], 15.0)
+        j.decisions.record(2, 1, 20.0, [Assignment(2, Reason.WAITING)], None, False, "las")
+        j.intents.add(2, 1, [Action(ActionKind.HOLD, 2)], 25.0)
+        j.events.record(2, "job-end", 30.0)
+        j.decisions.record(3, 2, 35.0, [Assignment(1, Reason.KEPT, Cell("a100", 2))], None, True, "las")
+        j.events.record(1, "job-end", 40.0)
+
+
+def _history(capsys, *argv: str) -> tuple[int, str, str]:  # type: ignore[no-untyped-def]
+    code = main(["history", *argv])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_history_limit_is_applied_after_merging_all_kinds(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    db = tmp_path / "j.db"
+    _journal_with_rows(db)
+    code, out, err = _history(capsys, "--database", str(db), "--limit", "3", "--json")
+    rows = json.loads(out)
+    assert code == 0 and [(r["time"], r["kind"]) for r in rows] == [
+        (30.0, "event"),
+        (35.0, "decision"),
+        (40.0, "event"),
+    ]
+    assert f"journal {db}" in err  # stdout stays JSON, the journal read is still named
+    code, out, _ = _history(capsys, "--database", str(db), "--limit", "4", "--job", "1", "--json")
+    assert [r["time"] for r in json.loads(out)] == [10.0, 15.0, 35.0, 40.0]
+
+
+def test_history_limit_zero_means_every_row_and_negative_is_refused(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    db = tmp_path / "j.db"
+    _journal_with_rows(db)
+    code, out, _ = _history(capsys, "--database", str(db), "--limit", "0", "--json")
+    assert code == 0 and len(json.loads(out)) == 8  # decisions included (limit 0 once dropped them all)
+    code, out, err = _history(capsys, "--database", str(db), "--limit", "-3")
+    assert code == 1 and out == ""
+    assert "--limit" in err and "-3" in err and "0 for every row" in err
+
+
+def test_history_names_the_journal_and_says_when_a_job_has_no_rows(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    db = tmp_path / "j.db"
+    _journal_with_rows(db)
+    code, out, _ = _history(capsys, "--database", str(db))
+    assert code == 0 and out.splitlines()[0] == f"journal {db}: 8 rows"
+    code, out, _ = _history(capsys, "--database", str(db), "--job", "424242")
+    assert code == 0 and out.splitlines() == [
+        f"journal {db}: no rows for job 424242 (other jobs have rows: `slurmplan history`)"
+    ]
+    empty = tmp_path / "empty.db"
+    Journal(empty).close()
+    code, out, _ = _history(capsys, "--database", str(empty), "--job", "424242")
+    assert out.strip() == f"journal {empty}: nothing journaled yet"
+
+
+@pytest.mark.parametrize(
+    "command", [["history"], ["explain", "11"], ["history", "--json"], ["explain", "11", "--json"]]
+)
+def test_read_only_commands_never_create_a_journal(tmp_path: Path, capsys, command: list[str]) -> None:  # type: ignore[no-untyped-def]
+    typo = tmp_path / "typo" / "jornal.db"
+    assert main([*command, "--database", str(typo)]) == 1
+    err = capsys.readouterr().err
+    assert str(typo) in err and "existing journal" in err
+    assert not typo.exists() and not typo.parent.exists()
+
+
+def test_read_only_commands_leave_the_journal_unchanged(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    db = tmp_path / "j.db"
+    _journal_with_rows(db)
+    before = db.read_bytes()
+    assert main(["history", "--database", str(db)]) == 0
+    assert main(["explain", "1", "--database", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert f"journal {db}:" in out and "job 1 " in out
+    assert main(["explain", "1", "--database", str(db), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["journal"] == str(db)
+    assert db.read_bytes() == before
+
+
+def test_read_only_commands_refuse_a_file_that_is_not_a_journal(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    import sqlite3
+
+    other = tmp_path / "other.db"
+    sqlite3.connect(other).execute("CREATE TABLE t (x)").connection.commit()
+    text = tmp_path / "notes.txt"
+    text.write_text("hello, not sqlite at all\n" * 10)
+    assert main(["history", "--database", str(other)]) == 1
+    assert "tables missing" in capsys.readouterr().err
+    assert main(["explain", "3", "--database", str(text)]) == 1
+    assert "readable SQLite journal" in capsys.readouterr().err
+
+
+def test_explain_unknown_job_names_the_journal(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    db = tmp_path / "j.db"
+    _journal_with_rows(db)
+    assert main(["explain", "999", "--database", str(db)]) == 1
+    err = capsys.readouterr().err
+    assert "999" in err and str(db) in err

@@ -74,3 +74,54 @@ def test_syntax_error_names_file(tmp_path: Path) -> None:
     path.write_text("policy: [unclosed\n")
     with pytest.raises(ValidationError, match="broken.yaml"):
         load_config(path)
+
+
+@pytest.mark.parametrize(
+    ("text", "field_name"),
+    [
+        ("interval_s: -1\n", "interval_s"),
+        ("interval_s: 0\n", "interval_s"),
+        ("fail_open_after_s: -5\n", "fail_open_after_s"),
+        ("metrics_port: 70000\n", "metrics_port"),
+        ("metrics_port: true\n", "metrics_port"),
+        ("heartbeat: /tmp/x\n", "heartbeat"),
+    ],
+)
+def test_operating_fields_are_checked(tmp_path: Path, text: str, field_name: str) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(ValidationError) as info:
+        load_config(path)
+    assert info.value.field == field_name and str(path) in str(info.value)
+
+
+def test_operating_defaults_follow_the_database_and_round(tmp_path: Path) -> None:
+    path = tmp_path / "ops.yaml"
+    path.write_text(f"database: {tmp_path}/db/j.db\nround_s: 100\n")
+    cfg = load_config(path)
+    assert cfg.heartbeat_path == tmp_path / "db" / "heartbeat"
+    assert cfg.fail_open_path == tmp_path / "db" / "fail-open.json"
+    assert cfg.fail_open_limit_s == 300.0
+    path.write_text(
+        f"database: {tmp_path}/j.db\nheartbeat_file: {tmp_path}/hb\nfail_open_after_s: 40\nmetrics_port: 9\n"
+    )
+    cfg = load_config(path)
+    assert (cfg.heartbeat_path, cfg.fail_open_limit_s, cfg.metrics_port) == (tmp_path / "hb", 40.0, 9)
+
+
+@pytest.mark.parametrize("text", ["interval_s: -30\n", "polcy: las\n"])
+def test_daemon_refuses_a_bad_config_at_start_and_creates_nothing(tmp_path: Path, text: str) -> None:
+    import subprocess
+    import sys
+
+    path = tmp_path / "bad.yaml"
+    path.write_text(f"database: {tmp_path}/state/j.db\n" + text)
+    proc = subprocess.run(
+        [sys.executable, "-m", "slurmplan.cli", "daemon", "--config", str(path), "--max-ticks", "1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 1
+    assert text.split(":")[0] in proc.stderr and str(path) in proc.stderr
+    assert not (tmp_path / "state").exists()  # no journal, no lock, no heartbeat

@@ -99,3 +99,71 @@ def test_only_changed_decisions_between_rounds(tmp_path: Path) -> None:
         kept = Assignment(1, Reason.KEPT, Cell("a100", 2), nodes=("a1",))
         assert j.changed_decisions([a, b]) == []
         assert j.changed_decisions([kept, b]) == [kept]
+
+
+# --------------------------------------------------------------------- the stores (issue 13)
+
+
+def test_stores_share_one_transaction(tmp_path: Path) -> None:
+    """State, decisions, candidates and intents of one tick commit or vanish together."""
+    from slurmplan.domain import Assignment, Candidate, Cell, Reason, ThroughputSource
+
+    with Journal(tmp_path / "j.db") as j:
+        j.state.set("round_index", 1)
+        with pytest.raises(RuntimeError), j.transaction():
+            j.state.set("round_index", 2)
+            j.state.replace_jobs({7: {"attained_s": 1.0}})
+            j.decisions.record(1, 2, 5.0, [Assignment(7, Reason.WAITING)], None, True, "las")
+            j.candidates.replace(1, {7: [Candidate(Cell("a100", 1), 3.0, source=ThroughputSource.ESTIMATED)]})
+            j.intents.add(1, 2, [Action(ActionKind.HOLD, 7)], 5.0)
+            raise RuntimeError("killed before commit")
+        assert j.state.get("round_index") == 1 and j.state.jobs() == {}
+        assert j.decisions.of() == [] and j.decisions.rounds() == [] and j.candidates.job_ids() == set()
+        assert j.intents.rows() == [] and j.is_empty()
+
+
+def test_old_methods_and_stores_read_the_same_rows(tmp_path: Path) -> None:
+    with Journal(tmp_path / "j.db") as j:
+        j.record_event(3, "job-start", 1.0)
+        j.events.record(3, "job-end", 2.0)
+        assert j.events(3) == j.events.of(3) and len(j.events(3)) == 2
+        ids = j.add_intents(1, 1, [Action(ActionKind.HOLD, 3)], 1.0)
+        j.intents.mark(ids[0], ActionStatus.APPLIED, 2.0)
+        assert [r.status for r in j.actions()] == [ActionStatus.APPLIED] == [r.status for r in j.intents.rows()]
+        j.set_value("k", {"a": 1})
+        assert j.state.get("k") == {"a": 1} == j.get_value("k")
+        assert j.ticks() == j.ticks.recent() == []
+
+
+def test_read_only_journal_cannot_write_and_never_creates(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "j.db"
+    with pytest.raises(ValidationError, match="existing journal"):
+        Journal(path, readonly=True)
+    assert not path.exists()
+    with Journal(path) as j:
+        j.record_event(1, "job-start", 1.0)
+    with Journal(path, readonly=True) as j:
+        assert len(j.events()) == 1
+        with pytest.raises(sqlite3.OperationalError, match="readonly"):
+            j.record_event(2, "job-start", 2.0)
+    with Journal(path) as j:
+        assert len(j.events()) == 1
+
+
+def test_no_sql_outside_the_stores() -> None:
+    """Every query lives in ``control/stores``: no ``execute(`` or ``db[...]`` table access anywhere else."""
+    import ast
+
+    root = Path(__file__).resolve().parents[2] / "slurmplan"
+    found = []
+    for path in root.rglob("*.py"):
+        if "stores" in path.relative_to(root).parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and node.attr in ("execute", "executemany", "executescript"):
+                found.append(f"{path.relative_to(root)}:{node.lineno} .{node.attr}")
+            if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "db":
+                found.append(f"{path.relative_to(root)}:{node.lineno} .db[...]")
+    assert not found, found

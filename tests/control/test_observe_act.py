@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from slurmplan.control.act import drop_no_ops, keep_user_hints, untyped_update
+from dataclasses import replace
+
+from slurmplan.control.act import drop_no_ops, untyped_update
 from slurmplan.control.observe import (
     BAD_HINTS_PREFIX,
     bad_hint_annotation,
     classify,
+    keep_user_hints,
     with_node_gpu_type,
     with_request,
 )
@@ -46,9 +49,22 @@ def test_request_fills_hints_and_typed_pending_request_restricts_types() -> None
     assert with_request(Hints(min_gpus=2, max_gpus=3), Job(3, gpus_per_node=8)).gpus == 3
 
 
+def test_constraint_type_is_a_preference_unless_the_hints_name_types() -> None:
+    """``--gres=gpu:2 --constraint=t4`` reads as t4 preferred: no restriction; ``types=`` in the hints still rules."""
+    preferred = Job(1, gpu_type="t4", gpus_per_node=2, gpu_type_preferred=True)
+    assert with_request(Hints(model="m", gpus=2), preferred).gpu_types == ()
+    assert with_request(Hints(model="m", gpus=2, gpu_types=("t4",)), preferred).gpu_types == ("t4",)
+    typed = Job(2, gpu_type="t4", gpus_per_node=2)  # --gres=gpu:t4:2: Slurm cannot move it
+    assert with_request(Hints(model="m", gpus=2), typed).gpu_types == ("t4",)
+    # the update keeps the type: the Slurm backend writes it as Features=, the request stays untyped
+    update = Action(ActionKind.UPDATE, 1, gpu_type="a100", gpus_per_node=2, nodelist=("a1",))
+    assert untyped_update(update, preferred).gpu_type == "a100"
+
+
 def test_running_untyped_job_gets_its_nodes_type() -> None:
     running = Job(1, state=JobState.RUNNING, gpus_per_node=2, nodes=("a1",))
     assert with_node_gpu_type(running, CLUSTER).gpu_type == "a100"
+    assert with_node_gpu_type(running, CLUSTER).gpu_type_preferred  # still an untyped request
     pending = Job(2, gpus_per_node=2)
     assert with_node_gpu_type(pending, CLUSTER).gpu_type is None
     mixed = Job(3, state=JobState.RUNNING, gpus_per_node=2, node_count=2, nodes=("a1", "v1"))
@@ -84,3 +100,21 @@ def test_no_ops_dropped_in_batch_order() -> None:
         (ActionKind.HOLD, 2),
         (ActionKind.RELEASE, 2),
     ]
+
+
+def test_squeue_constraint_reads_as_a_preferred_type_gres_type_as_typed() -> None:
+    """``job_from_json``: ``--gres=gpu:2 --constraint=t4`` is t4 preferred; ``--gres=gpu:t4:1`` is t4 typed."""
+    import json
+    from pathlib import Path
+
+    from slurmplan.slurm.backend import snapshot_from_json
+
+    data = Path(__file__).parents[1] / "slurm" / "data"
+    sinfo = json.loads((data / "sinfo_22.05.json").read_text())
+    squeue = json.loads((data / "squeue_22.05.json").read_text())
+    squeue["jobs"][0].update(tres_per_node="gres:gpu:2", features="t4")
+    jobs = {j.job_id: j for j in snapshot_from_json(sinfo, squeue, now=0.0).jobs}
+    assert (jobs[1].gpu_type, jobs[1].gpus_per_node, jobs[1].gpu_type_preferred) == ("t4", 2, True)
+    assert (jobs[3].gpu_type, jobs[3].gpu_type_preferred) == ("t4", False)
+    assert with_request(Hints(model="m"), jobs[1]).gpu_types == ()
+    assert with_request(Hints(model="m"), replace(jobs[3], state=JobState.PENDING)).gpu_types == ("t4",)

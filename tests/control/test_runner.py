@@ -1,12 +1,11 @@
 """The tick's bookkeeping on an in-memory cluster: classification, journal, roll-forward, modes, the lock.
 
-The backend and decision function are the test doubles of ``memcluster`` (see there); the same scenarios run
-against real Slurm in ``test_e2e_slurm.py``.
+The backend is the simulator's (Slurm's rules, see ``memcluster``), the decision function a simple stand-in for
+the mechanism; the same scenarios run against real Slurm in ``test_e2e_slurm.py``.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import multiprocessing
 import os
 import signal
@@ -29,10 +28,18 @@ def _jobs() -> list[Job]:
         Job(1, "managed", partition="gpu", admin_comment="slurmplan:model=m;gpus=2"),
         Job(2, "plain", partition="cpu", comment="just a comment"),
         Job(3, "broken", partition="cpu", admin_comment="slurmplan:gpus=zero"),
-        Job(4, "by-comment", partition="cpu", comment="slurmplan:gpus=1"),
-        Job(5, "by-partition", partition="gpu"),
+        Job(4, "by-comment", partition="cpu", comment="slurmplan:gpus=1", held=True),  # held by job_submit.lua
+        Job(5, "by-partition", partition="gpu", held=True),  # likewise (a managed partition)
         Job(6, "unpriceable", partition="cpu", admin_comment="slurmplan:model=unknown-model"),
     ]
+
+
+UNMANAGED = (2, 3, 6)
+"""Jobs the daemon leaves alone; submitted with ``--begin`` later, so Slurm itself does not start them either."""
+
+
+def _cluster(jobs: list[Job]) -> MemBackend:
+    return MemBackend(jobs, later=UNMANAGED)
 
 
 def _daemon(tmp_path: Path, backend: MemBackend, **cfg: object) -> Daemon:
@@ -43,7 +50,9 @@ def _daemon(tmp_path: Path, backend: MemBackend, **cfg: object) -> Daemon:
 
 
 def test_tick_manages_only_managed_jobs_and_annotates_bad_hints(tmp_path: Path) -> None:
-    backend = MemBackend(_jobs())
+    backend = _cluster(_jobs())
+    plain_before = backend.snapshot().jobs[1]
+    assert plain_before.job_id == 2
     report = _daemon(tmp_path, backend).tick()
     assert report.managed == 3 and report.unmanaged == 1
     assert {o.job.job_id for o in report.refused} == {3, 6}
@@ -51,7 +60,7 @@ def test_tick_manages_only_managed_jobs_and_annotates_bad_hints(tmp_path: Path) 
     for job_id in (1, 4, 5):
         assert jobs[job_id].state is JobState.RUNNING and jobs[job_id].nodes == ("a1",)
     assert jobs[1].admin_comment.startswith("slurmplan:model=m;gpus=2 || slurmplan: a100x2 dp2")
-    assert jobs[2] == _jobs()[1]  # unmanaged: untouched
+    assert backend.snapshot().jobs[1] == plain_before  # unmanaged: untouched
     assert jobs[3].state is JobState.PENDING and not jobs[3].held
     assert jobs[3].admin_comment.startswith(f"slurmplan:gpus=zero || {BAD_HINTS_PREFIX}")
     assert "gpus" in jobs[3].admin_comment
@@ -62,7 +71,7 @@ def test_tick_manages_only_managed_jobs_and_annotates_bad_hints(tmp_path: Path) 
         assert j.job(3)["hint_error"] and j.job(1)["managed"] == 1 and j.job(2)["managed"] == 0
 
     # second tick: applied actions confirmed, no new annotation, the error not journaled again
-    backend.now += 30
+    backend.advance(backend.now + 30)
     report = _daemon(tmp_path, backend).tick()
     assert report.actions == ()
     with Journal(tmp_path / "j.db") as j:
@@ -71,7 +80,7 @@ def test_tick_manages_only_managed_jobs_and_annotates_bad_hints(tmp_path: Path) 
 
 
 def test_failed_scontrol_stops_the_job_and_is_rolled_forward(tmp_path: Path) -> None:
-    backend = MemBackend(_jobs()[:1])
+    backend = _cluster(_jobs()[:1])
     backend.fail = {ActionKind.UPDATE}
     _daemon(tmp_path, backend).tick()
     assert backend.jobs[1].held and backend.jobs[1].state is JobState.PENDING  # not released with a wrong GRES
@@ -81,14 +90,14 @@ def test_failed_scontrol_stops_the_job_and_is_rolled_forward(tmp_path: Path) -> 
     assert all(s == ActionStatus.INTENT for _, s in statuses[1:])
 
     backend.fail = set()
-    backend.now += 5
+    backend.advance(backend.now + 5)
     report = _daemon(tmp_path, backend).tick()
     assert report.rolled_forward.applied == 3
     assert backend.jobs[1].state is JobState.RUNNING and backend.jobs[1].nodes == ("a1",)
 
 
 def test_unreadable_cluster_skips_the_tick(tmp_path: Path) -> None:
-    backend = MemBackend(_jobs())
+    backend = _cluster(_jobs())
     backend.down = True
     report = _daemon(tmp_path, backend).tick()
     assert "Unable to contact" in report.skipped and report.actions == ()
@@ -99,7 +108,7 @@ def test_unreadable_cluster_skips_the_tick(tmp_path: Path) -> None:
 
 def _killed_child(tmp_path: Path) -> None:
     """Runs in a child: the backend dies by SIGKILL at the first apply, after the intents are committed."""
-    backend = MemBackend(_jobs()[:1])
+    backend = _cluster(_jobs()[:1])
 
     def die(actions: object) -> object:
         os.kill(os.getpid(), signal.SIGKILL)
@@ -116,8 +125,8 @@ def test_sigkill_between_intent_and_apply_is_rolled_forward(tmp_path: Path) -> N
     with Journal(tmp_path / "j.db") as j:
         assert [a.status for a in j.actions()] == [ActionStatus.INTENT] * 4
         assert load_state(j).jobs[1].current is not None
-    backend = MemBackend(_jobs()[:1])  # Slurm's view: nothing was applied
-    backend.now += 10
+    backend = _cluster(_jobs()[:1])  # Slurm's view: nothing was applied
+    backend.advance(backend.now + 10)
     report = _daemon(tmp_path, backend).tick()
     assert report.rolled_forward.applied == 4
     assert report.actions == ()  # the decision was not taken twice
@@ -125,14 +134,14 @@ def test_sigkill_between_intent_and_apply_is_rolled_forward(tmp_path: Path) -> N
 
 
 def test_dry_run_changes_nothing(tmp_path: Path) -> None:
-    backend = MemBackend(_jobs())
+    backend = _cluster(_jobs())
     report = _daemon(tmp_path, backend, dry_run=True).tick()
     assert any(a.kind is ActionKind.RELEASE for a in report.actions)
     assert backend.applied == [] and not (tmp_path / "j.db").exists()
 
 
 def test_shadow_journals_without_acting(tmp_path: Path) -> None:
-    backend = MemBackend(_jobs())
+    backend = _cluster(_jobs())
     report = _daemon(tmp_path, backend, shadow=True).tick()
     assert report.actions and backend.applied == []
     with Journal(tmp_path / "j.db") as j:
@@ -141,16 +150,16 @@ def test_shadow_journals_without_acting(tmp_path: Path) -> None:
 
 
 def test_second_tick_is_refused_while_one_runs(tmp_path: Path) -> None:
-    daemon = _daemon(tmp_path, MemBackend(_jobs()))
+    daemon = _daemon(tmp_path, _cluster(_jobs()))
     with TickLock(daemon.config.lock_path), pytest.raises(TickLocked, match="another slurmplan tick"):
         daemon.tick()
 
 
 def test_finished_jobs_leave_the_state(tmp_path: Path) -> None:
-    backend = MemBackend(_jobs()[:1])
+    backend = _cluster(_jobs()[:1])
     _daemon(tmp_path, backend).tick()
-    backend.jobs[1] = dataclasses.replace(backend.jobs[1], state=JobState.COMPLETED)
-    backend.now += 30
+    backend.complete(1)
+    backend.advance(backend.now + 30)
     _daemon(tmp_path, backend).tick()
     with Journal(tmp_path / "j.db") as j:
         assert 1 not in load_state(j).jobs
@@ -158,7 +167,7 @@ def test_finished_jobs_leave_the_state(tmp_path: Path) -> None:
 
 
 def test_loop_survives_a_failing_tick_and_the_next_one_works(tmp_path: Path) -> None:
-    backend = MemBackend(_jobs()[:1])
+    backend = _cluster(_jobs()[:1])
     calls: list[int] = []
 
     def flaky(inp, policy, state):  # type: ignore[no-untyped-def]

@@ -131,73 +131,105 @@ class FixedPolicy:
         return Allocation(problem.job_ids, problem.cells, x, self.name)
 
 
-class MiniCluster:
-    """A tiny in-test stand-in for Slurm's reaction to actions, so several ticks can run in a row.
+class _JobsView(dict):
+    """``MiniCluster.jobs``: Slurm's jobs now; an assignment keeps the new hints, candidates and progress."""
 
-    It follows the documented behaviour of the real commands (update a pending job, release, hold, the
-    launcher requeueing itself on the checkpoint signal, requeue-hold) and starts released pending jobs on
-    their node list at once. The real backends are tested in their own rooms.
+    def __init__(self, managed: dict[int, ManagedJob]) -> None:
+        super().__init__()
+        self._managed = managed
+
+    def __setitem__(self, job_id: int, mj: ManagedJob) -> None:
+        assert job_id in self._managed, f"job {job_id} was never submitted: use MiniCluster.submit"
+        self._managed[job_id] = mj
+        super().__setitem__(job_id, mj)
+
+
+class MiniCluster:
+    """Slurm's reaction to the tick's actions, by the simulator's backend (``SimBackend``), so several ticks can
+    run in a row under the rules production uses (``slurmplan.rules``; the requeue begin-time delay is set to 0
+    so a tick test need not wait for it).
+
+    A thin view over it keeps the tests' vocabulary: ``jobs[id].job`` is Slurm's view of a job now (with the
+    test's hints and candidates), ``snapshot_cluster()`` the nodes, ``apply(actions, now)`` what scontrol does.
+    With ``exit_on_signal=False`` the jobs ignore the checkpoint signal (a launcher that never checkpoints). The
+    backend starts released jobs wherever they fit and asserts no node is ever overcommitted.
     """
 
     def __init__(self, base: Cluster, jobs: list[ManagedJob], *, exit_on_signal: bool = True) -> None:
-        self.base = base
-        self.jobs = {mj.job.job_id: mj for mj in jobs}
-        self.exit_on_signal = exit_on_signal
-
-    def snapshot_cluster(self) -> Cluster:
-        used: dict[str, int] = {}
-        for mj in self.jobs.values():
-            if mj.job.state is JobState.RUNNING:
-                for n in mj.job.nodes:
-                    used[n] = used.get(n, 0) + mj.job.gpus_per_node
-        nodes = []
-        for n in self.base.nodes:
-            total = n.gpus_used + used.get(n.name, 0)
-            assert total <= n.gpus, f"node {n.name} overcommitted: {total} > {n.gpus}"
-            nodes.append(Node(n.name, n.state, n.gpu_type, n.gpus, total, n.cpus, n.cpus_used, n.memory_mb))
-        return Cluster(tuple(nodes))
-
-    def apply(self, actions: tuple, now: float) -> None:
         from dataclasses import replace
 
+        from slurmplan.rules import SLURM_22_05
+        from slurmplan.sim.backend import SimBackend
+
+        self.base = base
+        self.exit_on_signal = exit_on_signal
+        rules = replace(SLURM_22_05, requeue_start_delay_s=0.0)
+        self.backend = SimBackend(nodes=base.nodes, rate_fn=lambda *a: 1.0, reconfig_cost_s=0.0, rules=rules)
+        self.backend.start_at(min((mj.job.submit_time for mj in jobs), default=0.0))
+        self._managed: dict[int, ManagedJob] = {}
+        for mj in sorted(jobs, key=lambda m: m.job.job_id):
+            self.submit(mj)
+
+    def submit(self, mj: ManagedJob) -> None:
+        """Put a job in the backend exactly as the test describes it (a pending job not yet started by Slurm)."""
+        from slurmplan.sim.backend import SimJob
+
+        job = mj.job
+        running = job.state is JobState.RUNNING
+        self._managed[job.job_id] = mj
+        self.backend.submit_held = not running
+        sim = SimJob(
+            job_id=job.job_id,
+            submit_time=job.submit_time,
+            work_total=1e12,
+            account=job.account,
+            name=job.name,
+            gpu_type=job.gpu_type,
+            gpus_per_node=job.gpus_per_node,
+            node_count=job.node_count,
+            req_nodes=job.nodes,
+            admin_comment=job.admin_comment,
+        )
+        self.backend.submit(sim)
+        self.backend.submit_held = True
+        assert sim.state is job.state, f"job {job.job_id} could not be placed as the test said"
+        if running:
+            sim.start_time = job.start_time
+            sim.req_nodes = ()
+        sim.held = job.held and not running
+        sim.cached = None
+
+    @property
+    def jobs(self) -> dict[int, ManagedJob]:
+        """Every active job now; assigning ``jobs[id] = mj`` changes its hints and candidates (a refit model)."""
+        out = _JobsView(self._managed)
+        for job in self.backend.snapshot().jobs:
+            mj = self._managed[job.job_id]
+            dict.__setitem__(out, job.job_id, ManagedJob(job, mj.hints, mj.candidates, mj.steps_done))
+        return out
+
+    def snapshot_cluster(self) -> Cluster:
+        snap = self.backend.snapshot().cluster
+        for n in snap.nodes:
+            assert n.gpus_used <= n.gpus, f"node {n.name} overcommitted: {n.gpus_used} > {n.gpus}"
+        return snap
+
+    def apply(self, actions: tuple, now: float) -> None:
         from slurmplan.domain import ActionKind
 
-        for a in actions:
-            mj = self.jobs[a.job_id]
-            job = mj.job
-            if a.kind is ActionKind.UPDATE:
-                job = replace(
-                    job,
-                    gpu_type=a.gpu_type,
-                    gpus_per_node=a.gpus_per_node,
-                    node_count=a.node_count,
-                    nodes=a.nodelist,
-                    admin_comment=a.admin_comment,
-                )
-            elif a.kind is ActionKind.RELEASE:
-                job = replace(job, held=False)
-            elif a.kind is ActionKind.HOLD:
-                job = replace(job, held=True)
-            elif a.kind is ActionKind.ANNOTATE:
-                job = replace(job, admin_comment=a.admin_comment)
-            elif a.kind is ActionKind.SIGNAL and self.exit_on_signal:
-                job = replace(job, state=JobState.PENDING, held=False, nodes=(), start_time=None)
-            elif a.kind is ActionKind.REQUEUE_HOLD:
-                job = replace(job, state=JobState.PENDING, held=True, nodes=(), start_time=None)
-            self.jobs[a.job_id] = replace(mj, job=job)
-        for job_id, mj in sorted(self.jobs.items()):
-            job = mj.job
-            if job.state is JobState.PENDING and not job.held and job.nodes and self._fits(job):
-                self.jobs[job_id] = replace(mj, job=replace(job, state=JobState.RUNNING, start_time=now))
+        if now > self.backend.now:
+            self.backend.advance(now)
+        kept = [a for a in actions if self.exit_on_signal or a.kind is not ActionKind.SIGNAL]
+        for result in self.backend.apply(kept):
+            assert result.ok, f"Slurm refused {result.action}: {result.message}"
         self.snapshot_cluster()
 
-    def _fits(self, job: Job) -> bool:
-        """Slurm starts a job on its node list only once every node has its GPUs free."""
-        free = {n.name: n.gpus - n.gpus_used for n in self.snapshot_cluster().nodes}
-        return all(free.get(name, 0) >= job.gpus_per_node for name in job.nodes)
-
     def finish(self, job_id: int) -> None:
-        del self.jobs[job_id]
+        from slurmplan.domain import Action, ActionKind
+
+        (result,) = self.backend.apply([Action(ActionKind.CANCEL, job_id)])
+        assert result.ok
 
     def managed(self) -> tuple[ManagedJob, ...]:
-        return tuple(self.jobs[j] for j in sorted(self.jobs))
+        jobs = self.jobs
+        return tuple(jobs[j] for j in sorted(jobs))

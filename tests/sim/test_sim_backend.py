@@ -2,19 +2,29 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from slurmplan.domain import Action, ActionKind, JobState
+from slurmplan.rules import SLURM_22_05, SlurmRules
 from slurmplan.sim.backend import SimBackend, SimJob
 from slurmplan.sim.cluster import parse_cluster
 
+NO_DELAY = replace(SLURM_22_05, requeue_start_delay_s=0.0)
+"""Slurm's rules without the requeue begin-time delay, for tests about the other rules."""
 
-def backend(cost: float = 78.0) -> SimBackend:
-    return SimBackend(nodes=parse_cluster("v100:2x2,k80:1x2").nodes(), rate_fn=lambda *a: 10.0, reconfig_cost_s=cost)
+
+def backend(cost: float = 78.0, rules: SlurmRules = NO_DELAY) -> SimBackend:
+    return SimBackend(
+        nodes=parse_cluster("v100:2x2,k80:1x2").nodes(), rate_fn=lambda *a: 10.0, reconfig_cost_s=cost, rules=rules
+    )
 
 
-def submit(b: SimBackend, job_id: int, gpus: int = 2, gpu_type: str = "v100", work: float = 1000.0) -> SimJob:
-    job = SimJob(job_id=job_id, submit_time=b.now, work_total=work, gpu_type=gpu_type, gpus_per_node=gpus)
+def submit(
+    b: SimBackend, job_id: int, gpus: int = 2, gpu_type: str = "v100", work: float = 1000.0, typed: bool = False
+) -> SimJob:
+    job = SimJob(job_id=job_id, submit_time=b.now, work_total=work, gpu_type=gpu_type, gpus_per_node=gpus, typed=typed)
     b.submit(job)
     return job
 
@@ -109,3 +119,48 @@ def test_time_never_goes_back():
     b.advance(10.0)
     with pytest.raises(ValueError):
         b.advance(5.0)
+
+
+# ------------------------------------------------------------------------ Slurm's rules, as the Slurm backend has them
+
+
+def test_the_simulated_backend_enforces_the_rules_the_slurm_backend_declares():
+    from slurmplan.slurm.backend import SlurmBackend
+
+    assert SimBackend(nodes=(), rate_fn=lambda *a: 0.0).rules == SlurmBackend.rules == SLURM_22_05
+
+
+def test_a_typed_pending_request_keeps_its_type_count_may_change():
+    b = backend()
+    submit(b, 1, gpu_type="v100", typed=True)
+    assert act(b, ActionKind.UPDATE, 1, gpus_per_node=1)
+    assert b.jobs[1].gpus_per_node == 1
+    (result,) = b.apply([Action(ActionKind.UPDATE, 1, gpu_type="k80", gpus_per_node=1)])
+    assert not result.ok
+    assert "cannot change the GPU type of a job submitted with a typed request" in result.message
+    assert "--constraint=TYPE" in result.message
+    assert b.jobs[1].gpu_type == "v100"  # refused: nothing changed
+
+
+def test_an_untyped_request_moves_type_through_its_feature():
+    b = backend()
+    submit(b, 1, gpu_type="v100", typed=False)
+    (job,) = b.snapshot().jobs
+    assert job.gpu_type == "v100" and job.gpu_type_preferred
+    assert act(b, ActionKind.UPDATE, 1, gpu_type="k80", gpus_per_node=2)
+    assert act(b, ActionKind.RELEASE, 1)
+    assert b.jobs[1].nodes == ("k80-0000",)
+
+
+def test_a_requeued_job_waits_its_begin_time_before_it_starts_again():
+    b = backend(rules=SLURM_22_05)
+    submit(b, 1)
+    act(b, ActionKind.RELEASE, 1)
+    b.advance(50.0)
+    assert act(b, ActionKind.REQUEUE_HOLD, 1)
+    assert act(b, ActionKind.RELEASE, 1)
+    assert b.jobs[1].state is JobState.PENDING  # GPUs free, but Slurm's begin time is 121 s after the requeue
+    b.advance(50.0 + 120.0)
+    assert b.jobs[1].state is JobState.PENDING
+    b.advance(50.0 + 122.0)
+    assert b.jobs[1].state is JobState.RUNNING and b.jobs[1].start_time == pytest.approx(50.0 + 121.0)

@@ -167,3 +167,46 @@ def test_decision_round_trip_and_environment() -> None:
     assert env["SLURMPLAN_PP"] == "2" and env["SLURMPLAN_CHECKPOINTING"] == "1" and env["SLURMPLAN_GPU_TYPE"] == "a100"
     with pytest.raises(ValidationError):
         parse_decision("slurmplan: a100x8 dp2 bogus")
+
+
+# ----------------------------------------------------------------- one module for the formats (issue 13)
+
+
+def test_old_import_places_are_the_formats_module() -> None:
+    """slurm.hints, launch.plan_env and the mechanism all use the one implementation in ``slurmplan.formats``."""
+    from slurmplan import formats
+    from slurmplan.launch import plan_env
+    from slurmplan.slurm import hints
+
+    assert hints.parse_hints is formats.parse_hints and hints.parse_decision is formats.parse_decision
+    assert plan_env.parse_plan_short is formats.parse_plan_short and plan_env.PLAN_VARS == formats.PLAN_VARS
+
+
+def test_decision_text_and_replacing_it_keeps_what_came_before() -> None:
+    from slurmplan.formats import decision_of, decision_text, with_decision
+
+    cell = Cell("a100", 8, 1)
+    lease_end = 1_700_000_000.0  # 22:13 UTC
+    text = decision_text(cell, None, 17, lease_end)
+    assert text == "slurmplan: a100x8 dp8 tp1 pp1 mb1 ga1 | round 17 | lease until 22:13"
+    assert parse_decision(text) == (cell, Plan(dp=8))
+    old = with_decision("slurmplan:gpus=8", "slurmplan: v100x8 dp8 | round 16 | lease until 22:07")
+    assert with_decision(old, text) == f"slurmplan:gpus=8 || {text}"
+    assert decision_of(with_decision(old, text)) == text
+    # an admin's own note is not slurmplan's to drop
+    assert with_decision("ticket 123", text) == f"ticket 123 || {text}"
+    assert with_decision("", text) == text
+
+
+def test_plan_environment_round_trips() -> None:
+    from slurmplan.formats import PLAN_VARS, plan_from_environment
+
+    plan = Plan(dp=2, tp=2, pp=2, micro_batch=4, grad_accum=2, checkpointing=True, zero_stage=2, offload=True)
+    cell = Cell("h100", 16, 2)
+    env = plan_environment(cell, plan)
+    assert set(env) == set(PLAN_VARS)
+    assert plan_from_environment(env) == (plan, "h100", 16)
+    assert plan_from_environment({"PATH": "/bin"}) is None
+    with pytest.raises(ValidationError) as err:
+        plan_from_environment({"SLURMPLAN_TP": "x"})
+    assert err.value.field == "SLURMPLAN_TP"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from slurmplan.control.hook import EVENTS, run_hook
 from slurmplan.domain import ValidationError
-from slurmplan.slurm.hints import format_hints, parse_hints
+from slurmplan.formats import format_hints, parse_hints
 from slurmplan.slurm.site import DEFAULT_CONFIG, DEFAULT_PLUGIN_DIR, SiteLayout, install_site, plan_env_for_job
 
 log = logging.getLogger(__name__)
@@ -34,8 +34,32 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     inst.add_argument("--config", type=Path, default=DEFAULT_CONFIG, help="slurmplan config the units and hooks use")
     inst.add_argument("--no-build", action="store_true", help="do not run `make -C spank` first")
     inst.add_argument("--json", action="store_true", help="print the results as JSON")
+    inst.add_argument("--service-user", default="slurmplan", help="user the systemd units run as (default slurmplan)")
+    inst.add_argument("--no-service", action="store_true", help="do not create the user nor enable the units")
     inst.set_defaults(func=_install)
+
+    uninst = site_sub.add_parser(
+        "uninstall", help="disable the units and remove what `site install` wrote (edited files are kept)"
+    )
+    uninst.add_argument("--prefix", type=Path, default=Path("/"), help="uninstall below this root (default /)")
+    uninst.add_argument("--slurm-conf-dir", type=Path, default=Path("/etc/slurm"), help="where slurm.conf lives")
+    uninst.add_argument("--plugin-dir", type=Path, default=DEFAULT_PLUGIN_DIR, help="Slurm's plugin directory")
+    uninst.add_argument("--config", type=Path, default=DEFAULT_CONFIG, help="slurmplan config install used")
+    uninst.add_argument("--service-user", default="slurmplan", help="the units' user install used")
+    uninst.add_argument("--dry-run", action="store_true", help="show what would be removed, remove nothing")
+    uninst.add_argument("--json", action="store_true", help="print the results as JSON")
+    uninst.set_defaults(func=_uninstall)
     site.set_defaults(func=lambda _args: site.print_help() or 2)
+
+    sc = site_sub.add_parser(
+        "check",
+        help="read the controller's configuration and report what would make slurmplan work badly, each with its "
+        "fix (exit 1 on problems)",
+    )
+    sc.add_argument("--config", type=Path, default=None, help=f"slurmplan config (default {DEFAULT_CONFIG})")
+    sc.add_argument("--daemon-user", help="the user the daemon runs as (default: the current user)")
+    sc.add_argument("--json", action="store_true", help="print the findings as JSON")
+    sc.set_defaults(func=_site_check)
 
     check = site_sub.add_parser(
         "hints",
@@ -67,24 +91,60 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     hook.set_defaults(func=_hook)
 
 
-def _install(args: argparse.Namespace) -> int:
+def _layout(args: argparse.Namespace) -> SiteLayout:
     from slurmplan.control.config import load_config
 
     layout = SiteLayout(
-        prefix=args.prefix, slurm_conf_dir=args.slurm_conf_dir, plugin_dir=args.plugin_dir, config=args.config
+        prefix=args.prefix,
+        slurm_conf_dir=args.slurm_conf_dir,
+        plugin_dir=args.plugin_dir,
+        config=args.config,
+        service_user=args.service_user,
     )
     config_file = layout.at(args.config)
     if config_file.is_file():  # job_submit.lua holds the jobs of the partitions the daemon manages
-        layout = replace(layout, managed_partitions=load_config(config_file).managed_partitions)
-    results = install_site(layout, dry_run=args.dry_run, build=not args.no_build)
+        cfg = load_config(config_file)
+        layout = replace(layout, managed_partitions=cfg.managed_partitions, heartbeat_file=cfg.heartbeat_path)
+    return layout
+
+
+def _uninstall(args: argparse.Namespace) -> int:
+    from slurmplan.slurm.site_service import uninstall_site
+
+    return _print_results(args, _layout(args), uninstall_site(_layout(args), dry_run=args.dry_run))
+
+
+def _install(args: argparse.Namespace) -> int:
+    from slurmplan.slurm.site_service import ensure_service_user, install_service
+
+    layout = _layout(args)
+    results = [] if args.no_service else [ensure_service_user(layout, dry_run=args.dry_run)]
+    results += install_site(layout, dry_run=args.dry_run, build=not args.no_build)
+    if not args.no_service:
+        results += install_service(layout, dry_run=args.dry_run, create_user=False)
+    return _print_results(args, layout, results)
+
+
+def _print_results(args: argparse.Namespace, layout: SiteLayout, results: list) -> int:
     if args.json:
         print(json.dumps([{**asdict(r), "dest": str(r.dest), "backup": r.backup and str(r.backup)} for r in results]))
         return 0
     verb = "would be " if args.dry_run else ""
     for r in results:
         extra = f" (backup {r.backup})" if r.backup else (f" ({r.note})" if r.note else "")
-        print(f"{verb}{r.status:9} {layout.at(r.dest)}{extra}")
+        where = layout.at(r.dest) if r.dest.is_absolute() else r.dest  # user:NAME, systemctl:ARGS
+        print(f"{verb}{r.status:9} {where}{extra}")
     return 0
+
+
+def _site_check(args: argparse.Namespace) -> int:
+    from slurmplan.control.config import load_config
+    from slurmplan.slurm.site_check import format_findings, site_check
+
+    cfg = load_config(args.config)
+    findings = site_check(cfg.managed_partitions, args.daemon_user)
+    print(json.dumps([f.to_dict() for f in findings], indent=2) if args.json else format_findings(findings))
+    return 0 if all(f.ok for f in findings) else 1
 
 
 def _check_hints(args: argparse.Namespace) -> int:

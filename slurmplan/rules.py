@@ -1,0 +1,70 @@
+"""What Slurm can and cannot change about a job, declared once.
+
+The Slurm backend declares these rules (``SlurmBackend.rules``), the simulated backend enforces the same value
+(``SimBackend.rules``, refusing what Slurm refuses with Slurm's message), and the tick pipeline shapes its
+actions by them (``slurmplan.pipeline``). Each rule was checked on Slurm 22.05 (``/work/shared/DESIGN.md``):
+
+* a *typed* pending request (``--gres=gpu:a100:2``) keeps its type; its count may change. Slurm accepts an
+  update to another type but the job then stays pending for ever (BadConstraints), so it is refused up front;
+* typed <-> untyped is refused by Slurm ("with and without type identification");
+* an *untyped* request (``--gres=gpu:2``) moves between GPU types through the node feature named after the
+  type (``--constraint=t4`` at submission, ``Features=a100`` by update). A type named only in the constraint
+  is therefore a preference the daemon may change, unless the job's hints restrict its types (``types=``);
+* a requeued batch job may start again only ``cred_expire + 1`` seconds later (121 s by default);
+* a running job is moved by a checkpoint signal first, then requeued when its grace period ends.
+
+Imports nothing but the domain: ``sim`` and ``slurm`` both depend on it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from slurmplan.domain import GpuType, JobId, ValidationError
+
+MIXED_TYPES_MESSAGE = "Invalid GRES specification (with and without type identification)"
+"""Slurm 22.05's refusal of a typed <-> untyped change of a job's GPU request."""
+
+
+@dataclass(frozen=True)
+class SlurmRules:
+    """One Slurm version's rules for changing a job; a value, so both backends can hold the same one."""
+
+    name: str = "slurm-22.05"
+    typed_keeps_type: bool = True
+    """A pending typed request keeps its type; only its count may change."""
+    mixed_type_refused: bool = True
+    """A typed request cannot become untyped and an untyped one cannot become typed."""
+    untyped_moves_by_feature: bool = True
+    """An untyped request changes GPU type through the node feature named after the type (``Features=``)."""
+    requeue_start_delay_s: float = 121.0
+    """Seconds after a requeue before the job may start again (``cred_expire`` + 1; 120 s is Slurm's default)."""
+    signal_then_grace: bool = True
+    """A move of a running job is a checkpoint signal first, a requeue only when the grace period is over."""
+
+    def __post_init__(self) -> None:
+        if not self.requeue_start_delay_s >= 0:
+            raise ValidationError("requeue_start_delay_s", self.requeue_start_delay_s, "seconds >= 0", "slurm rules")
+
+    def type_change_error(
+        self, job_id: JobId, typed: bool, current: GpuType | None, wanted: GpuType | None, request: str = ""
+    ) -> ValidationError | None:
+        """Why Slurm would not let a pending job's GPU request move from ``current`` to ``wanted`` (None: it may).
+
+        ``typed`` says whether the request names its type in the GRES (``--gres=gpu:a100:2``) rather than in a
+        constraint; ``wanted`` None means "type unchanged". The message is the one both backends report.
+        """
+        if wanted is None or wanted == current or not typed or not self.typed_keeps_type:
+            return None
+        return ValidationError(
+            "gpu_type",
+            wanted,
+            f"{current} only: Slurm 22.05 cannot change the GPU type of a job submitted with a typed "
+            f"request ({request or f'gres:gpu:{current}'}); submit with --gres=gpu:N --constraint=TYPE to let "
+            "slurmplan move it",
+            f"update job {job_id}",
+        )
+
+
+SLURM_22_05 = SlurmRules()
+"""The rules of the Slurm this project runs on (checked on the local dev cluster)."""
