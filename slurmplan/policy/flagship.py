@@ -112,6 +112,13 @@ class Slurmplan(Policy):
         "max_wait_s": Param(
             float, 7 * 86400.0, "a positive number of seconds: a job that waited this long goes first", positive
         ),
+        "stay_bonus": Param(
+            float,
+            0.0,
+            "a number >= 0: a running job's current column is worth this much more relative speed "
+            "when re-placing (a restart's cost as a fraction of a round)",
+            non_negative,
+        ),
         "move_gain": Param(
             float,
             0.0,
@@ -223,8 +230,10 @@ class Slurmplan(Policy):
                 if problem.cells[c].gpus == size and pack.cell_type[c] >= 0 and thr[j, c] >= floor:
                     rows.append(j)
                     cols.append(c)
-                    stay = 1e-3 if problem.current is not None and problem.current[j] == c else 0.0  # ties: no move
-                    vals.append(thr[j, c] / best[j] * weight[j] + stay)
+                    # a move costs a restart: staying is worth stay_bonus of a round at full speed (ties: stay)
+                    on = problem.current is not None and problem.current[j] == c
+                    vals.append((thr[j, c] / best[j] + (self.params["stay_bonus"] if on else 0.0)) * weight[j])
+                    vals[-1] += 1e-3 if on else 0.0
         if len(set(cols)) < 2:
             return
         rows_a, cols_a = np.array(rows), np.array(cols)

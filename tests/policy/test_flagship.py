@@ -174,3 +174,11 @@ def test_fast_gpu_goes_to_the_job_stretched_most_or_the_shorter_one():
     short = replace(p, steps_remaining=np.array([3_600.0, 360_000.0]), time_since_start=np.zeros(2))
     x = flagship(stretch_weight=0.0, short_bias_s=36_000.0).allocate(short).x
     np.testing.assert_array_equal(x, [[1, 0], [0, 1]])  # job 0 has 6 min left, job 1 10 h
+
+
+def test_stay_bonus_keeps_a_running_job_where_a_small_gain_would_restart_it():
+    # Job 0 runs on the k80 at 0.8 of its best, job 1 on the v100; swapping gains 0.1 in relative speed in total.
+    p = one_gpu_problem([[10.0, 8.0], [10.0, 9.0]], {"v100": 1, "k80": 1}, current=np.array([1, 0]),
+                        steps_remaining=np.array([1e5, 1e5]))  # fmt: skip
+    np.testing.assert_array_equal(flagship(stay_bonus=0.25).allocate(p).x, [[0, 1], [1, 0]])
+    np.testing.assert_array_equal(flagship(stay_bonus=0.0).allocate(p).x, [[1, 0], [0, 1]])
