@@ -27,7 +27,8 @@ that has not, longest wait first. Each job's note in ``slurmplan explain`` says 
 
 Restarts: the order of running jobs is stable (their due time only falls as they progress), so a running job is
 displaced only by a job due earlier; ties keep the current column, and ``move_gain`` keeps a running job where
-it is unless another free column is that fraction faster (the mechanism's Rubick rule still weighs the cost).
+it is unless another free column is that fraction faster, and ``stay_bonus`` makes the matching LP value a job's
+current column that much more (the mechanism's Rubick rule still weighs the cost).
 Not modelled: account weights (the earlier LP flagship's water filling); sites that need them use
 ``hierarchical``.
 """
