@@ -41,8 +41,9 @@ from typing import ClassVar
 import numpy as np
 
 from slurmplan.domain import Allocation, AllocationProblem, JobClass
-from slurmplan.policy.base import Param, Policy, non_negative, positive
-from slurmplan.policy.greedy import Packing
+from slurmplan.policy.base import Param, Policy, PolicyConfig, non_negative, positive
+from slurmplan.policy.crius import Crius
+from slurmplan.policy.greedy import Packing, climb, reference_throughput
 
 INF = math.inf
 
@@ -88,6 +89,18 @@ def transport(rows: np.ndarray, cols: np.ndarray, value: np.ndarray, pack: Packi
     res = linprog(-value, A_ub=a_ub.tocsr(), b_ub=cap + 1e-9, A_eq=a_eq.tocsr(), b_eq=np.ones(chosen.size),
                   bounds=(0.0, 1.0), method="highs")  # fmt: skip
     return res.x if res.status == 0 else None
+
+
+class _Search(Crius):
+    """Crius's placement search (best column of any size, making room by shrinking or moving up to
+    ``search_depth`` placed jobs) that never shrinks or moves a guaranteed job: it stops searching instead (letting
+    it move one as long as it keeps its SLA measured worse on section 5's LLM trace: 5 deadline misses, not 3)."""
+
+    protected: np.ndarray
+
+    def _cheapest_step(self, pack: Packing, t: int, j: int, score: np.ndarray) -> tuple[int, int] | None:
+        step = super()._cheapest_step(pack, t, j, score)
+        return None if step is None or self.protected[step[0]] else step
 
 
 def _hm(seconds: float) -> str:
@@ -136,7 +149,27 @@ class Slurmplan(Policy):
             "a number >= 0: weight of (time in the system / time left) when placing on fast GPUs",
             non_negative,
         ),
+        "hold_s": Param(
+            float,
+            0.0,
+            "a number >= 0 of seconds: a running job keeps its column, and is displaced only by a job due this "
+            "much earlier (hysteresis against restarts; 0: re-decide every round)",
+            non_negative,
+        ),
+        "search_depth": Param(
+            int,
+            0,
+            "an integer >= 0: a job that does not fit may shrink or move up to this many placed jobs of the "
+            "type it wants (Crius's scaling search; 0: backfill only)",
+            non_negative,
+        ),
         "grow": Param(bool, True, "true (hand leftover GPUs to elastic jobs) or false"),
+        "scale_up": Param(
+            bool,
+            False,
+            "true (leftover GPUs go to the job gaining most speed per added GPU, Crius's climb) or false "
+            "(in due order, same type)",
+        ),
         "sla": Param(bool, True, "true (serve guaranteed jobs first, at their SLA) or false"),
     }
 
@@ -157,17 +190,33 @@ class Slurmplan(Policy):
         floors = sla_floors(problem) if self.params["sla"] else np.zeros(n)
         running = self._running(problem)
         overdue = (waited >= self.params["max_wait_s"]) & ~running
+        hold = self.params["hold_s"]
+        # Hysteresis: a running job counts hold_s earlier, so only a job due that much sooner displaces it.
+        key = due - hold * running if hold > 0 else due
         # Order: overdue jobs (longest wait first), guaranteed jobs, then everyone by due time.
-        order = np.lexsort((np.arange(n), due, ~(floors > 0), np.where(overdue, -waited, 0.0), ~overdue))
+        order = np.lexsort((np.arange(n), key, ~(floors > 0), np.where(overdue, -waited, 0.0), ~overdue))
         pack = Packing.empty(problem)
+        search = None
+        if self.params["search_depth"] > 0:
+            depth = {"search_depth": self.params["search_depth"], "scale_up": False}
+            search = _Search(PolicyConfig(name="crius", objective="crius", params=depth))
+            search.protected = floors > 0
+            score = np.asarray(problem.throughput, dtype=float) / reference_throughput(problem)[:, None]
         for j in order.tolist():
             choices = self._choices(problem, j, floors[j])
             fit = [c for c in choices if pack.fits(j, c)]
-            if fit:
+            cur = int(problem.current[j]) if running[j] else -1
+            if hold > 0 and cur in fit:
+                pack.assign(j, cur)
+            elif search is not None and floors[j] <= 0:
+                search._place(pack, j, score)
+            elif fit:
                 pack.assign(j, self._stay_or_move(problem, j, fit))
         if self.params["match_types"]:
             self._match_types(problem, pack, floors, est)
-        if self.params["grow"]:
+        if self.params["scale_up"]:
+            climb(pack, np.asarray(problem.throughput, dtype=float) / reference_throughput(problem)[:, None])
+        elif self.params["grow"]:
             self._grow(problem, pack, order)
         rank = np.empty(n, dtype=int)
         rank[order] = np.arange(n)
