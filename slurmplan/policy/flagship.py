@@ -25,6 +25,12 @@ ahead of it (deadline jobs and guaranteed jobs excepted, which an admin admits).
 promise: a job that has waited that long (time since submission not holding GPUs) is served before every job
 that has not, longest wait first. Each job's note in ``slurmplan explain`` says both.
 
+Elastic jobs and restarts (``hold_s``, ``search_depth``, ``scale_up``; measured on the LLM trace, RESULTS.md
+section 5): a running job keeps its column unless a job due ``hold_s`` sooner needs the GPUs (re-deciding every
+round from scratch swapped jobs between A100 and A40 each round, 8 restarts per job); a waiting job is placed
+the way Crius places it, at its best column of any size, shrinking or moving up to ``search_depth`` placed
+jobs (never a guaranteed one) to make room; GPUs still idle go to the job gaining most speed per added GPU.
+
 Restarts: the order of running jobs is stable (their due time only falls as they progress), so a running job is
 displaced only by a job due earlier; ties keep the current column, and ``move_gain`` keeps a running job where
 it is unless another free column is that fraction faster, and ``stay_bonus`` makes the matching LP value a job's
@@ -220,7 +226,7 @@ class Slurmplan(Policy):
             self._grow(problem, pack, order)
         rank = np.empty(n, dtype=int)
         rank[order] = np.arange(n)
-        lead = np.maximum(due - submit, 0.0)
+        lead = np.maximum(due - submit, 0.0) + hold  # a running job may stay ahead while due hold_s later
         notes = self._notes(problem, pack, rank, est, source, lead, waited, overdue, floors, urgent)
         x = pack.x()
         unmet = int(((floors > 0) & ((x * problem.throughput).sum(axis=1) < floors - 1e-9)).sum())

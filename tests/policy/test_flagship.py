@@ -182,3 +182,54 @@ def test_stay_bonus_keeps_a_running_job_where_a_small_gain_would_restart_it():
                         steps_remaining=np.array([1e5, 1e5]))  # fmt: skip
     np.testing.assert_array_equal(flagship(stay_bonus=0.25).allocate(p).x, [[0, 1], [1, 0]])
     np.testing.assert_array_equal(flagship(stay_bonus=0.0).allocate(p).x, [[1, 0], [0, 1]])
+
+
+def test_hold_keeps_a_running_job_unless_a_job_due_that_much_sooner_waits():
+    # Job 0 runs with 1 h left; job 1 waits with 30 min left: by due time alone job 1 displaces job 0.
+    p = one_gpu_problem([[10.0], [10.0]], {"v100": 1}, steps_remaining=np.array([36_000.0, 18_000.0]),
+                        submit_time=np.zeros(2), current=np.array([0, -1]))  # fmt: skip
+    np.testing.assert_array_equal(flagship(hold_s=0.0).allocate(p).x[:, 0], [0, 1])
+    alloc = flagship(hold_s=3600.0).allocate(p)
+    np.testing.assert_array_equal(alloc.x[:, 0], [1, 0])  # 30 min sooner is within the 1 h hold
+    assert "no job submitted over 1.5 h after it can go ahead" in alloc.notes[1]  # 30 min lead + 1 h hold
+    np.testing.assert_array_equal(flagship(hold_s=600.0).allocate(p).x[:, 0], [0, 1])
+
+
+def test_hold_keeps_a_running_job_in_its_slower_column():
+    p = one_gpu_problem([[10.0, 5.0]], {"v100": 1, "k80": 1}, steps_remaining=np.array([1e4]), current=np.array([1]))
+    np.testing.assert_array_equal(flagship(hold_s=0.0).allocate(p).x[0], [1, 0])
+    np.testing.assert_array_equal(flagship(hold_s=3600.0).allocate(p).x[0], [0, 1])
+
+
+def elastic_problem(**fields) -> AllocationProblem:
+    """Job 0 runs grown to 2 GPUs (asked for 1); job 1 waits for 1 GPU; 2 GPUs in all."""
+    return AllocationProblem(
+        job_ids=(0, 1),
+        cells=(Cell("a100", 1), Cell("a100", 2)),
+        throughput=np.array([[10.0, 18.0], [10.0, 0.0]]),
+        capacity={"a100": 2},
+        steps_remaining=np.array([1e5, 1e5]),
+        requested=np.array([0, 0]),
+        current=np.array([1, -1]),
+        **fields,
+    )
+
+
+def test_search_depth_shrinks_a_grown_job_to_start_a_waiting_one():
+    p = elastic_problem()
+    np.testing.assert_array_equal(flagship(hold_s=3600.0, search_depth=0).allocate(p).x, [[0, 1], [0, 0]])
+    alloc = flagship(hold_s=3600.0, search_depth=3).allocate(p)
+    np.testing.assert_array_equal(alloc.x, [[1, 0], [1, 0]])
+    assert not violations(p, alloc)
+
+
+def test_search_never_shrinks_a_guaranteed_job():
+    p = elastic_problem(job_class=(JobClass.GUARANTEED, JobClass.BEST_EFFORT), sla_throughput=np.array([18.0, 0.0]))
+    np.testing.assert_array_equal(flagship(hold_s=3600.0, search_depth=3).allocate(p).x, [[0, 1], [0, 0]])
+
+
+def test_scale_up_gives_idle_gpus_to_the_job_gaining_most_per_gpu():
+    p = replace(elastic_problem(), job_ids=(0,), throughput=np.array([[10.0, 18.0]]), steps_remaining=np.array([1e5]),
+                requested=np.array([0]), current=np.array([0]))  # fmt: skip
+    np.testing.assert_array_equal(flagship(scale_up=False, grow=False).allocate(p).x, [[1, 0]])
+    np.testing.assert_array_equal(flagship(scale_up=True).allocate(p).x, [[0, 1]])
