@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -21,7 +21,27 @@ JobId = int
 
 
 class SlurmplanError(Exception):
-    """Base of every error slurmplan raises on purpose."""
+    """Base of every error slurmplan raises on purpose.
+
+    Picklable whatever a subclass's ``__init__`` takes: the constructor's arguments are remembered here and
+    replayed on unpickling. Plain ``Exception`` pickles only ``self.args`` (the message), so an error with extra
+    constructor arguments raised in a worker process (``compare``) broke the whole process pool instead of
+    reaching the user.
+    """
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> SlurmplanError:
+        self = super().__new__(cls, *args)
+        self._init_args = (args, kwargs)
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        args, kwargs = self.__dict__.get("_init_args", (self.args, {}))
+        state = {k: v for k, v in self.__dict__.items() if k != "_init_args"}
+        return (_rebuild_error, (type(self), args, kwargs), state)
+
+
+def _rebuild_error(cls: type[SlurmplanError], args: tuple[Any, ...], kwargs: dict[str, Any]) -> SlurmplanError:
+    return cls(*args, **kwargs)
 
 
 class ValidationError(SlurmplanError, ValueError):

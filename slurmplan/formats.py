@@ -371,7 +371,7 @@ def parse_decision(text: str) -> tuple[Cell, Plan] | None:
     if not decision.startswith(PREFIX):
         return None
     tokens = decision[len(PREFIX) :].split("|")[0].split()
-    if not tokens:
+    if not tokens or tokens[0] == "held":  # "slurmplan: held (preempted) | ...": no configuration to run in
         return None
     if not (cell_match := _CELL_RE.fullmatch(tokens[0])):
         raise ValidationError("decision", decision, _DECISION_ALLOWED)

@@ -75,7 +75,12 @@ def format_explanation(e: dict[str, Any]) -> str:
     if e["hint_error"]:
         lines.append(f"  left alone, bad hints: {e['hint_error']}")
     d = e["decision"]
-    if d:
+    if d and not d["cell"]:  # held: no configuration, nothing runs; "on - ... predicted 0 samples/s" said nothing
+        lines.append(f"  round {d['round_index']} at {_t(d['time'])}: held ({d['reason']}), not running this round")
+        lines.append(f"  priority {d['priority']:.3g}, share of the cluster this round {d['share']:.3g}")
+        if d["rule"]:
+            lines.append(f"  why: {d['rule']}")
+    elif d:
         lines.append(
             f"  round {d['round_index']} at {_t(d['time'])}: {d['reason']}"
             f" {d['cell'] or ''} {d['plan'] or ''} on {d['nodes'] or '-'}".rstrip()
@@ -135,9 +140,11 @@ def history(journal: Journal, job_id: int | None = None, limit: int | None = 50)
 def format_history(rows: list[dict[str, Any]]) -> str:
     if not rows:
         return "nothing journaled yet"
-    lines = []
+    # a header and full dates: a journal spans days, and bare columns of numbers did not say what they were
+    lines = [f"{'TIME':<19} {'JOBID':>7} {'ROUND':>5} {'KIND':<8} WHAT  DETAIL"]
     for r in rows:
         rnd = "" if r["round"] is None else f"r{r['round']}"
-        line = f"{_t(r['time'])} {r['job_id']:>7} {rnd:>5} {r['kind']:<8} {r['what']}  {r['detail'] or ''}"
+        when = "-" if r["time"] is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r["time"]))
+        line = f"{when:<19} {r['job_id']:>7} {rnd:>5} {r['kind']:<8} {r['what']}  {r['detail'] or ''}"
         lines.append(line.rstrip())
     return "\n".join(lines)

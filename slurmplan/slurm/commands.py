@@ -11,7 +11,7 @@ from pathlib import Path
 from slurmplan.slurm.backend import SlurmBackend
 from slurmplan.slurm.devcluster import DevCluster, default_state_dir, install_packages
 from slurmplan.slurm.devlayout import load_layout
-from slurmplan.slurm.status import render_status, status_dict
+from slurmplan.slurm.status import check_slurm_conf, render_status, status_dict
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -89,6 +89,7 @@ def _fallback_slurm_conf() -> str | None:
 
 def _status(args: argparse.Namespace) -> int:
     conf = args.slurm_conf or _fallback_slurm_conf()
+    check_slurm_conf(conf)
     env = {"SLURM_CONF": conf} if conf else None
     snapshot = SlurmBackend(env).snapshot()
     if args.json:
