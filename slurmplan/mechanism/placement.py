@@ -103,7 +103,7 @@ class _Free:
         self.arrays()
         g = req.cell.gpus
         if idx is None or idx.size == 0:
-            return Unplaced(f"no schedulable {req.cell.gpu_type} node")
+            return Unplaced(f"no schedulable {req.cell.gpu_type} node: every one is down, drained or absent")
         for k in range(1, min(g, idx.size) + 1):
             if g % k:
                 continue
@@ -117,9 +117,10 @@ class _Free:
     def _why(self, req: PlacementRequest, idx: np.ndarray) -> str:
         top = int(idx[np.argmax(self.gpus[idx])])
         return (
-            f"{req.cell.short()} needs {req.cell.gpus} GPUs, {req.cpus} CPUs, {req.memory_mb} MB split equally over "
-            f"{req.cell.gpu_type} nodes; free now: {int(self.gpus[idx].sum())} GPUs on {idx.size} nodes, "
-            f"most on one node {int(self.gpus[top])} GPUs / {int(self.cpus[top])} CPUs / {int(self.mem[top])} MB"
+            f"does not fit now: {req.cell.short()} needs {req.cell.gpus} GPUs, {req.cpus} CPUs and {req.memory_mb} MB "
+            f"of memory split equally over {req.cell.gpu_type} nodes; free now: {int(self.gpus[idx].sum())} GPUs on "
+            f"{idx.size} nodes, the most on one node {int(self.gpus[top])} GPUs, {int(self.cpus[top])} CPUs and "
+            f"{int(self.mem[top])} MB"
         )
 
 
