@@ -3,9 +3,11 @@
     python benchmarks/bench_launcher.py [--procs 2] [--steps 20] [--params 100e6] [--repeats 3]
 
 Step times are medians over ``--steps`` timed steps after warm-up, measured on rank 0 of ``--procs`` real
-processes (gloo on the CPU; nccl when a GPU is present). Both sides run with deterministic algorithms and the
-same intra-op thread count, so the difference is the logical-worker machinery: RNG context switches, per-worker
-gradient copies, an all-gather of per-worker gradients and the ordered sum, against DDP's bucketed all-reduce.
+processes (gloo on the CPU; nccl when a GPU is present). A DDP step and a launcher step alternate in the same
+processes, so both see the same machine load; the ratio launcher/DDP is printed (goal: <= 1.10x on CPU/gloo at
+one worker per process). Both sides run with deterministic algorithms and the same intra-op thread count, so the
+difference is the logical-worker machinery: RNG context switches, per-worker gradient buffers and the
+fixed-order reduction, against DDP's bucketed all-reduce.
 """
 
 from __future__ import annotations
@@ -70,25 +72,6 @@ def _timed(device: torch.device, step: Callable[[], object]) -> float:
     return time.perf_counter() - start
 
 
-def _finish(denv: dist.DistEnv, times: list[float], out: str) -> None:
-    """Rank 0 writes the step times for the parent process; every rank leaves the group."""
-    if denv.is_main:
-        Path(out).write_text(json.dumps(times))
-    dist.shutdown()
-
-
-def _time_ests(max_p: int, steps: int, warmup: int, out: str) -> None:
-    enable_determinism(1)
-    denv = dist.DistEnv.from_env()
-    dist.init(denv, dist.default_backend())
-    device = torch.device("cuda", denv.local_rank) if torch.cuda.is_available() else torch.device("cpu")
-    trainer = Trainer(
-        _spec(max_p, steps + warmup), AssignedPlan(Plan(dp=denv.world_size), PlanSource.DEFAULT), denv, device
-    )
-    times = [_timed(device, trainer.train_step) for _ in range(steps + warmup)]
-    _finish(denv, times[warmup:], out)
-
-
 def _ddp_step(
     model: nn.Module, opt: torch.optim.Optimizer, device: torch.device, x: torch.Tensor, y: torch.Tensor
 ) -> None:
@@ -97,40 +80,57 @@ def _ddp_step(
     opt.zero_grad(set_to_none=True)
 
 
-def _time_ddp(steps: int, warmup: int, out: str) -> None:
+def _interleaved(per_proc: int, steps: int, warmup: int, out: str) -> None:
+    """In the same processes: a DDP step, then a logical-worker step, ``steps + warmup`` times; rank 0 writes
+    both lists of step times. Interleaving exposes both to the same machine load (the CPU here is shared)."""
     enable_determinism(1)
     denv = dist.DistEnv.from_env()
     dist.init(denv, dist.default_backend())
     device = torch.device("cuda", denv.local_rank) if torch.cuda.is_available() else torch.device("cpu")
+    trainer = Trainer(
+        _spec(denv.world_size * per_proc, steps + warmup),
+        AssignedPlan(Plan(dp=denv.world_size), PlanSource.DEFAULT),
+        denv,
+        device,
+    )
     torch.manual_seed(0)
-    model = nn.parallel.DistributedDataParallel(
+    ddp = nn.parallel.DistributedDataParallel(
         _model().to(device), device_ids=[device.index] if device.index is not None else None
     )
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
     data = _data()
-    times = []
+    batch = WORKER_BATCH * per_proc  # DDP with the same samples per process as the logical workers
+    times: dict[str, list[float]] = {"ddp": [], "ests": []}
     for i in range(steps + warmup):
-        idx = torch.arange(WORKER_BATCH) + (i * denv.world_size + denv.rank) * WORKER_BATCH % (len(data) - WORKER_BATCH)
+        idx = torch.arange(batch) + (i * denv.world_size + denv.rank) * batch % (len(data) - batch)
         x, y = default_collate([data[int(j)] for j in idx])  # per-sample fetch, as the launcher does
-        times.append(_timed(device, partial(_ddp_step, model, opt, device, x, y)))
-    _finish(denv, times[warmup:], out)
+        times["ddp"].append(_timed(device, partial(_ddp_step, ddp, opt, device, x, y)))
+        times["ests"].append(_timed(device, trainer.train_step))
+    if denv.is_main:
+        Path(out).write_text(json.dumps({k: v[warmup:] for k, v in times.items()}))
+    dist.shutdown()
 
 
-def bench_steps(procs: int, steps: int, warmup: int = 3) -> None:
+def bench_steps(procs: int, steps: int, warmup: int = 5) -> dict[int, float]:
+    """Median step times of DDP and of the launcher, interleaved in the same processes; returns the ratios."""
     method = "spawn" if torch.cuda.is_available() else "fork"
+    where = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "CPU/gloo, 1 intra-op thread"
+    print(f"step time, {procs} processes ({where}), {WORKER_BATCH} samples per worker, MLP {HIDDEN}x{DEPTH};")
+    print(f"DDP and logical-worker steps interleaved in the same processes, medians of {steps}:")
+    ratios = {}
     with tempfile.TemporaryDirectory() as tmp:
         out = str(Path(tmp) / "times.json")
-        run_local(_time_ddp, procs, (steps, warmup, out), start_method=method)
-        ddp = statistics.median(json.loads(Path(out).read_text()))
-        print(f"step time, {procs} processes, {WORKER_BATCH} samples per worker, MLP {HIDDEN}x{DEPTH} (medians):")
-        print(f"  plain DDP, 1 worker/process          {ddp * 1e3:8.2f} ms")
         for per_proc in (1, 2):
-            run_local(_time_ests, procs, (procs * per_proc, steps, warmup, out), start_method=method)
-            est = statistics.median(json.loads(Path(out).read_text()))
-            rel = est / (ddp * per_proc) - 1
+            run_local(_interleaved, procs, (per_proc, steps, warmup, out), start_method=method, hold_signal=False)
+            times = json.loads(Path(out).read_text())
+            ddp, est = statistics.median(times["ddp"]), statistics.median(times["ests"])
+            ratios[per_proc] = est / ddp
             print(
-                f"  logical workers, {per_proc} worker(s)/process  {est * 1e3:8.2f} ms ({rel:+.1%} per worker vs DDP)"
+                f"  {per_proc} worker(s)/process: DDP {ddp * 1e3:8.2f} ms  launcher {est * 1e3:8.2f} ms  "
+                f"ratio {est / ddp:.3f}x"
             )
+    print(f"goal at 1 worker/process: <= 1.10x on CPU/gloo (<= 1.05x with NCCL on a GPU); measured {ratios[1]:.3f}x")
+    return ratios
 
 
 def bench_checkpoint(params: float, repeats: int) -> None:

@@ -8,9 +8,16 @@ What it does, at submit time only:
   2. validates them with the SAME grammar as slurmplan/formats.py (documented there; the keys, limits,
      canonical order and error texts below mirror it, and tests/integration/test_hint_parity.py fuzzes both);
   3. refuses a malformed hint (slurm.ERROR) with a user message naming the key, the value and what is allowed;
-  4. writes the canonical hints into job_desc.admin_comment (users cannot set that field themselves), and
-  5. holds managed jobs (priority 0) so that the slurmplan daemon decides before Slurm starts them.
-Jobs without hints are left alone.
+  4. refuses hints naming a model or GPU type this site's slurmplan cannot price (the lists below, filled in by
+     `slurmplan site install`; empty lists check nothing);
+  5. makes a managed job's typed GPU request movable: `--gres=gpu:a100:4` becomes `gpu:4` plus
+     `--constraint=a100` (when the job has no constraint), and `asked=a100:4` in the hints records what the
+     user asked for. Slurm 22.05 cannot change the type of a pending typed request, so a typed job would be
+     pinned to its type; the type is now a preference the daemon may change. A user who needs the type says
+     `types=a100` (then the request is left typed, and the daemon never moves it elsewhere);
+  6. writes the canonical hints into job_desc.admin_comment (users cannot set that field themselves), and
+  7. holds managed jobs (priority 0) so that the slurmplan daemon decides before Slurm starts them.
+Jobs without hints are left alone; unmanaged jobs (no hints, or managed=no) are never rewritten.
 
 The grammar functions live in the global table `slurmplan_hints` so that a plain lua5.3 driver can load this
 file (with a stub `slurm` table) and call them outside slurmctld.
@@ -20,7 +27,9 @@ local H = {}
 slurmplan_hints = H
 
 H.PREFIX = "slurmplan:"
-H.KEYS = { "model", "gpus", "min", "max", "types", "class", "workers", "batch", "seq", "steps", "deadline", "managed" }
+H.KEYS = {
+  "model", "gpus", "min", "max", "types", "class", "workers", "batch", "seq", "steps", "deadline", "managed", "asked",
+}
 local INT_KEYS = { gpus = true, min = true, max = true, workers = true, batch = true, seq = true, steps = true }
 local KNOWN = {}
 for _, k in ipairs(H.KEYS) do KNOWN[k] = true end
@@ -32,6 +41,7 @@ local ALLOWED = {
   deadline = "a UTC time YYYY-MM-DDTHH:MM[:SS][Z] between 1970 and 9999",
   class = "guaranteed or best-effort",
   bool = "yes or no",
+  asked = "a typed GPU request TYPE:N like a100:4 (TYPE 1-32 of a-z 0-9 _ -, N an integer from 1 to 999999999)",
 }
 
 -- An error is a table {field=, value=, allowed=}; H.message renders it like Python's ValidationError.
@@ -107,8 +117,15 @@ local function parse_deadline(key, v)
   return text
 end
 
+local function parse_asked(key, v)
+  local t, n = v:match("^([A-Za-z0-9][A-Za-z0-9_%-]*):([0-9]+)$")
+  if not t or #t > 32 or #n > 9 or tonumber(n) < 1 then return nil, err(key, v, ALLOWED.asked) end
+  return t:lower() .. ":" .. string.format("%d", tonumber(n))
+end
+
 local function parse_value(key, v)
   if INT_KEYS[key] then return parse_int(key, v) end
+  if key == "asked" then return parse_asked(key, v) end
   if key == "model" then return parse_model(key, v) end
   if key == "types" then return parse_types(key, v) end
   if key == "deadline" then return parse_deadline(key, v) end
@@ -287,6 +304,72 @@ function H.in_managed_partition(partitions)
   return false
 end
 
+-- ------------------------------------------------------------------------------------------ known names
+
+-- The models and GPU types the daemon can price; `slurmplan site install` fills both from the performance
+-- catalogs (names and aliases, normalised). An empty list checks nothing. Keep each on one line.
+H.KNOWN_MODELS = {}
+H.KNOWN_TYPES = {}
+
+local function normalise_model(name)
+  return (name:lower():gsub("[%s_]+", "-"))
+end
+
+local function listed(list, name)
+  for _, known in ipairs(list) do
+    if known == name then return true end
+  end
+  return false
+end
+
+-- An error for a model or type the site does not know, or nil.
+function H.check_known(h)
+  if h.model and #H.KNOWN_MODELS > 0 and not listed(H.KNOWN_MODELS, normalise_model(h.model)) then
+    return err("model", h.model, "one of " .. table.concat(H.KNOWN_MODELS, ", "))
+  end
+  for _, t in ipairs(h.types or {}) do
+    if #H.KNOWN_TYPES > 0 and not listed(H.KNOWN_TYPES, t) then
+      return err("types", t, "GPU types among " .. table.concat(H.KNOWN_TYPES, ", "))
+    end
+  end
+  return nil
+end
+
+-- ------------------------------------------------------------------------------------------ typed requests
+
+-- A typed GPU request in tres_per_node ("gres:gpu:a100:4", "gpu:a100:4", "gres/gpu:a100:4", possibly beside
+-- other GRES) as untyped text plus the type and count; nil when there is no typed GPU entry.
+function H.untype(tres)
+  if type(tres) ~= "string" or tres == "" then return nil end
+  local out, gpu_type, count = {}, nil, nil
+  for _, entry in ipairs(split(tres, ",")) do
+    local prefix, t, n = entry:match("^(.-gpu):([A-Za-z0-9][A-Za-z0-9_%-]*):([0-9]+)$")
+    if prefix and not gpu_type and (prefix == "gpu" or prefix == "gres:gpu" or prefix == "gres/gpu") then
+      gpu_type, count = t:lower(), tonumber(n)
+      out[#out + 1] = prefix .. ":" .. n
+    else
+      out[#out + 1] = entry
+    end
+  end
+  if not gpu_type then return nil end
+  return table.concat(out, ","), gpu_type, count
+end
+
+local function is_set(v)
+  return v ~= nil and v ~= "" and v ~= slurm.NO_VAL
+end
+
+-- Rewrite a managed job's typed request; returns the hints (with asked= added) to record.
+local function make_movable(job_desc, h)
+  local untyped, gpu_type, count = H.untype(job_desc.tres_per_node)
+  if not untyped then return h end
+  if h.types and #h.types == 1 and h.types[1] == gpu_type then return h end -- needs that type: left as asked
+  job_desc.tres_per_node = untyped
+  if not is_set(job_desc.features) then job_desc.features = gpu_type end
+  if not h.asked then h.asked = gpu_type .. ":" .. string.format("%d", count) end
+  return h
+end
+
 -- ------------------------------------------------------------------------------------------ fail-open (issue 16)
 
 -- The daemon's heartbeat file, rewritten at the end of every tick it completes; `slurmplan site install` fills
@@ -323,12 +406,22 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
     if not H.in_managed_partition(H.job_partitions(job_desc.partition, part_list)) then return slurm.SUCCESS end
     text, h = H.PREFIX, {}
   end
-  job_desc.admin_comment = text
+  local unknown = H.check_known(h)
+  if unknown then
+    local msg = "slurmplan: " .. H.message(unknown)
+    slurm.log_info("slurmplan: refused job from uid %d: %s", submit_uid, msg)
+    slurm.log_user("%s", msg)
+    return slurm.ERROR
+  end
   if h.managed ~= "no" and H.daemon_down(H.HEARTBEAT_FILE) then
+    -- fail open: plain Slurm runs the job as submitted (typed request untouched)
     slurm.log_info("slurmplan: daemon down (stale heartbeat %s): job from uid %d not held", H.HEARTBEAT_FILE, submit_uid)
   elseif h.managed ~= "no" then
+    h = make_movable(job_desc, h)
+    text = H.format(h)
     job_desc.priority = 0 -- held until the slurmplan daemon releases it
   end
+  job_desc.admin_comment = text
   slurm.log_debug("slurmplan: job from uid %d hints %s", submit_uid, text)
   return slurm.SUCCESS
 end

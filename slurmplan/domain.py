@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -21,7 +21,27 @@ JobId = int
 
 
 class SlurmplanError(Exception):
-    """Base of every error slurmplan raises on purpose."""
+    """Base of every error slurmplan raises on purpose.
+
+    Picklable whatever a subclass's ``__init__`` takes: the constructor's arguments are remembered here and
+    replayed on unpickling. Plain ``Exception`` pickles only ``self.args`` (the message), so an error with extra
+    constructor arguments raised in a worker process (``compare``) broke the whole process pool instead of
+    reaching the user.
+    """
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> SlurmplanError:
+        self = super().__new__(cls, *args)
+        self._init_args = (args, kwargs)
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        args, kwargs = self.__dict__.get("_init_args", (self.args, {}))
+        state = {k: v for k, v in self.__dict__.items() if k != "_init_args"}
+        return (_rebuild_error, (type(self), args, kwargs), state)
+
+
+def _rebuild_error(cls: type[SlurmplanError], args: tuple[Any, ...], kwargs: dict[str, Any]) -> SlurmplanError:
+    return cls(*args, **kwargs)
 
 
 class ValidationError(SlurmplanError, ValueError):
@@ -171,6 +191,9 @@ class Hints:
     steps: int | None = None
     deadline: float | None = None
     """Unix time by which the job should finish."""
+    asked: str | None = None
+    """The typed GPU request (``a100:4``) job_submit.lua turned into an untyped one plus a type preference, so the
+    job can move; the daemon may still use another type unless ``gpu_types`` says which it needs."""
 
     @property
     def elastic(self) -> bool:
@@ -341,6 +364,10 @@ class AllocationProblem:
     A column's CPU need is its candidate's ``cpus``."""
     memory_capacity_mb: Mapping[GpuType, int] | None = None
     """Host memory (MB) on the usable nodes of each GPU type; None: memory does not limit X."""
+    steps_known: np.ndarray | None = None
+    """Per job: the job told its step count (else ``steps_remaining`` is a stand-in); None: all known."""
+    time_limit_left: np.ndarray | None = None
+    """Seconds each job has left before its Slurm time limit (``inf`` when it has none); None: unknown."""
 
     def __post_init__(self) -> None:
         shape = (len(self.job_ids), len(self.cells))
@@ -382,6 +409,8 @@ class Allocation:
     policy: str
     objective: float = float("nan")
     status: str = "optimal"
+    notes: tuple[str, ...] | None = None
+    """Per job, the policy's own words on why it got what it got (``explain`` shows them); None: none."""
 
     def effective_throughput(self, problem: AllocationProblem) -> np.ndarray:
         return (self.x * problem.throughput).sum(axis=1)

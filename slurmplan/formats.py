@@ -33,6 +33,8 @@ Grammar (whitespace around ``;`` and ``=`` is ignored, empty segments are skippe
     steps     integer 1..999999999                    steps
     deadline  YYYY-MM-DDTHH:MM[:SS][Z], UTC            deadline (Unix time)
     managed   yes | no                                managed
+    asked     TYPE:N (TYPE lower-cased, 1-32 of [A-Za-z0-9_-]; N 1..999999999)   asked
+              the typed --gres request job_submit.lua made movable (gpu:a100:4 -> gpu:4 + constraint a100)
 
 Integers are plain decimal digits (at most 9). Cross-field rules: ``min <= max``; ``gpus`` lies within
 ``[min, max]`` where those are given; ``workers`` is at least ``gpus`` and ``max`` (a job cannot use more GPUs
@@ -56,6 +58,7 @@ all decision when it starts with ``slurmplan:`` otherwise.
 from __future__ import annotations
 
 import calendar
+import functools
 import re
 import time
 from collections.abc import Callable, Mapping
@@ -81,6 +84,8 @@ _DEADLINE_RE = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2
 _DEADLINE_ALLOWED = "a UTC time YYYY-MM-DDTHH:MM[:SS][Z] between 1970 and 9999"
 _CLASS_ALLOWED = "guaranteed or best-effort"
 _BOOL_ALLOWED = "yes or no"
+_ASKED_RE = re.compile(r"([A-Za-z0-9][A-Za-z0-9_-]*):([0-9]+)")
+_ASKED_ALLOWED = "a typed GPU request TYPE:N like a100:4 (TYPE 1-32 of a-z 0-9 _ -, N an integer from 1 to 999999999)"
 
 KEYS: tuple[str, ...] = (
     "model",
@@ -95,6 +100,7 @@ KEYS: tuple[str, ...] = (
     "steps",
     "deadline",
     "managed",
+    "asked",
 )
 """Keys in canonical order."""
 
@@ -141,6 +147,13 @@ def _parse_bool(key: str, value: str) -> bool:
     return value == "yes"
 
 
+def _parse_asked(key: str, value: str) -> str:
+    match = _ASKED_RE.fullmatch(value)
+    if not match or len(match[1]) > 32 or len(match[2]) > INT_MAX_DIGITS or int(match[2]) < 1:
+        raise ValidationError(key, value, _ASKED_ALLOWED, WHERE)
+    return f"{match[1].lower()}:{int(match[2])}"
+
+
 def _parse_deadline(key: str, value: str) -> float:
     """UTC only, so that the lua side (which has no time-zone database) computes the same number."""
     match = _DEADLINE_RE.fullmatch(value)
@@ -167,6 +180,7 @@ _PARSERS: dict[str, tuple[str, Callable[[str, str], object]]] = {
     "class": ("job_class", _parse_class),
     "deadline": ("deadline", _parse_deadline),
     "managed": ("managed", _parse_bool),
+    "asked": ("asked", _parse_asked),
 }
 
 
@@ -225,6 +239,7 @@ def _canonical_values(h: Hints) -> dict[str, str | None]:
         "class": h.job_class.value if h.job_class is not JobClass.BEST_EFFORT else None,
         "deadline": deadline,
         "managed": None if h.managed else "no",
+        "asked": _parse_asked("asked", h.asked) if h.asked is not None else None,
     }
     for key, name in _INT_KEYS.items():
         value = getattr(h, name)
@@ -325,6 +340,7 @@ def parse_plan_short(text: str) -> Plan:
     return Plan(**fields)  # type: ignore[arg-type]
 
 
+@functools.lru_cache(maxsize=64)
 def round_stamp(index: int, lease_end: float) -> str:
     """``round 17 | lease until 12:06`` (UTC): the round a decision belongs to and when its lease ends."""
     return f"round {index} | lease until {time.strftime('%H:%M', time.gmtime(lease_end))}"
@@ -371,7 +387,7 @@ def parse_decision(text: str) -> tuple[Cell, Plan] | None:
     if not decision.startswith(PREFIX):
         return None
     tokens = decision[len(PREFIX) :].split("|")[0].split()
-    if not tokens:
+    if not tokens or tokens[0] == "held":  # "slurmplan: held (preempted) | ...": no configuration to run in
         return None
     if not (cell_match := _CELL_RE.fullmatch(tokens[0])):
         raise ValidationError("decision", decision, _DECISION_ALLOWED)

@@ -55,7 +55,9 @@ static struct spank_option plan_options[] = {
 	 "slurmplan: GPUs the job can use: a fixed N, or an elastic range MIN:MAX the scheduler may resize within.",
 	 1, 0, _accept_option},
 	{"plan-gpu-types", "TYPE[,TYPE...]",
-	 "slurmplan: GPU types the job may run on, in order of preference (e.g. a100,h100).", 1, 0, _accept_option},
+	 "slurmplan: GPU types the job may run on, in order of preference (e.g. a100,h100). Without it a managed "
+	 "job's --gres=gpu:TYPE:N is only a preference: the scheduler may run it on another type.",
+	 1, 0, _accept_option},
 	{"plan-class", "guaranteed|best-effort",
 	 "slurmplan: job class; guaranteed jobs keep at least their requested performance.", 1, 0, _accept_option},
 	{"plan-workers", "N",

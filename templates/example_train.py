@@ -15,15 +15,20 @@ and later resumes on however many GPUs it gets, learning exactly what it would h
 
 from __future__ import annotations
 
-import argparse
-import logging
-import sys
-import time
+from slurmplan.launch.early import catch_early
 
-import torch
-from torch import nn
+catch_early()  # first: a checkpoint signal while torch is imported is remembered, not fatal
 
-from slurmplan.launch import TrainSpec, run
+import argparse  # noqa: E402
+import logging  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+
+import torch  # noqa: E402
+from torch import nn  # noqa: E402
+
+from slurmplan.domain import SlurmplanError  # noqa: E402
+from slurmplan.launch import TrainSpec, run  # noqa: E402
 
 
 def make_model() -> nn.Module:
@@ -92,12 +97,17 @@ def make_spec(argv: list[str] | None = None) -> TrainSpec:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Exit status: 0 finished or requeued, 75 checkpointed but not requeued, 1 error (see ``Outcome``)."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    result = run(make_spec(argv))
+    try:
+        result = run(make_spec(argv))
+    except SlurmplanError as exc:
+        print(f"example_train: error: {exc}", file=sys.stderr)
+        return 1
     logging.getLogger("example").info(
         "%s at step %d on %d processes", result.outcome.value, result.step, result.world_size
     )
-    return 0
+    return result.outcome.exit_code
 
 
 if __name__ == "__main__":

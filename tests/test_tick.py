@@ -146,7 +146,7 @@ def test_stickiness_keeps_small_gains_and_moves_large_ones(a100_speed: float, mo
     out = decide(TickInput(T0, mini.snapshot_cluster(), mini.managed()), policy, SchedulerState())
     a = by_job(out)[1]
     if not moves:
-        assert a.reason is Reason.KEPT and a.nodes == ("v100-0",) and "does not beat" in a.detail
+        assert a.reason is Reason.KEPT and a.nodes == ("v100-0",) and "not above" in a.detail
         assert kinds(out) == [(1, ActionKind.ANNOTATE)]
         assert out.actions[0].admin_comment.startswith("slurmplan: v100x1 dp1")
         return
@@ -355,3 +355,43 @@ def test_duplicate_job_ids_in_the_input_are_refused() -> None:
     jobs = (mjob(1, {"a100": {1: 10.0}}), mjob(1, {"a100": {1: 10.0}}))
     with pytest.raises(ValidationError, match="each job id at most once"):
         decide(TickInput(T0, cluster(a100=(1, 1)), jobs), RequestedPolicy(), SchedulerState())
+
+
+def test_preempted_requeue_held_job_no_longer_shows_its_running_decision() -> None:
+    old = "slurmplan: a100x1 dp1 | round 2 | lease until 08:14"
+    running = mjob(1, {"a100": {1: 10.0}}, state=JobState.RUNNING, nodes=("a100-0",), admin_comment=old)
+    waiting = mjob(2, {"a100": {1: 10.0}})
+    mini = MiniCluster(cluster(a100=(1, 1)), [running, waiting], exit_on_signal=False)
+    policy = FixedPolicy({2: {Cell("a100", 1): 1.0}})
+    config = TickConfig(grace_s=120.0)
+    state = SchedulerState()
+    outs = []
+    for now in (T0, T0 + 130, T0 + 190):
+        out = decide(TickInput(now, mini.snapshot_cluster(), mini.managed(), config), policy, state)
+        mini.apply(out.actions, now)
+        state = out.state
+        outs.append(out)
+    assert kinds(outs[1]) == [(1, ActionKind.REQUEUE_HOLD), (1, ActionKind.ANNOTATE)]
+    comment = mini.jobs[1].job.admin_comment
+    assert comment.startswith("slurmplan: held (preempted) | round ") and "lease until" not in comment
+    assert "=" not in comment  # would read as hints
+    assert outs[2].actions == ()  # said once, not every tick
+
+
+def test_held_pending_job_with_a_stale_decision_is_annotated_once() -> None:
+    old = "slurmplan: a100x1 dp1 | round 2 | lease until 08:14"
+    job = mjob(1, {"a100": {1: 10.0}}, held=True, admin_comment=old)
+    mini = MiniCluster(cluster(a100=(1, 1)), [job])
+    state = SchedulerState()
+    out = decide(TickInput(T0, mini.snapshot_cluster(), mini.managed(), TickConfig()), FixedPolicy({}), state)
+    assert kinds(out) == [(1, ActionKind.ANNOTATE)]
+    assert out.actions[0].admin_comment.startswith("slurmplan: held (waiting) | round ")
+
+
+def test_a_held_decision_names_no_plan_to_the_launcher() -> None:
+    from slurmplan.formats import parse_decision
+
+    assert (
+        parse_decision("slurmplan:gpus=1 || slurmplan: held (preempted) | round 3 | its a100 GPUs went to job 2")
+        is None
+    )

@@ -94,6 +94,18 @@ if [ -n "$FIRST" ]; then
 fi
 
 echo
+# Jobs the daemon held (job_submit.lua holds every managed job; the daemon releases the ones a round picks)
+# stay held now that the daemon has stopped: say which, and how to go on.
+HELD=$(squeue -h -t PENDING -o "%i %r" | awk '$2 ~ /Held/ {print $1}' | paste -sd' ' -)
+if [ -n "$HELD" ]; then
+    echo "Held now: job(s) $HELD. A held job stays pending (priority 0) until slurmplan releases it in a later"
+    echo "round, and nothing ticks now that the demo's daemon stopped. Its AdminComment says why it is held:"
+    echo "  scontrol show job $(echo "$HELD" | cut -d' ' -f1) | grep AdminComment"
+fi
+echo "Run the daemon on (Ctrl-C stops it):  SLURMPLAN_CONFIG=$CONFIG slurmplan daemon --interval 5"
+echo "One tick at a time instead:          SLURMPLAN_CONFIG=$CONFIG slurmplan tick"
+echo "Release a held job by hand:          scontrol release JOBID (it runs as submitted until a daemon decides otherwise)"
+echo
 echo "The cluster keeps running. Try:  export SLURM_CONF=$SLURM_CONF; squeue; slurmplan status --json"
 echo "Ask slurmplan:                   slurmplan explain JOBID --config $CONFIG; slurmplan history --config $CONFIG"
 echo "Stop it with:                    slurmplan devcluster down"

@@ -29,22 +29,31 @@ MAX_ATTEMPTS = 3
 
 
 def apply_rows(journal: Journal, backend: ClusterBackend, rows: Sequence[ActionRow], now: float) -> ApplyReport:
-    """Apply intents job by job, in id order, marking each row; a backend exception leaves rows as intents."""
+    """Apply intents job by job, in id order, marking each row; a backend exception leaves rows as intents.
+
+    Rows go to the backend in waves: wave k holds the k-th action of every job whose earlier actions took, so
+    one job's actions stay in order while the backend may batch the same kind across jobs (one ``scontrol
+    hold 1,2,3`` instead of three calls).
+    """
     by_job: dict[int, list[ActionRow]] = {}
     for row in sorted(rows, key=lambda r: r.id):
         by_job.setdefault(row.action.job_id, []).append(row)
     applied = failed = retry = 0
-    for job_rows in by_job.values():
-        for row in job_rows:
-            try:
-                result = backend.apply([row.action])[0]
-                ok, message = result.ok, result.message
-            except Exception as exc:  # a backend bug or Slurm unreachable: keep the intent, retry next tick
-                log.warning("applying %s to job %d raised: %s", row.action.kind.value, row.action.job_id, exc)
-                ok, message = False, f"{type(exc).__name__}: {exc}"
+    queues = list(by_job.values())
+    while queues:
+        wave = [q[0] for q in queues]
+        try:
+            results = [(r.ok, r.message) for r in backend.apply([row.action for row in wave])]
+        except Exception as exc:  # a backend bug or Slurm unreachable: keep the intents, retry next tick
+            log.warning("applying %d actions raised: %s", len(wave), exc)
+            results = [(False, f"{type(exc).__name__}: {exc}")] * len(wave)
+        next_queues = []
+        for q, row, (ok, message) in zip(queues, wave, results, strict=True):
             if ok:
                 journal.mark_action(row.id, ActionStatus.APPLIED, now, message)
                 applied += 1
+                if len(q) > 1:
+                    next_queues.append(q[1:])
                 continue
             if row.attempts + 1 < MAX_ATTEMPTS:
                 _count_attempt(journal, row.id, message)
@@ -53,7 +62,8 @@ def apply_rows(journal: Journal, backend: ClusterBackend, rows: Sequence[ActionR
                 journal.mark_action(row.id, ActionStatus.FAILED, now, message)
                 failed += 1
             log.warning("job %d: %s failed: %s", row.action.job_id, row.action.kind.value, message)
-            break  # the job's later actions wait for this one
+            # the job's later actions wait for this one
+        queues = next_queues
     return ApplyReport(applied=applied, failed=failed, retry=retry)
 
 

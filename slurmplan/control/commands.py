@@ -5,23 +5,30 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import signal
 import sys
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from slurmplan.control.config import DEFAULT_CONFIG_PATH, DaemonConfig, load_config
-from slurmplan.control.explain import check_limit, explain_job, format_explanation, format_history, history
-from slurmplan.control.journal import Journal
-from slurmplan.control.runner import Daemon, TickReport
 from slurmplan.domain import Action, ValidationError
+
+if TYPE_CHECKING:  # the daemon's modules are imported by the commands that run them, not by every `slurmplan`
+    from slurmplan.control.journal import Journal
+    from slurmplan.control.runner import Daemon, TickReport
 
 log = logging.getLogger(__name__)
 
 
+def config_path(args: argparse.Namespace) -> str | None:
+    """``--config``, else ``$SLURMPLAN_CONFIG`` (set by the site install, as ``hook`` reads it), else the default."""
+    return getattr(args, "config", None) or os.environ.get("SLURMPLAN_CONFIG") or None
+
+
 def _config(args: argparse.Namespace) -> DaemonConfig:
-    cfg = load_config(args.config)
+    cfg = load_config(config_path(args))
     return cfg.with_overrides(
         dry_run=True if getattr(args, "dry_run", False) else None,
         shadow=True if getattr(args, "shadow", False) else None,
@@ -30,7 +37,7 @@ def _config(args: argparse.Namespace) -> DaemonConfig:
 
 
 def _add_common(p: argparse.ArgumentParser, *, json_flag: bool = True) -> None:
-    p.add_argument("--config", help=f"the daemon's YAML file (default {DEFAULT_CONFIG_PATH})")
+    p.add_argument("--config", help=f"the daemon's YAML file (default $SLURMPLAN_CONFIG, else {DEFAULT_CONFIG_PATH})")
     p.add_argument("--database", help="override the journal path from the config")
     if json_flag:
         p.add_argument("--json", action="store_true", help="machine-readable output")
@@ -39,7 +46,8 @@ def _add_common(p: argparse.ArgumentParser, *, json_flag: bool = True) -> None:
 def _action_text(a: Action) -> str:
     parts = [f"{a.kind.value:<12} job {a.job_id}"]
     if a.gpu_type or a.gpus_per_node:
-        parts.append(f"gpu:{a.gpu_type}:{a.gpus_per_node} x{a.node_count or 1} nodes={','.join(a.nodelist or ())}")
+        gres = f"gpu:{a.gpu_type}:{a.gpus_per_node}" if a.gpu_type else f"gpu:{a.gpus_per_node}"  # Slurm's spelling
+        parts.append(f"{gres} x{a.node_count or 1} nodes={','.join(a.nodelist or ())}")
     if a.signal:
         parts.append(f"signal {a.signal}")
     if a.admin_comment:
@@ -100,12 +108,28 @@ def format_report(r: TickReport) -> str:
 
 
 def cmd_tick(args: argparse.Namespace) -> int:
+    from slurmplan.control.runner import Daemon
+
     report = Daemon(_config(args)).tick()
     print(json.dumps(report_dict(report), indent=2) if args.json else format_report(report))
     return 1 if report.skipped else 0
 
 
+def tick_changed(report: TickReport) -> bool:
+    """Whether a tick did or decided anything an admin watching the daemon's output should see."""
+    return bool(report.new_round or report.actions or report.skipped or report.rolled_forward.applied or report.refused)
+
+
+def daemon_output(report: TickReport, verbose: bool) -> str | None:
+    """What the daemon prints after a tick: its decisions when something changed; for a tick that changed
+    nothing, one line with -v and nothing otherwise (a line every 30 s buried the ticks that mattered)."""
+    if tick_changed(report):
+        return format_report(report)
+    return format_report(report).splitlines()[0] if verbose else None
+
+
 def cmd_daemon(args: argparse.Namespace) -> int:
+
     cfg = _config(args)
     interval = args.interval if args.interval is not None else cfg.interval_s
     if interval <= 0:
@@ -115,12 +139,9 @@ def cmd_daemon(args: argparse.Namespace) -> int:
         signal.signal(sig, lambda *_: stop.set())
 
     def show(report: TickReport) -> None:
-        """Full decisions when something happens (new round, actions); one line for a quiet tick."""
-        if args.quiet:
-            return
-        text = format_report(report)
-        quiet = not (report.new_round or report.actions or report.skipped or report.rolled_forward.applied)
-        print(text.splitlines()[0] if quiet else text, flush=True)
+        text = None if args.quiet else daemon_output(report, args.verbose > 0)
+        if text is not None:
+            print(text, flush=True)
 
     daemon, on_metrics = _with_metrics(cfg, args)
     daemon.run(interval, max_ticks=args.max_ticks, stop=stop, on_tick=lambda r: (on_metrics(r), show(r)))
@@ -129,6 +150,8 @@ def cmd_daemon(args: argparse.Namespace) -> int:
 
 def _read_journal(args: argparse.Namespace) -> Journal:
     """The configured journal, opened read-only: a read never creates a database (a typo'd path is an error)."""
+    from slurmplan.control.journal import Journal
+
     return Journal(_config(args).database, readonly=True)
 
 
@@ -136,6 +159,7 @@ def _with_metrics(cfg: DaemonConfig, args: argparse.Namespace) -> tuple[Daemon, 
     """The daemon, instrumented when a metrics port or textfile is configured (issue 16)."""
     from slurmplan.control.config import config_from_mapping
     from slurmplan.control.metrics import DaemonMetrics, record_start
+    from slurmplan.control.runner import Daemon
 
     if args.metrics_port is not None:
         config_from_mapping({"metrics_port": args.metrics_port}, "--metrics-port")  # refused with the field named
@@ -164,6 +188,8 @@ def _with_metrics(cfg: DaemonConfig, args: argparse.Namespace) -> tuple[Daemon, 
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
+    from slurmplan.control.explain import explain_job, format_explanation
+
     with _read_journal(args) as j:
         e = explain_job(j, args.job_id)
     print(json.dumps(e, indent=2, default=str) if args.json else f"journal {j.path}:\n{format_explanation(e)}")
@@ -182,6 +208,8 @@ def history_heading(j: Journal, job_id: int | None, rows: list[dict[str, Any]], 
 
 
 def cmd_history(args: argparse.Namespace) -> int:
+    from slurmplan.control.explain import check_limit, format_history, history
+
     limit = check_limit(args.limit)  # before opening anything
     with _read_journal(args) as j:
         rows = history(j, args.job, limit)
@@ -197,13 +225,25 @@ def cmd_history(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = subparsers.add_parser("tick", help="run one scheduling tick: observe Slurm, decide, act (for cron)")
+    p = subparsers.add_parser(
+        "tick",
+        help="run one scheduling tick: observe Slurm, decide, act (for cron)",
+        description="Run one tick: read the managed jobs and nodes from Slurm, run the policy when a round is "
+        "due, journal the decisions, then hold, update, release, signal or requeue jobs to match them. Reads "
+        "--config, else $SLURMPLAN_CONFIG, else the default path.",
+    )
     _add_common(p)
     p.add_argument("--dry-run", action="store_true", help="print the actions and change nothing")
     p.add_argument("--shadow", action="store_true", help="decide and journal, but never act on Slurm")
     p.set_defaults(func=cmd_tick)
 
-    p = subparsers.add_parser("daemon", help="tick every --interval seconds until stopped (for systemd)")
+    p = subparsers.add_parser(
+        "daemon",
+        help="tick every --interval seconds until stopped (for systemd)",
+        description="Tick every --interval seconds until SIGTERM or SIGINT. Prints a tick's decisions and actions "
+        "only when something changed (a new round, an action, a refused job, a skipped tick); -v also prints "
+        "one line for each quiet tick.",
+    )
     _add_common(p, json_flag=False)
     p.add_argument("--interval", type=float, help="seconds between ticks (default: interval_s of the config)")
     p.add_argument("--shadow", action="store_true", help="decide and journal, but never act on Slurm")
@@ -213,12 +253,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--metrics-textfile", type=Path, help="write Prometheus metrics to this node_exporter textfile")
     p.set_defaults(func=cmd_daemon)
 
-    p = subparsers.add_parser("explain", help="why a job has its configuration (candidates, share, priority, rule)")
+    p = subparsers.add_parser(
+        "explain",
+        help="why a job has its configuration (candidates, share, priority, rule)",
+        description="Explain the latest decision journaled for one job: its hints, candidate configurations, "
+        "its share of each in the policy's allocation, its priority, and the rule that placed, kept, moved, "
+        "held or preempted it.",
+    )
     _add_common(p)
     p.add_argument("job_id", type=int, metavar="JOBID")
     p.set_defaults(func=cmd_explain)
 
-    p = subparsers.add_parser("history", help="decisions, actions and job events, oldest first")
+    p = subparsers.add_parser(
+        "history",
+        help="decisions, actions and job events, oldest first",
+        description="Print the journal: each tick's decisions, the actions sent to Slurm and the job events "
+        "(prolog, epilog, launcher reports), oldest first.",
+    )
     _add_common(p)
     p.add_argument("--job", type=int, metavar="JOBID", help="only this job")
     p.add_argument(

@@ -61,7 +61,30 @@ def explain_job(journal: Journal, job_id: int) -> dict[str, Any]:
             for r in journal.intents.rows(job_id=job_id, limit=10, newest=True)
         ],
         "events": journal.events.of(job_id, newest=10),
+        "reconfig_cost": _reconfig_cost(journal, job_id, last),
     }
+
+
+def _cell_gpus(cell: str | None) -> int:
+    """GPUs of a Cell as journaled (``a100x4``, ``a100x4 pp2``); 0 when there is none (a held job's decision)."""
+    size = (cell or "").split(" ")[0].rpartition("x")[2]
+    return int(size) if size.isdigit() else 0
+
+
+def _reconfig_cost(journal: Journal, job_id: int, last: dict[str, Any] | None) -> dict[str, Any]:
+    """What moving this job would cost, as measured on this cluster for jobs of its size (control/calibration).
+
+    Its size is that of its last decision, or, while it is held, that of its largest candidate Cell.
+    """
+    from slurmplan.control.calibration import calibrate, restart_samples
+
+    gpus = _cell_gpus((last or {}).get("cell")) or max(
+        (_cell_gpus(c["cell"]) for c in journal.candidates.of(job_id)), default=0
+    )
+    gpus = gpus or 1
+    calibration = calibrate(restart_samples(journal.restart_timeline()))
+    seconds, source = calibration.cost_for(gpus)
+    return {"gpus": gpus, "seconds": round(seconds, 2), "source": source, "by_gpus": calibration.to_dict()}
 
 
 def _t(ts: float | None) -> str:
@@ -75,7 +98,12 @@ def format_explanation(e: dict[str, Any]) -> str:
     if e["hint_error"]:
         lines.append(f"  left alone, bad hints: {e['hint_error']}")
     d = e["decision"]
-    if d:
+    if d and not d["cell"]:  # held: no configuration, nothing runs; "on - ... predicted 0 samples/s" said nothing
+        lines.append(f"  round {d['round_index']} at {_t(d['time'])}: held ({d['reason']}), not running this round")
+        lines.append(f"  priority {d['priority']:.3g}, share of the cluster this round {d['share']:.3g}")
+        if d["rule"]:
+            lines.append(f"  why: {d['rule']}")
+    elif d:
         lines.append(
             f"  round {d['round_index']} at {_t(d['time'])}: {d['reason']}"
             f" {d['cell'] or ''} {d['plan'] or ''} on {d['nodes'] or '-'}".rstrip()
@@ -94,6 +122,10 @@ def format_explanation(e: dict[str, Any]) -> str:
             plan = plan_from_dict(c["plan"])
             plan = plan.short() if plan else ""
             lines.append(f"    {c['cell']:<14} {c['throughput']:>10.4g}  {c['source']:<9} {plan}")
+    if e.get("reconfig_cost"):
+        rc = e["reconfig_cost"]
+        gpus = f"{rc['gpus']} GPU" + ("s" if rc["gpus"] != 1 else "")
+        lines.append(f"  reconfiguration cost for {gpus}: {rc['seconds']:.1f} s ({rc['source']})")
     for a in e["actions"]:
         lines.append(f"  action #{a['id']} {a['kind']:<12} {a['status']:<9} {a['reason']} {a['msg']}".rstrip())
     for ev in e["events"]:
@@ -135,9 +167,11 @@ def history(journal: Journal, job_id: int | None = None, limit: int | None = 50)
 def format_history(rows: list[dict[str, Any]]) -> str:
     if not rows:
         return "nothing journaled yet"
-    lines = []
+    # a header and full dates: a journal spans days, and bare columns of numbers did not say what they were
+    lines = [f"{'TIME':<19} {'JOBID':>7} {'ROUND':>5} {'KIND':<8} WHAT  DETAIL"]
     for r in rows:
         rnd = "" if r["round"] is None else f"r{r['round']}"
-        line = f"{_t(r['time'])} {r['job_id']:>7} {rnd:>5} {r['kind']:<8} {r['what']}  {r['detail'] or ''}"
+        when = "-" if r["time"] is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r["time"]))
+        line = f"{when:<19} {r['job_id']:>7} {rnd:>5} {r['kind']:<8} {r['what']}  {r['detail'] or ''}"
         lines.append(line.rstrip())
     return "\n".join(lines)

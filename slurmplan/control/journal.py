@@ -148,6 +148,10 @@ class Journal:
     ) -> list[ActionRow]:
         return self.intents.rows(status=status, job_id=job_id, limit=limit)
 
+    def restart_timeline(self) -> list[dict[str, Any]]:
+        """Applied checkpoint signals and GPU updates plus job start/end events (``control.calibration``)."""
+        return self.intents.restart_timeline()
+
     def get_value(self, key: str, default: Any = None) -> Any:
         return self.state.get(key, default)
 

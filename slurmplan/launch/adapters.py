@@ -103,8 +103,31 @@ def deepspeed_config(plan: Plan, base: dict[str, Any] | None = None) -> dict[str
     return config
 
 
+def precision_for(gpu_type: str) -> str:
+    """``bf16`` on GPU types with native bfloat16 (the catalog's ``bf16``), ``fp16`` on types with fast fp16
+    (V100, T4, P100), else ``fp32`` (K80): what a DeepSpeed/Megatron script should train in there."""
+    from slurmplan.perf.hardware import get_gpu
+
+    spec = get_gpu(gpu_type)
+    if spec.bf16:
+        return "bf16"
+    return "fp16" if spec.fp16_tflops > spec.fp32_tflops else "fp32"
+
+
 def megatron_deepspeed_args(plan: Plan, config_path: str, *, num_layers: int | None = None) -> list[str]:
-    """Megatron-DeepSpeed flags: Megatron's parallel sizes; ZeRO, offload and checkpointing go to DeepSpeed."""
+    """Megatron-DeepSpeed flags: Megatron's parallel sizes; ZeRO, offload and checkpointing go to DeepSpeed.
+
+    Megatron-DeepSpeed has no ``--num-virtual-stages-per-pipeline-rank``: interleaved stages are expressed
+    as ``--num-layers-per-virtual-pipeline-stage``, which needs ``num_layers``.
+    """
+    if plan.virtual_stages > 1 and num_layers is None:
+        raise ValidationError(
+            "num_layers",
+            None,
+            f"the model's layer count (--num-layers) for a plan with {plan.virtual_stages} virtual stages: "
+            "Megatron-DeepSpeed only takes --num-layers-per-virtual-pipeline-stage",
+            "adapter",
+        )
     core = dataclasses.replace(plan, checkpointing=False, zero_stage=0, offload=False)
     args = megatron_args(core, num_layers=num_layers)
     if plan.checkpointing:  # Megatron-DeepSpeed's spelling, carried out by DeepSpeed's checkpointing

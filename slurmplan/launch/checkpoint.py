@@ -19,7 +19,38 @@ from typing import Any
 
 import torch
 
+from slurmplan.domain import SlurmplanError
+
 log = logging.getLogger(__name__)
+
+
+class CheckpointError(SlurmplanError):
+    """A checkpoint folder that cannot be written, or no checkpoint in it that can be read."""
+
+
+def describe_mismatch(saved: dict[str, Any], current: dict[str, Any], limit: int = 5) -> str:
+    """Which keys of a saved ``state_dict`` differ from the model's ("" when they match): missing, unexpected,
+    and shapes that differ, each list cut to ``limit`` names."""
+
+    def names(keys: list[str]) -> str:
+        return ", ".join(keys[:limit]) + (f" and {len(keys) - limit} more" if len(keys) > limit else "")
+
+    missing = [k for k in current if k not in saved]
+    unexpected = [k for k in saved if k not in current]
+    shapes = [
+        f"{k} {tuple(saved[k].shape)} saved vs {tuple(current[k].shape)} now"
+        for k in current
+        if k in saved and hasattr(saved[k], "shape") and tuple(saved[k].shape) != tuple(current[k].shape)
+    ]
+    parts = []
+    if missing:
+        parts.append(f"{len(missing)} keys the model has but the checkpoint lacks ({names(missing)})")
+    if unexpected:
+        parts.append(f"{len(unexpected)} keys the checkpoint has but the model lacks ({names(unexpected)})")
+    if shapes:
+        parts.append(f"{len(shapes)} shapes differ ({names(shapes)})")
+    return "; ".join(parts)
+
 
 STATE_FILE = "state.pt"
 MARKER_FILE = "complete.json"
@@ -88,15 +119,64 @@ class CheckpointStore:
         log.info("checkpoint of step %d saved to %s in %.2fs", step, final, time.perf_counter() - started)
         return final
 
-    def load(self, folder: Path | None = None, map_location: str | torch.device = "cpu") -> dict[str, Any] | None:
-        """The state saved in ``folder`` (default: the latest complete checkpoint), or None if there is none."""
-        folder = folder or self.latest()
-        if folder is None:
-            return None
-        # weights_only=False: the state holds NumPy and Python RNG states, written by this job itself.
-        state = torch.load(folder / STATE_FILE, map_location=map_location, weights_only=False)
-        log.info("resuming from %s", folder)
+    def check_writable(self) -> None:
+        """Create the folder and write a probe file in it, so that a folder the job cannot write is found at
+        start, not at the final save after all the work."""
+        probe = self.root / f"{_TMP_PREFIX}probe-{os.getpid()}"
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            with open(probe, "wb") as fh:
+                fh.write(b"ok")
+            probe.unlink()
+        except OSError as exc:
+            raise CheckpointError(
+                f"checkpoint_dir {self.root} is not writable ({exc.strerror or exc}): the job could not save; "
+                "give a folder this job can write"
+            ) from None
+
+    def _read(self, folder: Path, map_location: str | torch.device) -> dict[str, Any]:
+        path = folder / STATE_FILE
+        try:
+            # weights_only=False: the state holds NumPy and Python RNG states, written by this job itself.
+            state = torch.load(path, map_location=map_location, weights_only=False)
+        except Exception as exc:  # truncated: OSError/RuntimeError, garbage: UnpicklingError, empty: EOFError
+            raise CheckpointError(f"checkpoint {path} cannot be read ({type(exc).__name__}: {exc})") from None
         return state
+
+    def load_newest_intact(self, map_location: str | torch.device = "cpu") -> tuple[Path, dict[str, Any]] | None:
+        """The newest checkpoint that reads, as (folder, state); None (logged: where it looked) when there is none.
+
+        A checkpoint that cannot be read is named in a warning and the previous one is tried; if none reads,
+        :class:`CheckpointError` names every file tried.
+        """
+        done = self.complete()
+        if not done:
+            why = "the folder does not exist" if not self.root.exists() else "no complete step-* checkpoint in it"
+            log.info("starting fresh at step 0: looked for checkpoints in %s (%s)", self.root.resolve(), why)
+            return None
+        failures = []
+        for _, folder in reversed(done):
+            try:
+                state = self._read(folder, map_location)
+            except CheckpointError as exc:
+                log.warning("%s; trying an older checkpoint", exc)
+                failures.append(str(exc))
+                continue
+            if failures:
+                log.warning(
+                    "resuming from %s, the newest intact checkpoint (%d newer unreadable)", folder, len(failures)
+                )
+            else:
+                log.info("resuming from %s", folder)
+            return folder, state
+        raise CheckpointError(f"no readable checkpoint in {self.root}: " + "; ".join(failures))
+
+    def load(self, folder: Path | None = None, map_location: str | torch.device = "cpu") -> dict[str, Any] | None:
+        """The state saved in ``folder`` (default: the newest intact checkpoint), or None if there is none."""
+        if folder is None:
+            found = self.load_newest_intact(map_location)
+            return found[1] if found else None
+        return self._read(folder, map_location)
 
     def _prune(self) -> None:
         done = self.complete()

@@ -8,10 +8,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
+import sys
 
-from slurmplan.launch.adapters import deepspeed_config, megatron_args, megatron_deepspeed_args, torchrun_prefix
-from slurmplan.launch.plan_env import load_assigned_plan
+from slurmplan.domain import SlurmplanError
+from slurmplan.launch.adapters import (
+    deepspeed_config,
+    megatron_args,
+    megatron_deepspeed_args,
+    precision_for,
+    torchrun_prefix,
+)
+from slurmplan.launch.plan_env import AssignedPlan, load_assigned_plan
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -20,7 +29,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="print the job's plan as Megatron-LM / DeepSpeed / torchrun arguments",
         description=__doc__,
     )
-    p.add_argument("kind", choices=["megatron", "megatron-deepspeed", "deepspeed", "torchrun"])
+    p.add_argument("kind", choices=["megatron", "megatron-deepspeed", "deepspeed", "torchrun", "precision"])
     p.add_argument("--num-layers", type=int, default=None, help="model layers (for interleaved virtual stages)")
     p.add_argument("--config-path", default="ds_config.json", help="DeepSpeed config path for megatron-deepspeed")
     p.add_argument("--base-config", default=None, help="a DeepSpeed JSON config to start from")
@@ -28,11 +37,50 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--gpus-per-node", type=int, default=None, help="GPUs per node (torchrun; default plan GPUs/nodes)")
     p.add_argument("--rdzv-endpoint", default="127.0.0.1:29500", help="torchrun rendezvous host:port")
     p.add_argument("--json", action="store_true", help="print JSON (a list of arguments, or the config)")
+    p.add_argument("--gpu-type", default=None, help="precision: the GPU type (default: the plan's)")
+    p.add_argument(
+        "--default-ok",
+        action="store_true",
+        help="when no plan was assigned, print a one-GPU default plan instead of failing",
+    )
     p.set_defaults(func=_launch_args)
 
 
+def _no_plan_message() -> str:
+    job = os.environ.get("SLURM_JOB_ID")
+    where = (
+        f"no SLURMPLAN_* variables and no slurmplan decision in the admin comment of job {job}"
+        if job
+        else "not inside a Slurm job and no SLURMPLAN_* variables"
+    )
+    return (
+        f"launch-args: no plan found for this job ({where}); printing a default would override the script's own "
+        "settings. Submit the job managed by slurmplan, or pass --default-ok to accept a one-GPU default plan"
+    )
+
+
 def _launch_args(args: argparse.Namespace) -> int:
-    plan = load_assigned_plan().plan
+    try:
+        return _print_args(args)
+    except (SlurmplanError, OSError, json.JSONDecodeError) as exc:
+        print(f"slurmplan launch-args: error: {exc}", file=sys.stderr)
+        return 1
+
+
+def _print_args(args: argparse.Namespace) -> int:
+    assigned: AssignedPlan = load_assigned_plan()
+    if args.kind == "precision":
+        gpu_type = args.gpu_type or assigned.gpu_type
+        if not gpu_type:
+            print("slurmplan launch-args: error: precision: no GPU type (no --gpu-type, and the plan names none)",
+                  file=sys.stderr)  # fmt: skip
+            return 1
+        print(precision_for(gpu_type))
+        return 0
+    if not assigned.managed and not args.default_ok:
+        print(f"slurmplan {_no_plan_message()}", file=sys.stderr)
+        return 1
+    plan = assigned.plan
     if args.kind == "deepspeed":
         base = None
         if args.base_config:

@@ -9,15 +9,16 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import logging
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import submitit
 
-from slurmplan.domain import ValidationError
-from slurmplan.launch.spec import TrainResult, TrainSpec
-from slurmplan.launch.trainer import run
+from slurmplan.domain import SlurmplanError, ValidationError
+from slurmplan.launch.spec import EXIT_ERROR, TrainResult, TrainSpec
+from slurmplan.launch.trainer import ReportedByAnotherRank, run
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +60,66 @@ def run_target(target: str, argv: Sequence[str] = (), log_level: int = logging.I
     """Build the spec from ``target`` and train it in this process."""
     ensure_logging(log_level)
     return run(load_target(target)(list(argv)))
+
+
+WORKER_REPORTED = 3
+"""Exit status of a ``--nproc`` worker that stopped on an error it (or rank 0) already printed in one line."""
+
+
+def run_worker(target: str, argv: Sequence[str], log_level: int, errors_dir: str | None = None) -> None:
+    """One worker of ``python -m slurmplan.launch --nproc N``: exits with the outcome's status (``Outcome``).
+
+    A slurmplan error exits with :data:`WORKER_REPORTED` and no traceback; its message goes to ``errors_dir``
+    (one file per rank) for the parent, which prints each distinct message once (every rank usually hits the same
+    error), or to stderr without one. A rank stopped because rank 0 found an error says nothing.
+    """
+    try:
+        result = run_target(target, argv, log_level)
+    except ReportedByAnotherRank:
+        sys.exit(WORKER_REPORTED)
+    except SlurmplanError as exc:
+        if errors_dir:
+            Path(errors_dir, f"rank-{os.environ.get('RANK', '0')}").write_text(str(exc))
+        else:
+            print(f"slurmplan.launch: error: {exc}", file=sys.stderr, flush=True)
+        sys.exit(WORKER_REPORTED)
+    sys.exit(result.outcome.exit_code)
+
+
+def worker_errors(errors_dir: str) -> list[str]:
+    """The distinct error messages the workers left in ``errors_dir``, in rank order."""
+    files = sorted(Path(errors_dir).glob("rank-*"), key=lambda p: int(p.name.split("-")[1]))
+    out: list[str] = []
+    for f in files:
+        text = f.read_text()
+        if text not in out:
+            out.append(text)
+    return out
+
+
+def parent_status(codes: Sequence[int]) -> tuple[int, str | None]:
+    """The ``--nproc`` parent's exit status from its workers' statuses, and a line to print (or None)."""
+    if all(c == 0 for c in codes):
+        return 0, None
+    if all(c in (0, 75) for c in codes):
+        return 75, None
+    if all(c in (0, 75, WORKER_REPORTED) for c in codes):
+        return EXIT_ERROR, None  # the error is already on stderr, in one line
+    failed = [
+        f"rank {r} {'killed by ' + _signal_name(-c) if c < 0 else f'exited with status {c}'}"
+        for r, c in enumerate(codes)
+        if c not in (0, 75, WORKER_REPORTED)
+    ]
+    return EXIT_ERROR, "worker " + ", ".join(failed) + " (its own output above says why)"
+
+
+def _signal_name(signum: int) -> str:
+    import signal
+
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
 
 
 class ElasticTraining(submitit.helpers.Checkpointable):

@@ -10,6 +10,7 @@ lets the daemon decide where it runs next.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import logging
 import os
@@ -17,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from slurmplan import formats
-from slurmplan.domain import GpuType, Plan
+from slurmplan.domain import GpuType, Plan, ValidationError
 from slurmplan.slurm import jobctl
 
 log = logging.getLogger(__name__)
@@ -58,7 +59,26 @@ def plan_from_env(env: Mapping[str, str] | None = None) -> AssignedPlan | None:
     if found is None:
         return None
     plan, gpu_type, gpus = found
+    env = os.environ if env is None else env
+    plan = _consistent_layout(plan, gpus, "SLURMPLAN_DP" in env, sorted(n for n in PLAN_VARS if n in env))
     return AssignedPlan(plan, PlanSource.ENV, gpu_type, gpus)
+
+
+def _consistent_layout(plan: Plan, gpus: int | None, dp_given: bool, present: list[str]) -> Plan:
+    """Make a partial set of variables agree with the GPU count: ``dp`` from ``SLURMPLAN_GPUS / (tp*pp)`` when
+    only the GPU count is given; an error naming what is missing or inconsistent otherwise (a silent dp=1
+    would start one process on an 8-GPU allocation)."""
+    tp_pp = plan.tp * plan.pp
+    if not dp_given:
+        if gpus is None:
+            allowed = f"set (or SLURMPLAN_GPUS) when other plan variables are: {present}"
+            raise ValidationError("SLURMPLAN_DP", None, allowed, "environment")
+        if gpus % tp_pp:
+            raise ValidationError("SLURMPLAN_GPUS", gpus, f"a multiple of SLURMPLAN_TP*SLURMPLAN_PP = {tp_pp}", "env")
+        return dataclasses.replace(plan, dp=gpus // tp_pp)
+    if gpus is not None and plan.dp * tp_pp != gpus:
+        log.warning("SLURMPLAN_DP*TP*PP = %d*%d*%d but SLURMPLAN_GPUS = %d", plan.dp, plan.tp, plan.pp, gpus)
+    return plan
 
 
 parse_plan_short = formats.parse_plan_short

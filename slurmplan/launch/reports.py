@@ -1,8 +1,11 @@
 """Throughput reports: what this job achieved with its plan, for the daemon's performance model.
 
 Rank 0 appends one JSON line per report to ``$SLURMPLAN_REPORT_DIR/<job_id>.jsonl`` (CONTRIBUTING.md's format,
-read by ``control.reports.ingest_reports``). A line is written with one ``write`` call on a file opened for
-appending, so the daemon sees either the whole line or none of it. A failed report is logged, never fatal.
+read by ``control.reports.ingest_reports``). Without ``SLURMPLAN_REPORT_DIR`` the folder is the site's
+``/var/lib/slurmplan/reports`` inside a Slurm job, and ``./slurmplan-reports`` (the working directory) outside
+one, so a local run, even as root, never writes into a system folder. A line is written with one ``write``
+call on a file opened for appending, so the daemon sees either the whole line or none of it. A failed report
+is logged, never fatal.
 """
 
 from __future__ import annotations
@@ -23,12 +26,16 @@ from slurmplan.perf.measurements import measurement_to_dict
 log = logging.getLogger(__name__)
 
 DEFAULT_REPORT_DIR = "/var/lib/slurmplan/reports"
+"""Where the daemon reads reports from, by default; used inside a Slurm job only."""
+LOCAL_REPORT_DIR = "slurmplan-reports"
+"""Outside a Slurm job: this folder under the working directory."""
 
 
 def report_path(env: Mapping[str, str] | None = None) -> Path:
     env = os.environ if env is None else env
-    folder = Path(env.get("SLURMPLAN_REPORT_DIR") or DEFAULT_REPORT_DIR)
-    return folder / f"{env.get('SLURM_JOB_ID') or 'local'}.jsonl"
+    job = env.get("SLURM_JOB_ID")
+    folder = Path(env.get("SLURMPLAN_REPORT_DIR") or (DEFAULT_REPORT_DIR if job else Path.cwd() / LOCAL_REPORT_DIR))
+    return folder / f"{job or 'local'}.jsonl"
 
 
 def append_report(m: Measurement, path: Path) -> bool:

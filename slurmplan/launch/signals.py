@@ -16,6 +16,7 @@ from types import FrameType
 from typing import Any
 
 from slurmplan.domain import ValidationError
+from slurmplan.launch import early
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +56,13 @@ class StopFlag:
         self.triggered = True  # nothing else: the loop acts on it at the next step boundary
 
     def install(self) -> StopFlag:
+        """Replace the handler; a signal the early handler (:mod:`early`) already caught counts as arrived."""
         self.previous = signal.signal(self.signum, self._handler)
+        if early.is_early_handler(self.previous):
+            self.previous = signal.SIG_DFL
+            if early.caught(self.signum):
+                self.triggered = True
+                log.info("%s arrived while starting up: checkpointing after the first step", self.signum.name)
         self._installed = True
         log.info("checkpoint on %s (pid %d)", self.signum.name, os.getpid())
         return self

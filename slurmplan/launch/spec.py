@@ -34,6 +34,15 @@ class TrainSpec:
     ``dataset`` is map-style (``len`` and ``[i]``), returning ``(inputs, targets)`` pairs unless ``batch_loss``
     is given, which then computes the loss from the model and a collated batch. Global batch per step =
     ``max_p * worker_batch``, exactly as data-parallel training with ``max_p`` workers.
+
+    What is exact: parameters, optimizer and scheduler state, every worker's RNG states and every module buffer
+    (BatchNorm running statistics are kept per logical worker; the model's buffers are worker 0's) are bitwise
+    the same on any number of processes and across resizes, given the same ``micro_batch``, ``cpu_threads``,
+    PyTorch build and device type. What is not: a different ``micro_batch`` (``follow_plan_micro_batch``)
+    changes results (see there); GPU kernels without a deterministic implementation (``enable_determinism``
+    makes PyTorch raise for those); and other hardware, another PyTorch build or CPU vs GPU give other bits.
+    With activation checkpointing a BatchNorm forward is recomputed, so running statistics advance twice per
+    micro-batch; that is the same on every spread, but differs from a run without checkpointing.
     """
 
     model_factory: ModelFactory
@@ -56,8 +65,10 @@ class TrainSpec:
     """Samples per micro-batch inside a worker (gradient accumulation = worker_batch / micro_batch); None: one
     micro-batch per worker, or the plan's with ``follow_plan_micro_batch``."""
     follow_plan_micro_batch: bool = False
-    """Let the scheduler's plan choose the micro-batch (saves memory). Off by default: a different split keeps
-    the maths but not the exact rounding, so results would no longer be bitwise independent of the plan."""
+    """Let the scheduler's plan choose the micro-batch (saves memory). Off by default, because a different split
+    changes results, not only their rounding: dropout masks and data augmentation are drawn per micro-batch in a
+    different order, and BatchNorm normalizes over each micro-batch (a measured difference of 3.8e-2 in the loss
+    of a dropout model). Without dropout, augmentation or BatchNorm only the rounding changes."""
     activation_checkpointing: bool | None = None
     """None follows the plan's ``checkpointing`` flag."""
     checkpoint_modules: tuple[str, ...] | None = None
@@ -91,13 +102,35 @@ class TrainSpec:
         return self.max_p * self.worker_batch
 
 
+EXIT_CHECKPOINTED = 75
+"""Exit status of a run that checkpointed and stopped but was *not* requeued (EX_TEMPFAIL: run it again to
+resume). Non-zero so that Slurm records the job FAILED rather than COMPLETED, and ``a && b`` does not go on."""
+EXIT_ERROR = 1
+"""Exit status of a run stopped by an error (already reported in one line on stderr)."""
+
+
 class Outcome(enum.Enum):
+    """How a run ended, and the process exit status each outcome gives (``python -m slurmplan.launch``,
+    ``templates/example_train.py``, and every worker and the parent of ``--nproc N``):
+
+    ========== ==== ================================================================================
+    FINISHED   0    all steps done (also when the signal arrived during the last step: nothing requeued)
+    REQUEUED   0    checkpointed and put back in the Slurm queue; Slurm ends this run and restarts the job
+    CHECKPOINTED 75 checkpointed, not requeued (outside Slurm, ``requeue=NONE``, the countdown ran out, or
+                    ``scontrol requeue`` failed): the job is not complete, so the status is not 0
+    ========== ==== ================================================================================
+    """
+
     FINISHED = "finished"
     """All steps done."""
     REQUEUED = "requeued"
     """Checkpointed on the signal and put back in the Slurm queue."""
     CHECKPOINTED = "checkpointed"
     """Checkpointed on the signal and stopped without requeueing (outside Slurm, or the countdown ran out)."""
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CHECKPOINTED if self is Outcome.CHECKPOINTED else 0
 
 
 @dataclass(frozen=True)

@@ -19,10 +19,11 @@ import torch
 from torch import nn
 from torch.utils.data import default_collate
 
-from slurmplan.domain import Measurement, ValidationError
+from slurmplan.domain import Measurement, SlurmplanError, ValidationError
 from slurmplan.launch import dist
 from slurmplan.launch.activation import apply_activation_checkpointing
-from slurmplan.launch.checkpoint import CheckpointStore
+from slurmplan.launch.buffers import WorkerBuffers
+from slurmplan.launch.checkpoint import CheckpointError, CheckpointStore, describe_mismatch
 from slurmplan.launch.determinism import RngContext, enable_determinism, worker_seed
 from slurmplan.launch.ests import GradientCombiner, WorkerSampler, assign_workers
 from slurmplan.launch.plan_env import AssignedPlan, load_assigned_plan
@@ -33,7 +34,12 @@ from slurmplan.launch.spec import Outcome, TrainResult, TrainSpec
 
 log = logging.getLogger(__name__)
 
-CHECKPOINT_FORMAT = 1
+CHECKPOINT_FORMAT = 2
+"""2: ``workers[v]`` also holds the worker's module buffers (``"buffers"``); format 1 checkpoints still load."""
+
+
+class ReportedByAnotherRank(SlurmplanError):
+    """Raised on the other ranks when rank 0 found (and reports) an error that stops the whole job."""
 
 
 def _to_device(batch: Any, device: torch.device) -> Any:
@@ -48,7 +54,8 @@ def _to_device(batch: Any, device: torch.device) -> Any:
 
 def resolve_micro_batch(spec: TrainSpec, assigned: AssignedPlan) -> int:
     """The micro-batch inside a worker: the spec's; the plan's only when the spec opts in and it divides the
-    worker batch (a different split changes the rounding, so by default a new plan never changes it)."""
+    worker batch (a different split changes results with dropout, augmentation or BatchNorm, and the rounding
+    otherwise, so by default a new plan never changes it)."""
     if spec.micro_batch is not None:
         return spec.micro_batch
     mb = assigned.plan.micro_batch
@@ -75,13 +82,12 @@ class Trainer:
         )
         if checkpointing:
             apply_activation_checkpointing(self.model, spec.checkpoint_modules)
-        if any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in self.model.modules()):
-            log.warning("BatchNorm running statistics are per process: bitwise equality across spreads is lost")
         self.optimizer = spec.optimizer_factory(self.model.parameters())
         self.scheduler = spec.scheduler_factory(self.optimizer) if spec.scheduler_factory else None
         self.assignment = assign_workers(spec.max_p, denv.world_size)
         self.local = self.assignment[denv.rank]
         self.contexts = {v: RngContext.seeded(worker_seed(spec.seed, v)) for v in self.local}
+        self.buffers = WorkerBuffers(self.model, self.local)
         self.sampler = WorkerSampler(len(spec.dataset), spec.max_p, spec.worker_batch, spec.seed, spec.shuffle)
         self.combiner = GradientCombiner(list(self.model.parameters()), self.assignment, denv.rank)
         self.collate = spec.collate_fn or default_collate
@@ -102,14 +108,19 @@ class Trainer:
         losses = []
         for v in self.local:
             self.contexts[v].restore()
+            self.buffers.enter(v)
             for micro in range(self.grad_accum):
                 idx = self.sampler.indices(self.step, v, micro, self.micro_batch)
                 batch = _to_device(self.collate([self.spec.dataset[i] for i in idx]), self.device)
                 loss = self._loss(batch)
+                if micro == self.grad_accum - 1:
+                    self.combiner.arm()  # no-op unless this is the process's last worker
                 (loss / self.grad_accum if self.grad_accum > 1 else loss).backward()
                 losses.append(float(loss.detach()))
             self.contexts[v] = RngContext.capture()
+            self.buffers.leave(v)
             self.combiner.take()
+        self.buffers.enter(self.local[0])
         self.combiner.combine()
         self.optimizer.step()
         if self.scheduler is not None:
@@ -124,7 +135,7 @@ class Trainer:
         """Collective: gather every worker's context to rank 0, which writes the checkpoint atomically."""
         if self.store is None:
             return None
-        contexts = {v: ctx.to_state() for v, ctx in self.contexts.items()}
+        contexts = {v: {**ctx.to_state(), "buffers": self.buffers.state(v)} for v, ctx in self.contexts.items()}
         gathered = dist.gather_objects(contexts)
         path = None
         if self.denv.is_main:
@@ -149,24 +160,71 @@ class Trainer:
         dist.barrier()
         return path
 
-    def resume(self) -> int | None:
-        """Load the latest complete checkpoint, if any; returns its step."""
-        if self.store is None:
-            return None
-        state = self.store.load(map_location=self.device)
-        if state is None:
-            return None
+    def _check_state(self, state: dict[str, Any], folder: Path) -> None:
+        """Raise a clear error when ``state`` was not saved by this job's spec and model."""
+        keys = ("model", "step", "max_p", "worker_batch", "seed", "workers")
+        missing = [k for k in keys if k not in state] if isinstance(state, dict) else list(keys)
+        if missing:
+            raise CheckpointError(f"checkpoint {folder} is not a slurmplan launcher checkpoint (no {missing})")
         for name in ("max_p", "worker_batch", "seed"):
             if state[name] != getattr(self.spec, name):
-                raise ValidationError(name, getattr(self.spec, name), f"{state[name]} as in the checkpoint", "resume")
+                allowed = f"{state[name]} as in the checkpoint {folder}"
+                raise ValidationError(name, getattr(self.spec, name), allowed, "resume")
+        mismatch = describe_mismatch(state["model"], self.model.state_dict())
+        if mismatch:
+            raise CheckpointError(f"checkpoint {folder} was saved by a different model: {mismatch}")
+
+    def _choose_checkpoint(self) -> tuple[str | None, str | None]:
+        """Rank 0: (folder to resume from or None, error message or None), after checking the folder is writable."""
+        assert self.store is not None
+        try:
+            self.store.check_writable()
+            found = self.store.load_newest_intact(map_location=self.device)
+            if found is None:
+                return None, None
+            folder, state = found
+            self._check_state(state, folder)
+            self._loaded = state
+            return str(folder), None
+        except SlurmplanError as exc:
+            return None, str(exc)
+
+    def resume(self) -> int | None:
+        """Load the newest intact checkpoint, if any; returns its step.
+
+        Collective: rank 0 checks the folder is writable (now, not at the final save), picks the newest
+        checkpoint that loads, and checks it was saved by this model; every rank then loads that same folder. An
+        error stops every rank: rank 0 raises it and the others raise :class:`ReportedByAnotherRank`.
+        """
+        if self.store is None:
+            return None
+        self._loaded: dict[str, Any] | None = None
+        choice = self._choose_checkpoint() if self.denv.is_main else None
+        folder, error = dist.broadcast_object(choice)
+        if error is not None:
+            if self.denv.is_main:
+                raise CheckpointError(error)
+            raise ReportedByAnotherRank(f"rank 0 stopped the job: {error}")
+        if folder is None:
+            return None
+        state = self._loaded if self._loaded is not None else self.store.load(Path(folder), self.device)
+        self._loaded = None
+        assert state is not None
         if state["micro_batch"] != self.micro_batch:
-            log.warning("micro_batch %d -> %d: same maths, different rounding", state["micro_batch"], self.micro_batch)
+            log.warning(
+                "micro_batch %d -> %d: results change (dropout, augmentation, BatchNorm) from here on",
+                state["micro_batch"],
+                self.micro_batch,
+            )
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         if self.scheduler is not None and state["scheduler"] is not None:
             self.scheduler.load_state_dict(state["scheduler"])
         for v in self.local:
             self.contexts[v] = RngContext.from_state(state["workers"][v])
+            if "buffers" in state["workers"][v]:
+                self.buffers.load(v, state["workers"][v]["buffers"])
+        self.buffers.enter(self.local[0])
         self.step = int(state["step"])
         log.info(
             "resumed at step %d (saved by %d processes, now %d)", self.step, state["world_size"], self.denv.world_size
@@ -206,11 +264,15 @@ def _report(trainer: Trainer, meter: ThroughputMeter, force: bool) -> float | No
     return rate
 
 
+def _delegates_to_submitit(spec: TrainSpec, flag: StopFlag) -> bool:
+    return spec.requeue is RequeueMode.AUTO and flag.previous_is_submitit
+
+
 def _requeue(spec: TrainSpec, flag: StopFlag, assigned: AssignedPlan, is_main: bool) -> Outcome:
     """After the checkpoint: hand over to submitit's handler when run by submitit, else requeue through Slurm."""
     if spec.requeue is RequeueMode.NONE:
         return Outcome.CHECKPOINTED
-    if spec.requeue is RequeueMode.AUTO and flag.previous_is_submitit:
+    if _delegates_to_submitit(spec, flag):
         previous = flag.previous
         flag.uninstall()
         log.info("delegating requeue to the handler installed before the launcher (submitit)")
@@ -246,6 +308,9 @@ def run(spec: TrainSpec, assigned: AssignedPlan | None = None) -> TrainResult:
                 log.info("step %d/%d loss %.5f", trainer.step, spec.steps, loss)
             rate = _report(trainer, meter, force=False) or rate
             if dist.any_rank(flag.triggered, trainer.device):
+                if trainer.step >= spec.steps:
+                    log.info("checkpoint signal during the last step: finished, not requeued")
+                    break
                 log.info("checkpoint signal: stopping after step %d", trainer.step)
                 outcome = Outcome.CHECKPOINTED
                 break
@@ -253,9 +318,15 @@ def run(spec: TrainSpec, assigned: AssignedPlan | None = None) -> TrainResult:
                 trainer.save()
         rate = _report(trainer, meter, force=True) or rate
         path = trainer.save()
-        dist.shutdown()
-        if outcome is Outcome.CHECKPOINTED:
+        if outcome is Outcome.CHECKPOINTED and not _delegates_to_submitit(spec, flag):
+            # rank 0 requeues; every rank then reports the same outcome (and exits with the same status)
+            outcome = dist.broadcast_object(_requeue(spec, flag, assigned, denv.is_main) if denv.is_main else None)
+            dist.shutdown()
+        elif outcome is Outcome.CHECKPOINTED:
+            dist.shutdown()
             outcome = _requeue(spec, flag, assigned, denv.is_main)
+        else:
+            dist.shutdown()
         return TrainResult(outcome, trainer.step, denv.world_size, path, rate, resumed)
     finally:
         flag.uninstall()

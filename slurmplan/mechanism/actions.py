@@ -87,14 +87,33 @@ def _start(mj: ManagedJob, a: Assignment, st: JobState, stamp: RoundStamp) -> tu
     return acts, (evolve(st, sent=key) if acts else st)
 
 
+def held_text(a: Assignment, stamp: RoundStamp) -> str:
+    """``slurmplan: held (preempted) | round 3 | <why>``: the decision a held job shows in ``scontrol show job``.
+
+    Without it a preempted, requeue-held job kept its last running decision (``... | lease until 08:14``), which
+    tells the admin it should be running. ``=`` and ``||`` would read as hints, so they are kept out.
+    """
+    why = a.detail.replace("||", "|").replace("=", ":")
+    return f"{formats.PREFIX} held ({a.reason.value}) | round {stamp.index} | {why}"
+
+
 def _hold(job: Job, a: Assignment, st: JobState, stamp: RoundStamp) -> tuple[list[Action], JobState]:
     key = f"hold round {stamp.index}"
-    if job.held or st.sent == key:
+    if st.sent == key:
         return [], st
-    return [Action(ActionKind.HOLD, job.job_id, reason=f"{a.reason.value}: {a.detail}")], evolve(st, sent=key)
+    acts: list[Action] = []
+    if not job.held:
+        acts.append(Action(ActionKind.HOLD, job.job_id, reason=f"{a.reason.value}: {a.detail}"))
+    current = decision_of(job.admin_comment)
+    if current and not current.startswith(f"{formats.PREFIX} held"):  # a decision from when it ran: replace it
+        comment = with_decision(job.admin_comment, held_text(a, stamp))
+        acts.append(Action(ActionKind.ANNOTATE, job.job_id, admin_comment=comment, reason=f"held: {a.reason.value}"))
+    return acts, (evolve(st, sent=key) if acts else st)
 
 
-def _stop(job: Job, a: Assignment, st: JobState, now: float, config: TickConfig) -> tuple[list[Action], JobState]:
+def _stop(
+    job: Job, a: Assignment, st: JobState, now: float, config: TickConfig, stamp: RoundStamp
+) -> tuple[list[Action], JobState]:
     """Checkpoint signal first; requeue-hold once the grace period has passed and the job still runs."""
     if st.signalled_at is None:
         act = Action(
@@ -104,16 +123,22 @@ def _stop(job: Job, a: Assignment, st: JobState, now: float, config: TickConfig)
     key = f"requeue-hold after signal at {st.signalled_at:.3f}"
     if now - st.signalled_at < config.grace_s or st.sent == key:
         return [], st
-    why = f"still running {now - st.signalled_at:.0f}s after the checkpoint signal (grace {config.grace_s:.0f}s)"
-    return [Action(ActionKind.REQUEUE_HOLD, job.job_id, reason=why)], evolve(st, sent=key)
+    why = f"still running {now - st.signalled_at:.0f} s after the checkpoint signal (grace {config.grace_s:.0f} s)"
+    acts = [Action(ActionKind.REQUEUE_HOLD, job.job_id, reason=why)]
+    if decision_of(job.admin_comment):  # its running decision would say it should still run
+        comment = with_decision(job.admin_comment, held_text(a, stamp))
+        acts.append(Action(ActionKind.ANNOTATE, job.job_id, admin_comment=comment, reason=f"held: {a.reason.value}"))
+    return acts, evolve(st, sent=key)
 
 
 def _annotate(job: Job, a: Assignment, st: JobState, stamp: RoundStamp) -> tuple[list[Action], JobState]:
     assert a.cell is not None
     decision = decision_text(a.cell, a.plan, stamp)
+    if decision_of(job.admin_comment) == decision:  # the usual case on a tick: nothing to write
+        return [], st
     comment = with_decision(job.admin_comment, decision)
     key = f"annotate {comment}"
-    if decision_of(job.admin_comment) == decision or st.sent == key:
+    if st.sent == key:
         return [], st
     return [Action(ActionKind.ANNOTATE, job.job_id, admin_comment=comment, reason="lease renewed")], evolve(
         st, sent=key
@@ -135,7 +160,7 @@ def job_actions(
         if a.reason is Reason.KEPT and st.signalled_at is None:
             return _annotate(job, a, st, stamp) if a.cell is not None else ([], st)
         if st.signalled_at is not None or a.reason in STOPPING or a.cell is None:
-            return _stop(job, a, st, now, config)
+            return _stop(job, a, st, now, config, stamp)
     return [], st
 
 

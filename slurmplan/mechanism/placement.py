@@ -44,21 +44,35 @@ def _ceil_div(a: int, b: int) -> int:
 
 
 class _Free:
-    """Mutable free-resource arrays over the pool, consumed as jobs are placed (private to one call)."""
+    """Mutable free resources over the pool, consumed as jobs are placed (private to one call).
+
+    Held as Python lists, which ``keep`` reads and writes for one or two nodes at a time (numpy's per-element
+    cost would dominate), and mirrored into numpy arrays for ``fit``'s scans only when a ``keep`` changed them.
+    """
 
     def __init__(self, pool: NodePool) -> None:
         self.pool = pool
-        self.gpus = pool.gpus.copy()
-        self.cpus = pool.cpus.copy()
-        self.mem = pool.memory_mb.copy()
+        self.g, self.c, self.m = pool.gpus.tolist(), pool.cpus.tolist(), pool.memory_mb.tolist()
+        self.gpus, self.cpus, self.mem = pool.gpus.copy(), pool.cpus.copy(), pool.memory_mb.copy()
+        self.stale = False
         self.index = pool.index()
-        types = np.array(pool.gpu_type, dtype=object)
-        self.by_type = {t: np.flatnonzero(types == t) for t in sorted(set(pool.gpu_type))}
+        self.by_type = pool.by_type()  # read only here
+
+    def arrays(self) -> None:
+        """Bring the numpy mirror up to date with the lists."""
+        if self.stale:
+            self.gpus, self.cpus, self.mem = (np.array(v, dtype=np.int64) for v in (self.g, self.c, self.m))
+            self.stale = False
 
     def take(self, idx: np.ndarray, gpn: int, cpn: int, mpn: int) -> Placed:
         self.gpus[idx] -= gpn
         self.cpus[idx] -= cpn
         self.mem[idx] -= mpn
+        rows = sorted(set(idx.tolist()))
+        for i in rows:
+            self.g[i] -= gpn
+            self.c[i] -= cpn
+            self.m[i] -= mpn
         return Placed(tuple(self.pool.names[i] for i in sorted(idx.tolist())), gpn)
 
     def keep(self, req: PlacementRequest) -> Placed | None:
@@ -68,21 +82,28 @@ class _Free:
             return None
         gpn, cpn, mpn = req.cell.gpus // k, _ceil_div(req.cpus, k), _ceil_div(req.memory_mb, k)
         idx = []
-        for name in req.preferred:  # a handful of nodes: plain loops beat numpy's per-call cost here
+        g, c, m, types = self.g, self.c, self.m, self.pool.gpu_type
+        for name in req.preferred:
             i = self.index.get(name)
-            if i is None or self.pool.gpu_type[i] != req.cell.gpu_type:
+            if i is None or types[i] != req.cell.gpu_type:
                 return None
-            if self.gpus[i] < gpn or self.cpus[i] < cpn or self.mem[i] < mpn:
+            if g[i] < gpn or c[i] < cpn or m[i] < mpn:
                 return None
             idx.append(i)
-        return self.take(np.array(idx, dtype=np.int64), gpn, cpn, mpn)
+        for i in set(idx):  # numpy's fancy ``-=`` takes each index once
+            g[i] -= gpn
+            c[i] -= cpn
+            m[i] -= mpn
+        self.stale = True
+        return Placed(tuple(self.pool.names[i] for i in sorted(idx)), gpn)
 
     def fit(self, req: PlacementRequest) -> Placed | Unplaced:
         """Fewest nodes first: k = 1, 2, ... (divisors of the GPU count), best-fit nodes for each k."""
         idx = self.by_type.get(req.cell.gpu_type)
+        self.arrays()
         g = req.cell.gpus
         if idx is None or idx.size == 0:
-            return Unplaced(f"no schedulable {req.cell.gpu_type} node")
+            return Unplaced(f"no schedulable {req.cell.gpu_type} node: every one is down, drained or absent")
         for k in range(1, min(g, idx.size) + 1):
             if g % k:
                 continue
@@ -96,9 +117,10 @@ class _Free:
     def _why(self, req: PlacementRequest, idx: np.ndarray) -> str:
         top = int(idx[np.argmax(self.gpus[idx])])
         return (
-            f"{req.cell.short()} needs {req.cell.gpus} GPUs, {req.cpus} CPUs, {req.memory_mb} MB split equally over "
-            f"{req.cell.gpu_type} nodes; free now: {int(self.gpus[idx].sum())} GPUs on {idx.size} nodes, "
-            f"most on one node {int(self.gpus[top])} GPUs / {int(self.cpus[top])} CPUs / {int(self.mem[top])} MB"
+            f"does not fit now: {req.cell.short()} needs {req.cell.gpus} GPUs, {req.cpus} CPUs and {req.memory_mb} MB "
+            f"of memory split equally over {req.cell.gpu_type} nodes; free now: {int(self.gpus[idx].sum())} GPUs on "
+            f"{idx.size} nodes, the most on one node {int(self.gpus[top])} GPUs, {int(self.cpus[top])} CPUs and "
+            f"{int(self.mem[top])} MB"
         )
 
 

@@ -49,13 +49,15 @@ class NodePool:
     memory_mb: np.ndarray
 
     def index(self) -> dict[str, int]:
-        return {name: i for i, name in enumerate(self.names)}
+        return dict(_layout(self.names, self.gpu_type).index)
+
+    def by_type(self) -> dict[GpuType, np.ndarray]:
+        """Positions of each type's nodes, types in the order their first node comes."""
+        return _layout(self.names, self.gpu_type).by_type
 
     def capacity(self) -> dict[GpuType, int]:
-        out: dict[GpuType, int] = {}
-        for t, g in zip(self.gpu_type, self.gpus.tolist(), strict=True):
-            out[t] = out.get(t, 0) + int(g)
-        return out
+        gpus = self.gpus
+        return {t: int(gpus[idx].sum()) for t, idx in self.by_type().items()}
 
 
 @dataclass(frozen=True, eq=False)
@@ -82,21 +84,57 @@ class ProblemContext:
         return {c: i for i, c in enumerate(self.problem.cells)}
 
 
-def _per_node_usage(jobs: tuple[ManagedJob, ...]) -> tuple[dict[str, int], dict[str, int], dict[str, int]]:
-    """GPUs, CPUs and memory each node gives to managed jobs that hold resources now."""
-    gpus: dict[str, int] = {}
-    cpus: dict[str, int] = {}
-    mem: dict[str, int] = {}
+@dataclass(frozen=True, eq=False)
+class _Layout:
+    index: dict[str, int]
+    by_type: dict[GpuType, np.ndarray]
+
+
+_layouts: dict[tuple[tuple[str, ...], tuple[GpuType, ...]], _Layout] = {}
+
+
+def _layout(names: tuple[str, ...], gpu_type: tuple[GpuType, ...]) -> _Layout:
+    """Name -> position and type -> positions of a pool's nodes, remembered: the node list rarely changes.
+
+    A pure memo keyed by the names and types themselves (an equal key gives an equal layout).
+    """
+    key = (names, gpu_type)
+    hit = _layouts.get(key)
+    if hit is None:
+        groups: dict[GpuType, list[int]] = {}
+        for i, t in enumerate(gpu_type):
+            groups.setdefault(t, []).append(i)
+        hit = _Layout(
+            {name: i for i, name in enumerate(names)},
+            {t: np.array(idx, dtype=np.int64) for t, idx in groups.items()},
+        )
+        if len(_layouts) > 64:
+            _layouts.clear()
+        _layouts[key] = hit
+    return hit
+
+
+def _per_node_usage(jobs: tuple[ManagedJob, ...], index: Mapping[str, int]) -> np.ndarray:
+    """GPUs, CPUs and memory (columns) each pool node (rows) gives to managed jobs that hold resources now.
+
+    Nodes outside the pool are skipped.
+    """
+    gpus = [0] * len(index)
+    cpus = [0] * len(index)
+    mem = [0] * len(index)
     for mj in jobs:
         job = mj.job
         if not job.state.active or not job.nodes:
             continue
         k = len(job.nodes)
+        gpn, cpn, mpn = job.gpus_per_node, -(-job.cpus // k), -(-job.memory_mb // k)
         for name in job.nodes:
-            gpus[name] = gpus.get(name, 0) + job.gpus_per_node
-            cpus[name] = cpus.get(name, 0) + -(-job.cpus // k)
-            mem[name] = mem.get(name, 0) + -(-job.memory_mb // k)
-    return gpus, cpus, mem
+            i = index.get(name)
+            if i is not None:
+                gpus[i] += gpn
+                cpus[i] += cpn
+                mem[i] += mpn
+    return np.array([gpus, cpus, mem], dtype=np.int64).T.reshape(len(index), 3)
 
 
 def build_pool(cluster: Cluster, managed_holding: tuple[ManagedJob, ...]) -> NodePool:
@@ -104,24 +142,22 @@ def build_pool(cluster: Cluster, managed_holding: tuple[ManagedJob, ...]) -> Nod
 
     Unmanaged usage on a node = observed usage minus what the managed jobs on it hold.
     """
-    gpus_m, cpus_m, mem_m = _per_node_usage(managed_holding)
     nodes = [n for n in cluster.nodes if n.gpus > 0 and n.gpu_type and n.state.schedulable]
     nodes.sort(key=lambda n: n.name)
     names = tuple(n.name for n in nodes)
-
-    def left(total: str, used: str, managed: Mapping[str, int]) -> np.ndarray:
-        have = np.array([getattr(n, total) for n in nodes], dtype=np.int64)
-        other = np.array([getattr(n, used) for n in nodes], dtype=np.int64)
-        if managed:
-            other -= np.array([managed.get(name, 0) for name in names], dtype=np.int64)
-        return np.maximum(have - np.maximum(other, 0), 0)
-
+    gpu_type = tuple(str(n.gpu_type) for n in nodes)
+    # One pass over the nodes for all six numbers (a 2-D array), not one per attribute: it runs every tick.
+    table = np.array(
+        [(n.gpus, n.cpus, n.memory_mb, n.gpus_used, n.cpus_used, n.memory_used_mb) for n in nodes], dtype=np.int64
+    ).reshape(len(nodes), 6)
+    have, other = table[:, :3], table[:, 3:] - _per_node_usage(managed_holding, _layout(names, gpu_type).index)
+    left = np.maximum(have - np.maximum(other, 0), 0)
     return NodePool(
         names=names,
-        gpu_type=tuple(str(n.gpu_type) for n in nodes),
-        gpus=left("gpus", "gpus_used", gpus_m),
-        cpus=left("cpus", "cpus_used", cpus_m),
-        memory_mb=left("memory_mb", "memory_used_mb", mem_m),
+        gpu_type=gpu_type,
+        gpus=np.ascontiguousarray(left[:, 0]),
+        cpus=np.ascontiguousarray(left[:, 1]),
+        memory_mb=np.ascontiguousarray(left[:, 2]),
     )
 
 
@@ -250,11 +286,38 @@ def _matrix(rows: list[ManagedJob]) -> tuple[tuple[Cell, ...], np.ndarray, tuple
 
     Cells are keyed by plain tuples: hashing and comparing the dataclass itself costs several times more.
     """
-    lines = [_row_of(tuple(mj.candidates)) for mj in rows]
+    keys = tuple(tuple(mj.candidates) for mj in rows)
+    last = _last_matrix.value  # read once: another thread may replace it, never change it
+    if last is not None and len(last[0]) == len(keys) and all(a is b for a, b in zip(last[0], keys, strict=True)):
+        cells, throughput, table = last[1]  # same jobs with the same candidates as the previous tick
+        return cells, throughput.copy(), table
+    out = _build_matrix(keys)
+    _last_matrix.value = (keys, out)
+    return out[0], out[1].copy(), out[2]
+
+
+class _LastMatrix:
+    """``(candidates per row, result)`` of the previous ``_matrix`` call: many ticks see the same jobs.
+
+    A pure memo: a hit needs every row's candidates to be the very same objects, and the throughput matrix is
+    handed out as a copy (policies may write to their problem's arrays).
+    """
+
+    value: tuple | None = None
+
+
+_last_matrix = _LastMatrix()
+
+
+def _build_matrix(
+    keys: tuple[tuple[Candidate, ...], ...],
+) -> tuple[tuple[Cell, ...], np.ndarray, tuple[tuple[Candidate | None, ...], ...]]:
+    """The body of ``_matrix`` for one row of candidates per job."""
+    lines = [_row_of(k) for k in keys]
     order = sorted(set().union(*(r.keys for r in lines)))
     col = {k: i for i, k in enumerate(order)}
-    throughput = np.zeros((len(rows), len(order)))
-    table = np.full((len(rows), len(order)), None, dtype=object)
+    throughput = np.zeros((len(keys), len(order)))
+    table = np.full((len(keys), len(order)), None, dtype=object)
     for j, r in enumerate(lines):
         cols = np.fromiter(map(col.__getitem__, r.keys), dtype=np.int64, count=len(r.keys))
         throughput[j, cols] = r.throughput
@@ -303,7 +366,18 @@ def _assemble(
         current=current,
         cost_per_gpu_hour=dict(inp.config.cost_per_gpu_hour) or None,
         candidates=table,
+        steps_known=np.array([mj.hints.steps is not None for mj in rows], dtype=bool).reshape(n),
+        time_limit_left=np.array([_limit_left(mj, now) for mj in rows], dtype=float).reshape(n),
     )
+
+
+def _limit_left(mj: ManagedJob, now: float) -> float:
+    """Seconds until the job's Slurm time limit ends it (from its start, else from now); inf without one."""
+    limit = mj.job.time_limit_s
+    if not limit:
+        return np.inf
+    start = mj.job.start_time if mj.job.start_time is not None else now
+    return max(0.0, start + limit - now)
 
 
 def _attained(states: Mapping[JobId, JobState], job_id: JobId) -> float:

@@ -160,6 +160,8 @@ def plan_round(
     details: list[str] = []
     for j in range(n):
         note = notes.get(j, "") if col[j] >= 0 else _outranked(problem, j, x, priority, left)
+        if col[j] < 0 and info.running[j]:
+            note = _preempted(problem, j, col, info, pri, note)
         reason, detail = _explain(problem, j, int(col[j]), bool(kept[j]), x, info, note)
         reasons.append(reason)
         details.append(detail)
@@ -176,9 +178,40 @@ def _outranked(
     cell = problem.cells[c]
     free = left.get(cell.gpu_type, 0)
     return (
-        f"outranked this round (X sums to {x[j].sum():.2f}; best {cell.short()} at priority {priority[j, c]:.3g} "
-        f"needs {cell.gpus}, {free} {cell.gpu_type} GPUs left after higher priorities)"
+        f"outranked this round: its best configuration {cell.short()} needs {_gpus(cell.gpus)} and "
+        f"{_gpus(free, cell.gpu_type)} were left after jobs of higher priority (its priority {priority[j, c]:.3g}, "
+        f"its share of time {x[j].sum():.2f})"
     )
+
+
+def _gpus(count: int, gpu_type: str = "") -> str:
+    kind = f"{gpu_type} GPU" if gpu_type else "GPU"
+    return f"{count} {kind}" + ("" if count == 1 else "s")
+
+
+def _preempted(
+    problem: AllocationProblem, j: int, col: np.ndarray, info: RunningInfo, pri: np.ndarray, why: str
+) -> str:
+    """A running job that loses its GPUs: who took GPUs of its type this round, and why it lost them."""
+    why = why or "the policy gave it no share of time this round"
+    cur = int(info.current[j])
+    if cur < 0 or not problem.cells:
+        return why
+    gpu_type = problem.cells[cur].gpu_type
+    takers = [
+        k
+        for k in range(problem.num_jobs)
+        if k != j
+        and col[k] >= 0
+        and problem.cells[col[k]].gpu_type == gpu_type
+        and not (info.running[k] and int(info.current[k]) == int(col[k]))  # newly given GPUs of that type
+    ]
+    if not takers:
+        return why
+    takers.sort(key=lambda k: -pri[k])
+    named = ", ".join(f"job {problem.job_ids[k]} (priority {pri[k]:.3g})" for k in takers[:3])
+    more = f" and {len(takers) - 3} more" if len(takers) > 3 else ""
+    return f"its {gpu_type} GPUs went to {named}{more}; {why}"
 
 
 def _explain(
@@ -187,19 +220,21 @@ def _explain(
     share = float(x[j].sum()) if problem.cells else 0.0
     running, cur = bool(info.running[j]), int(info.current[j])
     if c < 0:
-        why = "X is 0 for every configuration" if share <= EPS else note
-        return (Reason.PREEMPTED, why) if running else (Reason.WAITING, why)
+        if running:
+            return Reason.PREEMPTED, note
+        return Reason.WAITING, ("the policy gave it no share of time this round" if share <= EPS else note)
     cell = problem.cells[c]
     if running and info.signalled[j]:
         return Reason.SCHEDULED, f"restarts as {cell.short()} after its checkpoint"
     if running and c == cur:
         if note:
-            return Reason.KEPT, f"{note} (X {x[j, c]:.2f})"
+            return Reason.KEPT, f"{note} (its share of time {x[j, c]:.2f})"
         if kept:
-            return Reason.KEPT, "kept: GPUs of its type left over after the round's picks"
-        return Reason.KEPT, f"lease renewed (X {x[j, c]:.2f})"
+            return Reason.KEPT, f"keeps {cell.short()}: GPUs of its type were left over after the round's picks"
+        return Reason.KEPT, f"lease renewed on {cell.short()} (its share of time {x[j, c]:.2f})"
     if running:
         old = problem.cells[cur] if cur >= 0 else None
         reason = Reason.RESIZED if old is not None and old.gpu_type == cell.gpu_type else Reason.MOVED
-        return reason, f"{old.short() if old else '?'} -> {cell.short()}: {note or 'current configuration gone'}"
-    return Reason.SCHEDULED, f"picked by priority (X {x[j, c]:.2f})"
+        why = note or "its current configuration is no longer a candidate"
+        return reason, f"from {old.short() if old else 'an unknown configuration'} to {cell.short()}: {why}"
+    return Reason.SCHEDULED, f"starts as {cell.short()}, picked by priority (its share of time {x[j, c]:.2f})"

@@ -6,17 +6,14 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from slurmplan.domain import ValidationError
-from slurmplan.perf.calibration import fit_points
-from slurmplan.perf.candidates import plan_needs
-from slurmplan.perf.easyscale import best_assignment, single_gpu_rates
-from slurmplan.perf.fit import HoldoutReport, can_fit, fit_constants, fit_with_holdout
-from slurmplan.perf.hardware import default_catalog
-from slurmplan.perf.measurements import load_measurements
-from slurmplan.perf.models import ModelSpec, get_model, load_model_file
-from slurmplan.perf.search import RankedPlan, search_plans
+
+if TYPE_CHECKING:  # imported where used: scipy (fit) costs ~0.3 s on every `slurmplan` start otherwise
+    from slurmplan.perf.fit import HoldoutReport
+    from slurmplan.perf.models import ModelSpec
+    from slurmplan.perf.search import RankedPlan
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +31,8 @@ COMPONENT_WORDS = {
 
 def parse_gpus(text: str) -> list[tuple[str, int]]:
     """``a100:8,v100:4`` -> [("a100", 8), ("v100", 4)], types checked against the catalog."""
+    from slurmplan.perf.hardware import default_catalog
+
     out = []
     catalog = default_catalog()
     for part in text.split(","):
@@ -46,13 +45,22 @@ def parse_gpus(text: str) -> list[tuple[str, int]]:
 
 
 def _model(args: argparse.Namespace) -> ModelSpec:
+    from slurmplan.perf.models import get_model, load_model_file
+
     if bool(args.model) == bool(args.model_file):
-        raise ValidationError("model", args.model, "exactly one of --model NAME or --model-file FILE", "plan")
+        from slurmplan.perf.models import list_models
+
+        given = "both --model and --model-file" if args.model else "neither --model nor --model-file"
+        allowed = f"exactly one of --model NAME ({', '.join(list_models())}) or --model-file FILE"
+        raise ValidationError("model choice", given, allowed, "plan")
     model = get_model(args.model) if args.model else load_model_file(args.model_file)
     return model.with_seq_len(args.seq)
 
 
 def _entry(gpu_type: str, gpus: int, r: RankedPlan) -> dict[str, Any]:
+    from slurmplan.perf.candidates import plan_needs
+    from slurmplan.perf.hardware import default_catalog
+
     spec = default_catalog().get(gpu_type)
     cpus, host_mb = plan_needs(r.plan, spec, gpus, r.host_memory_gb)
     return {
@@ -73,16 +81,22 @@ def explain_winner(best: dict[str, Any], second: dict[str, Any] | None) -> str:
     if second is None:
         return "it is the only feasible plan"
     gain = best["samples_per_s"] / second["samples_per_s"] - 1
+    other = f"{second['plan']} on {second['gpu_type']}x{second['gpus']}"
+    if gain < 0.0005:  # "0.0% faster" said nothing: the two are as fast as the model can tell
+        return f"as fast as {other} ({best['samples_per_s']:.3f} samples/s each); either will do"
     a, b = best["components_s"], second["components_s"]
     saved = {k: b[k] - a[k] for k in COMPONENT_WORDS}
     key = max(saved, key=lambda k: saved[k])
     return (
-        f"{100 * gain:.1f}% faster than {second['plan']} on {second['gpu_type']}x{second['gpus']}: "
-        f"{COMPONENT_WORDS[key]} {a[key]:.3f}s vs {b[key]:.3f}s per iteration"
+        f"{100 * gain:.1f}% faster than {other}: {COMPONENT_WORDS[key]} takes {a[key]:.3f} s instead of "
+        f"{b[key]:.3f} s per iteration"
     )
 
 
 def run_plan(args: argparse.Namespace) -> int:
+    from slurmplan.perf.hardware import default_catalog
+    from slurmplan.perf.search import search_plans
+
     model = _model(args)
     if args.top < 1:
         raise ValidationError("top", args.top, "a positive integer", "plan")
@@ -113,9 +127,19 @@ def run_plan(args: argparse.Namespace) -> int:
 
 def _mixed(model: ModelSpec, resources: list[tuple[str, int]], batch: int, workers: int | None) -> dict[str, Any]:
     """EasyScale: one data-parallel job over all the given GPUs, maxP = workers (default: all GPUs)."""
+    from slurmplan.perf.easyscale import best_assignment, single_gpu_rates
+
     max_p = workers or sum(n for _, n in resources)
     if batch % max_p:
-        return {"error": f"global batch {batch} is not a multiple of workers {max_p}"}
+        fits = [d for d in range(1, batch + 1) if batch % d == 0]
+        below = max(d for d in fits if d <= max_p)
+        above = [d for d in fits if d > max_p]
+        hint = f"--workers {below}" + (f" or --workers {above[0]}" if above else "")
+        source = "--workers" if workers else "one per GPU by default"
+        return {
+            "error": f"global batch {batch} is not a multiple of {max_p} workers ({source}); "
+            f"pass {hint} (a divisor of the batch), or change --global-batch"
+        }
     rates = single_gpu_rates(model, [t for t, _ in resources], batch, max_p)
     counts = {t: n for t, n in resources if t in rates}
     if not counts:
@@ -179,6 +203,11 @@ def _report_dict(model: str, points: int, report: HoldoutReport | None, fit: Any
 
 
 def run_fit(args: argparse.Namespace) -> int:
+    from slurmplan.perf.calibration import fit_points
+    from slurmplan.perf.fit import can_fit, fit_constants, fit_with_holdout
+    from slurmplan.perf.measurements import load_measurements
+    from slurmplan.perf.models import get_model
+
     measurements = load_measurements(args.measurements)
     by_model: dict[str, list] = {}
     for m in measurements:

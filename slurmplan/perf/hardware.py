@@ -46,6 +46,8 @@ class GpuSpec:
     mfu: float
     source: str
     aliases: tuple[str, ...] = ()
+    bf16: bool = False
+    """Native bfloat16 arithmetic (Ampere and later): what a job script may train in."""
 
     @property
     def intra_node_gbps(self) -> float:
@@ -95,6 +97,9 @@ def _spec_from_mapping(name: str, raw: Mapping[str, object], where: str) -> GpuS
         raise ValidationError("mfu", raw["mfu"], "a fraction in (0, 1]", f"{where}: gpu {name}")
     if float(values["pcie_gbps"]) <= 0 and float(values["nvlink_gbps"]) <= 0:  # type: ignore[arg-type]
         raise ValidationError("pcie_gbps", raw["pcie_gbps"], "positive (GPUs need some link)", f"{where}: gpu {name}")
+    if not isinstance(raw.get("bf16", False), bool):
+        raise ValidationError("bf16", raw["bf16"], "true or false", f"{where}: gpu {name}")
+    values["bf16"] = raw.get("bf16", False)
     values["source"] = str(raw.get("source", ""))
     values["aliases"] = tuple(str(a).lower() for a in (raw.get("aliases") or ()))  # type: ignore[union-attr]
     return GpuSpec(**values)  # type: ignore[arg-type]

@@ -18,7 +18,6 @@ from typing import Any, ClassVar
 import numpy as np
 
 from slurmplan.domain import Allocation, AllocationProblem, ValidationError
-from slurmplan.policy.lp import type_blind
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +102,8 @@ class Policy(ABC):
         types its solver happened to return (see ``lp.type_blind``).
         """
         if self.TYPE_BLIND and self.params.get("aware") is False:
+            from slurmplan.policy.lp import type_blind  # lp imports scipy: not at the registry's import
+
             x = type_blind(problem, x)
         x = np.clip(np.asarray(x, dtype=float), 0.0, 1.0)
         x[x < 1e-9] = 0.0

@@ -101,6 +101,7 @@ def run_policies(args: argparse.Namespace) -> int:
         json.dump(rows, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return 0
+    sys.stdout.write(f"{'NAME':<30} {'OBJECTIVE':<22} DESCRIPTION\n")
     for c in configs:
         sys.stdout.write(f"{c.name:<30} {c.objective:<22} {c.description}\n")
     return 0

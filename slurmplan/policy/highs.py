@@ -9,6 +9,8 @@ fraction of that. highspy comes with cvxpy (its HIGHS interface), so this adds n
 from __future__ import annotations
 
 import logging
+import os
+import sys
 
 import highspy
 import numpy as np
@@ -20,6 +22,32 @@ log = logging.getLogger(__name__)
 
 _IPM_ABOVE = 4000
 """Variables above which the first solve uses interior point (then crossover, which yields a warm basis)."""
+
+
+_banner_shown = False
+
+
+def _quiet_highs() -> highspy.Highs:
+    """A ``Highs`` with its output off. The first one of a process prints HiGHS's banner to file descriptor 1
+    from C++ before any option can be set, which corrupted ``--json`` output on stdout (``simulate --json``);
+    that construction runs with fd 1 pointed at /dev/null."""
+    global _banner_shown
+    if _banner_shown:
+        h = highspy.Highs()
+    else:
+        sys.stdout.flush()
+        saved = os.dup(1)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, 1)
+            h = highspy.Highs()
+        finally:
+            os.dup2(saved, 1)
+            os.close(saved)
+            os.close(devnull)
+        _banner_shown = True
+    h.setOptionValue("output_flag", False)
+    return h
 
 
 class HighsModel:
@@ -41,8 +69,7 @@ class HighsModel:
         lp.a_matrix_.start_ = a.indptr
         lp.a_matrix_.index_ = a.indices
         lp.a_matrix_.value_ = a.data
-        self._h = highspy.Highs()
-        self._h.setOptionValue("output_flag", False)
+        self._h = _quiet_highs()
         self._h.passModel(lp)
         self._runs = 0
 

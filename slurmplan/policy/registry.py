@@ -23,13 +23,12 @@ import yaml
 
 from slurmplan.domain import ValidationError
 from slurmplan.policy.base import SOLVERS, Policy, PolicyConfig
-from slurmplan.policy.classes import POLICY_CLASSES
 
 PRESET_DIR = Path(__file__).resolve().parent / "presets"
 
 _FIELDS: dict[str, tuple[type | tuple[type, ...], str]] = {
     "name": (str, "a non-empty string"),
-    "objective": (str, "one of " + ", ".join(sorted(POLICY_CLASSES))),
+    "objective": (str, "one of the objectives"),  # the names: _objectives(), which imports every policy class
     "description": (str, "a string"),
     "round_s": ((int, float), "a number of seconds > 0"),
     "reconfig_threshold": ((int, float), "a number in (0, 1]"),
@@ -37,6 +36,20 @@ _FIELDS: dict[str, tuple[type | tuple[type, ...], str]] = {
     "solver": (str, "one of " + ", ".join(SOLVERS)),
     "params": (dict, "a mapping of parameter names to values"),
 }
+
+
+def _classes() -> Mapping[str, type[Policy]]:
+    """The policy classes by objective name, imported on first use: they bring scipy (and cvxpy's users) along,
+    which listing policies or printing ``--help`` must not pay for (~1 s of every ``slurmplan`` start)."""
+    from slurmplan.policy.classes import POLICY_CLASSES
+
+    return POLICY_CLASSES
+
+
+def _allowed(key: str) -> str:
+    if key == "objective":
+        return "one of " + ", ".join(sorted(_classes()))
+    return _FIELDS[key][1]
 
 
 def policy_dirs() -> tuple[Path, ...]:
@@ -59,7 +72,7 @@ def load_policy(name_or_path: str) -> Policy:
 def load_config(name_or_path: str) -> PolicyConfig:
     path = _find(name_or_path)
     if path is None:
-        if name_or_path in POLICY_CLASSES:
+        if name_or_path in _classes():
             return PolicyConfig(name=name_or_path, objective=name_or_path)
         allowed = f"a file path or one of: {', '.join(list_policies())}"
         raise ValidationError("policy", name_or_path, allowed)
@@ -79,12 +92,12 @@ def parse_config(data: Any, where: str) -> PolicyConfig:
     for key, value in data.items():
         if key not in _FIELDS:
             raise ValidationError(str(key), value, f"a known field: {', '.join(_FIELDS)}", where)
-        kinds, allowed = _FIELDS[key]
+        kinds, _ = _FIELDS[key]
         if not isinstance(value, kinds) or isinstance(value, bool):
-            raise ValidationError(key, value, allowed, where)
+            raise ValidationError(key, value, _allowed(key), where)
     for key in ("name", "objective"):
         if not data.get(key):
-            raise ValidationError(key, data.get(key), f"required: {_FIELDS[key][1]}", where)
+            raise ValidationError(key, data.get(key), f"required: {_allowed(key)}", where)
     _check_values(data, where)
     cfg = PolicyConfig(
         name=data["name"],
@@ -103,7 +116,7 @@ def parse_config(data: Any, where: str) -> PolicyConfig:
 
 def _check_values(data: Mapping[str, Any], where: str) -> None:
     checks = {
-        "objective": lambda v: v in POLICY_CLASSES,
+        "objective": lambda v: v in _classes(),
         "round_s": lambda v: math.isfinite(v) and v > 0,
         "reconfig_threshold": lambda v: 0 < v <= 1,
         "reconfig_cost_s": lambda v: math.isfinite(v) and v >= 0,
@@ -111,14 +124,14 @@ def _check_values(data: Mapping[str, Any], where: str) -> None:
     }
     for key, ok in checks.items():
         if key in data and not ok(data[key]):
-            raise ValidationError(key, data[key], _FIELDS[key][1], where)
+            raise ValidationError(key, data[key], _allowed(key), where)
 
 
 def build_policy(config: PolicyConfig) -> Policy:
     """Instantiate the class behind ``config.objective`` (params validated by the class)."""
-    cls = POLICY_CLASSES.get(config.objective)
+    cls = _classes().get(config.objective)
     if cls is None:
-        raise ValidationError("objective", config.objective, _FIELDS["objective"][1], config.source or config.name)
+        raise ValidationError("objective", config.objective, _allowed("objective"), config.source or config.name)
     return cls(config)
 
 

@@ -9,10 +9,12 @@ from pathlib import Path
 
 from slurmplan.domain import ValidationError
 from slurmplan.sim.cluster import CRIUS_CLUSTER, GAVEL_CLUSTER
-from slurmplan.sim.engine import SimOptions
-from slurmplan.sim.metrics import summarize
-from slurmplan.sim.report import format_table, to_json, write_outputs
-from slurmplan.sim.runner import RunSpec, compare, load_jobs, simulate
+
+# The simulator's modules are imported by the commands that run it: every `slurmplan` start paid for them.
+
+GAVEL_DEFAULT_RATE = {"gavel-single": 5.6, "gavel-multiple": 2.6}
+"""Jobs per hour where policies differ on Gavel's cluster (the rates of Gavel's own comparison). The old default,
+1.5 jobs/h for both, left the 108 GPUs mostly idle, so every policy ran every job at once and they all tied."""
 
 
 def _run_options(p: argparse.ArgumentParser) -> None:
@@ -37,23 +39,48 @@ def _run_options(p: argparse.ArgumentParser) -> None:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    sim = subparsers.add_parser("simulate", help="replay a trace through the real tick on a simulated cluster")
+    sim = subparsers.add_parser(
+        "simulate",
+        help="replay a trace through the real tick on a simulated cluster",
+        description="Replay a trace (JSON lines: ours, or a Gavel dump) through the same tick the daemon runs, on a "
+        "simulated cluster, and print JCT, makespan, utilisation, fairness and restarts. Every argument, the "
+        "policy and whether each job can run on the cluster are checked before the simulation starts.",
+    )
     sim.add_argument("--policy", required=True, help="policy name or YAML file")
     _run_options(sim)
     sim.set_defaults(func=cmd_simulate)
 
-    cmp = subparsers.add_parser("compare", help="run several policies on one trace and print one table")
+    cmp = subparsers.add_parser(
+        "compare",
+        help="run several policies on one trace and print one table",
+        description="Simulate one trace under several policies (in parallel processes) and print one table with "
+        "each metric and its ratio to the first policy. Options as for simulate.",
+    )
     cmp.add_argument("--policies", required=True, help="comma-separated policy names or files; ratios to the first")
     cmp.add_argument("--workers", type=int, default=None, help="parallel processes (default: one per core)")
     _run_options(cmp)
     cmp.set_defaults(func=cmd_compare)
 
-    trace = subparsers.add_parser("trace", help="generate or check traces")
+    trace = subparsers.add_parser(
+        "trace",
+        help="generate or check traces",
+        description="Generate synthetic traces (Gavel's generator, bit-exact, or an LLM-heavy mix) or validate one.",
+    )
     tsub = trace.add_subparsers(dest="trace_command", metavar="ACTION")
-    gen = tsub.add_parser("generate", help="write a synthetic trace as JSON lines")
+    gen = tsub.add_parser(
+        "generate",
+        help="write a synthetic trace as JSON lines",
+        description="Write a synthetic trace. gavel-single/gavel-multiple follow Gavel's random stream; llm draws "
+        "catalog models, accounts, job classes and deadlines. The summary line says the offered load.",
+    )
     gen.add_argument("kind", choices=("gavel-single", "gavel-multiple", "llm"), help="which generator")
     gen.add_argument("--jobs", type=int, default=1000, help="number of jobs")
-    gen.add_argument("--rate", type=float, default=None, help="arrivals per hour (default 1.5 Gavel, 40 llm)")
+    gen.add_argument(
+        "--rate",
+        type=float,
+        default=None,
+        help="arrivals per hour (default 5.6 gavel-single, 2.6 gavel-multiple, 40 llm; the summary says the load)",
+    )
     gen.add_argument("--seed", type=int, default=0)
     gen.add_argument("--window", default=None, help="A:B marks jobs A..B-1 as measured (Gavel traces)")
     gen.add_argument("--models", default=None, help="comma-separated catalog models (llm; default 0.1B-30B)")
@@ -62,13 +89,74 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     gen.add_argument("--cluster", default=CRIUS_CLUSTER, help="cluster whose feasibility shapes requests (llm)")
     gen.add_argument("--out", required=True, help="output file")
     gen.set_defaults(func=cmd_trace_generate)
-    check = tsub.add_parser("check", help="validate a trace; errors name the line and field")
+    check = tsub.add_parser(
+        "check",
+        help="validate a trace; errors name the line and field",
+        description="Read a trace, report bad lines as FILE:LINE with the field, and print its job counts.",
+    )
     check.add_argument("file")
     check.add_argument("--json", action="store_true")
     check.set_defaults(func=cmd_trace_check)
 
 
-def _spec(args: argparse.Namespace, policy: str) -> RunSpec:
+def _preflight(args: argparse.Namespace, policies: list[str]) -> None:
+    """Check every argument before any simulation or worker process starts.
+
+    A bad policy name used to surface as a ``BrokenProcessPool`` traceback from a worker, a missing matplotlib
+    after the CSVs were written, and a cluster no job fits ran to the end and exited 0 having finished nothing.
+    """
+    from slurmplan.perf.gavel_table import load_gavel_table
+    from slurmplan.policy.registry import load_config
+    from slurmplan.sim.cluster import parse_cluster
+    from slurmplan.sim.runner import RunSpec, load_jobs
+    from slurmplan.sim.workload import build_workloads
+
+    where = args.command
+    for name, value, ok, allowed in (
+        ("--round", args.round, args.round is None or args.round > 0, "a number of seconds > 0"),
+        ("--reconfig-cost", args.reconfig_cost, args.reconfig_cost >= 0, "a number of seconds >= 0"),
+        ("--tick", args.tick, args.tick >= 0, "a number of seconds >= 0 (0: every event)"),
+        ("--max-jobs", args.max_jobs, args.max_jobs is None or args.max_jobs > 0, "a number of jobs > 0"),
+        ("--max-hours", args.max_hours, args.max_hours is None or args.max_hours > 0, "a number of hours > 0"),
+        ("--workers", getattr(args, "workers", None), (getattr(args, "workers", None) or 1) > 0, "a count > 0"),
+    ):
+        if not ok:
+            raise ValidationError(name, value, allowed, where)
+    for option, folder in (("--out", args.out), ("--plots", args.plots)):
+        if folder and Path(folder).exists() and not Path(folder).is_dir():
+            raise ValidationError(option, folder, "a folder (this path is a file)", where)
+    for policy in policies:
+        load_config(policy)
+    if args.plots:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise ValidationError(
+                "--plots", args.plots, "matplotlib, which is not installed: pip install 'slurmplan[plots]'", where
+            ) from None
+    cluster = parse_cluster(args.cluster)
+    jobs = load_jobs(RunSpec(args.trace, args.cluster, policies[0], max_jobs=args.max_jobs))
+    if not jobs:
+        raise ValidationError("--trace", args.trace, "a trace with at least one job", where)
+    table = load_gavel_table(args.throughputs) if any(j.is_table_job for j in jobs) else None
+    workloads = build_workloads(jobs, cluster, table)
+    stuck = [w for w in workloads.values() if not any(c.throughput > 0 for c in w.candidates)]
+    if stuck:
+        names = ", ".join(f"{w.job_id} ({w.trace.job_type or w.trace.model} x{w.trace.gpus})" for w in stuck[:8])
+        more = f" and {len(stuck) - 8} more" if len(stuck) > 8 else ""
+        raise ValidationError(
+            "--cluster",
+            args.cluster,
+            f"a cluster where every job can run; {len(stuck)} of {len(jobs)} jobs have no throughput on any of its "
+            f"GPU types ({', '.join(sorted(cluster.gpus_by_type()))}): jobs {names}{more}",
+            where,
+        )
+
+
+def _spec(args: argparse.Namespace, policy: str):  # -> RunSpec
+    from slurmplan.sim.engine import SimOptions
+    from slurmplan.sim.runner import RunSpec, load_jobs
+
     jobs = load_jobs(RunSpec(args.trace, args.cluster, policy, max_jobs=args.max_jobs))
     windowed = any(not j.in_window for j in jobs) and not args.run_all
     options = SimOptions(
@@ -85,6 +173,8 @@ def _spec(args: argparse.Namespace, policy: str) -> RunSpec:
 
 
 def _emit(args: argparse.Namespace, results, summaries) -> None:
+    from slurmplan.sim.report import format_table, to_json, write_outputs
+
     for s in summaries:
         if not s["arrivals_cover_window"]:
             print(
@@ -104,15 +194,23 @@ def _emit(args: argparse.Namespace, results, summaries) -> None:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
+    from slurmplan.sim.metrics import summarize
+    from slurmplan.sim.runner import simulate
+
+    _preflight(args, [args.policy])
     result = simulate(_spec(args, args.policy))
     _emit(args, [result], [summarize(result)])
     return 0
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
+    from slurmplan.sim.metrics import summarize
+    from slurmplan.sim.runner import compare
+
     names = [p.strip() for p in args.policies.split(",") if p.strip()]
     if not names:
         raise ValidationError("policies", args.policies, "a comma-separated list of policy names", "compare")
+    _preflight(args, names)
     results = compare([_spec(args, name) for name in names], workers=args.workers)
     _emit(args, results, [summarize(r) for r in results])
     return 0
@@ -143,14 +241,35 @@ def cmd_trace_generate(args: argparse.Namespace) -> int:
         jobs = gavel_trace(
             load_gavel_table(args.throughputs),
             args.jobs,
-            args.rate or 1.5,
+            args.rate or GAVEL_DEFAULT_RATE[args.kind],
             multi_gpu=args.kind == "gavel-multiple",
             seed=args.seed,
             window=window,
         )
     count = write_trace(jobs, args.out)
-    print(f"wrote {count} jobs to {args.out}")
+    print(f"wrote {count} jobs to {args.out}; {offered_load(jobs)}")
     return 0
+
+
+def offered_load(jobs, cluster: str = GAVEL_CLUSTER) -> str:
+    """The trace's load in words: arrivals per hour and GPU-hours asked per hour against ``cluster``'s GPUs.
+
+    Durations are on the job's own type for model jobs and on V100s for Gavel jobs (the trace's definition), so
+    1.0 means the cluster would be exactly busy if every GPU ran at that speed; slower GPUs make it busier.
+    """
+    from slurmplan.sim.cluster import parse_cluster
+
+    timed = [j for j in jobs if j.duration_s]
+    span_h = (jobs[-1].arrival_s - jobs[0].arrival_s) / 3600 if len(jobs) > 1 else 0.0
+    if not timed or span_h <= 0:
+        return "load unknown (one job, or no durations)"
+    rate = (len(jobs) - 1) / span_h
+    gpu_h_per_h = rate * sum(j.duration_s * j.gpus for j in timed) / len(timed) / 3600
+    gpus = parse_cluster(cluster).total_gpus
+    return (
+        f"{rate:.2f} arrivals/h asking {gpu_h_per_h:.0f} GPU-hours per hour, offered load {gpu_h_per_h / gpus:.2f} "
+        f"of the {gpus} GPUs of {cluster}"
+    )
 
 
 def cmd_trace_check(args: argparse.Namespace) -> int:
@@ -162,7 +281,7 @@ def cmd_trace_check(args: argparse.Namespace) -> int:
         "table_jobs": sum(j.is_table_job for j in jobs),
         "hint_jobs": sum(not j.is_table_job for j in jobs),
         "window_jobs": sum(j.in_window for j in jobs),
-        "last_arrival_h": (jobs[-1].arrival_s / 3600) if jobs else 0.0,
+        "last_arrival_h": round(jobs[-1].arrival_s / 3600, 2) if jobs else 0.0,
     }
     print(json.dumps(info) if args.json else "\n".join(f"{k}: {v}" for k, v in info.items()))
     return 0

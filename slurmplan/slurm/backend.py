@@ -8,11 +8,14 @@ unexpected shape raises :class:`SlurmOutputError` naming the field rather than p
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
 import os
+import re
 import time
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -292,7 +295,8 @@ def _update_fields(action: Action, current_request: str | None) -> list[str]:
     if action.node_count is not None:
         if action.node_count < 1:
             raise ValidationError("node_count", action.node_count, "an integer >= 1", "update action")
-        fields.append(f"NumNodes={action.node_count}")
+        # min-max: a job submitted with -N2 has max_nodes 2, and growing it with NumNodes=4 alone is refused
+        fields.append(f"NumNodes={action.node_count}-{action.node_count}")
     if action.nodelist is not None:
         fields.append(f"ReqNodeList={compress_hostlist(action.nodelist) if action.nodelist else ''}")
     if action.admin_comment is not None:
@@ -300,11 +304,85 @@ def _update_fields(action: Action, current_request: str | None) -> list[str]:
     return fields
 
 
+_BATCHABLE = {
+    ActionKind.HOLD: ("scontrol", "hold"),
+    ActionKind.RELEASE: ("scontrol", "release"),
+    ActionKind.REQUEUE: ("scontrol", "requeue"),
+    ActionKind.REQUEUE_HOLD: ("scontrol", "requeuehold"),
+    ActionKind.CANCEL: ("scancel",),
+}
+"""Kinds whose command takes a list of jobs (``scontrol hold 1,2,3``, ``scancel 1 2 3``): one call for many jobs."""
+
+BATCH_MAX = 200
+"""Jobs per batched command: keeps one command line short and one refusal cheap to bisect."""
+
+
+def batch_commands(kind: ActionKind, job_ids: Sequence[int]) -> list[list[str]]:
+    """The command lines that apply ``kind`` to every job in ``job_ids`` (pure; ``BATCH_MAX`` jobs each)."""
+    head = list(_BATCHABLE[kind])
+    out = []
+    for i in range(0, len(job_ids), BATCH_MAX):
+        chunk = [str(j) for j in job_ids[i : i + BATCH_MAX]]
+        out.append(head + chunk if kind is ActionKind.CANCEL else head + [",".join(chunk)])
+    return out
+
+
+_JOB_ERROR = re.compile(r"^(?P<text>.*) for job (?P<job>\d+)\s*$")
+
+
+def batch_results(
+    actions: Sequence[Action], keys: Sequence[int], returncode: int, stderr: str
+) -> dict[int, ActionResult]:
+    """Per action, what one batched command did (pure; tested on recorded scontrol output).
+
+    ``scontrol hold 1,2,3`` carries out every job it can and prints one ``<error> for job N`` line per refusal,
+    exiting 1: those jobs failed with that line, the others took. A failure naming no job leaves every action
+    out of the result, so the caller applies them one by one (hold/release/requeue of a job that already took
+    is then refused harmlessly or is a no-op).
+    """
+    if returncode == 0:
+        return {k: ActionResult(a, True, "ok") for k, a in zip(keys, actions, strict=True)}
+    refused: dict[int, str] = {}
+    for line in stderr.splitlines():
+        m = _JOB_ERROR.match(line.strip())
+        if m:
+            refused[int(m["job"])] = line.strip()
+    if not refused:
+        log.info("batched %s of %d jobs refused without naming a job: %s", actions[0].kind.value, len(actions), stderr)
+        return {}
+    pairs = zip(keys, actions, strict=True)
+    return {k: ActionResult(a, a.job_id not in refused, refused.get(a.job_id, "ok")) for k, a in pairs}
+
+
+def start_now_command(job_ids: Sequence[int]) -> list[str]:
+    """Make requeued jobs eligible now (pure).
+
+    Slurm sets a requeued batch job's begin time to ``cred_expire + 1`` seconds later (121 s by default), so
+    that a new launch cannot meet the revoked credential of the old one on the same node. slurmplan's restart
+    is a checkpoint, requeue-hold and release into a new configuration; when that configuration's nodes are
+    all other nodes (:func:`may_start_now`) it clears the wait before releasing.
+    """
+    return ["scontrol", "update", f"jobid={','.join(map(str, job_ids))}", "StartTime=now"]
+
+
+def may_start_now(ran_on: frozenset[str] | None, target: frozenset[str] | None) -> bool:
+    """Whether a requeued job may skip Slurm's ``cred_expire`` wait (pure).
+
+    Only when the daemon pinned it to nodes it was not running on: a node it just left revoked its launch
+    credential, and a new launch there within the same second is killed outright ("Killing non-startable batch
+    job: Job credential revoked", the job ends FAILED; seen on this platform). Unknown nodes: keep the wait.
+    """
+    return bool(ran_on) and bool(target) and not (ran_on & target)  # type: ignore[operator]
+
+
 class SlurmBackend:
     """:class:`~slurmplan.domain.ClusterBackend` over Slurm's command-line tools.
 
     ``env`` is laid over the process environment for every command (e.g. ``{"SLURM_CONF": ...}`` of a
-    development cluster).
+    development cluster). ``calls`` counts the Slurm commands run (the tick benchmark reports it).
+
+    Scale: the last snapshot's GPU requests are remembered, so an UPDATE needs no extra ``squeue``; actions
+    of one batchable kind in one :meth:`apply` call go to Slurm as one command per ``BATCH_MAX`` jobs.
     """
 
     rules: SlurmRules = SLURM_22_05
@@ -313,9 +391,18 @@ class SlurmBackend:
     def __init__(self, env: Mapping[str, str] | None = None, timeout: float = 60.0) -> None:
         self.env = dict(env or {})
         self.timeout = timeout
+        self.calls = 0
+        self._requests: dict[int, str] = {}
+        self._restarted: set[int] = set()
+        self._ran_on: dict[int, frozenset[str]] = {}  # the nodes each job was last seen running on
+        self._target: dict[int, frozenset[str]] = {}  # the node list the last applied UPDATE pinned
+
+    def _run(self, argv: Sequence[str], check: bool = True) -> Any:
+        self.calls += 1
+        return run_slurm(argv, self.env, timeout=self.timeout, check=check)
 
     def _json(self, argv: Sequence[str]) -> Any:
-        proc = run_slurm(argv, self.env, timeout=self.timeout)
+        proc = self._run(argv)
         try:
             payload = json.loads(proc.stdout)
         except json.JSONDecodeError as exc:
@@ -333,20 +420,78 @@ class SlurmBackend:
         now = time.time()
         sinfo = self._json(["sinfo", "--json"])
         squeue = self._json(["squeue", "--json", "--states=all"])
-        return snapshot_from_json(sinfo, squeue, now)
+        snapshot = snapshot_from_json(sinfo, squeue, now)
+        self._requests = _requests(squeue)
+        self._restarted = {
+            j.job_id for j in snapshot.jobs if j.restart_count > 0 and j.state in (JobState.PENDING, JobState.REQUEUED)
+        }
+        self._ran_on.update({j.job_id: frozenset(j.nodes) for j in snapshot.jobs if j.nodes})
+        return snapshot
+
+    def _current_requests(self, job_ids: Sequence[int]) -> dict[int, str]:
+        """Each job's ``tres_per_node`` now: from the last snapshot, one ``squeue`` only for jobs it lacks."""
+        missing = sorted({j for j in job_ids if j not in self._requests})
+        if missing:
+            argv = ["squeue", "--json", "--states=all", f"--jobs={','.join(map(str, missing))}"]
+            with contextlib.suppress(SlurmCommandError):  # squeue --jobs fails when all are unknown: none to read
+                self._requests.update(_requests(self._json(argv)))
+        return {j: self._requests[j] for j in job_ids if j in self._requests}
 
     def apply(self, actions: list[Action]) -> list[ActionResult]:
-        """Carry out each action in order. A refused action is reported (``ok=False`` with Slurm's message)
-        and the next one still runs; only a Slurm that cannot be run at all raises.
+        """Carry out the actions; a refused action is reported (``ok=False`` with Slurm's message) and the
+        others still run; only a Slurm that cannot be run at all raises.
 
-        When an UPDATE changes a GPU request, one ``squeue --json`` first reads the jobs' current requests.
+        Batchable actions (hold, release, requeue, cancel) of different jobs run as one command per kind; the
+        others in order. Callers that need one job's actions in order pass at most one action per job (the
+        act step does: it applies in waves). A refused batch is retried job by job to say which job failed.
         """
-        requests: dict[int, str] = {}
-        if any(a.kind is ActionKind.UPDATE and a.gpus_per_node is not None for a in actions):
-            for i, record in enumerate(_records(self._json(["squeue", "--json"]), "jobs", "squeue --json")):
-                r = _Reader(record, "squeue --json", f"jobs[{i}]")
-                requests[r.num("job_id") or 0] = r.text("tres_per_node", required=False)
-        return [self._apply_one(a, requests.get(a.job_id)) for a in actions]
+        updates = [a.job_id for a in actions if a.kind is ActionKind.UPDATE and a.gpus_per_node is not None]
+        requests = self._current_requests(updates) if updates else {}
+        results: dict[int, ActionResult] = {}
+        by_kind: dict[ActionKind, list[int]] = {}
+        per_job = Counter(a.job_id for a in actions)
+        for i, a in enumerate(actions):
+            if a.kind in _BATCHABLE and per_job[a.job_id] == 1:  # a job with several actions keeps their order
+                by_kind.setdefault(a.kind, []).append(i)
+        batched_releases = [actions[i] for i in by_kind.get(ActionKind.RELEASE, [])]
+        if len(batched_releases) > 1:  # one command for all of them, before their batched release
+            self._start_now(batched_releases)
+        for kind, idx in by_kind.items():
+            if len(idx) == 1:
+                continue
+            for chunk_start in range(0, len(idx), BATCH_MAX):
+                chunk = idx[chunk_start : chunk_start + BATCH_MAX]
+                argv = batch_commands(kind, [actions[i].job_id for i in chunk])[0]
+                proc = self._run(argv, check=False)
+                results.update(batch_results([actions[i] for i in chunk], chunk, proc.returncode, proc.stderr))
+        failed_jobs: set[int] = set()
+        for i, a in enumerate(actions):
+            if i not in results and a.job_id in failed_jobs:  # never release a job whose update did not take
+                results[i] = ActionResult(a, False, "skipped: an earlier action of this job failed")
+            elif i not in results:
+                if a.kind is ActionKind.RELEASE:
+                    self._start_now([a])
+                results[i] = self._apply_one(a, requests.get(a.job_id))
+            if not results[i].ok:
+                failed_jobs.add(a.job_id)
+                continue
+            if a.kind is ActionKind.UPDATE and a.gpus_per_node is not None:
+                self._requests.pop(a.job_id, None)  # changed: read it again if asked
+            if a.kind is ActionKind.UPDATE and a.nodelist is not None:
+                self._target[a.job_id] = frozenset(a.nodelist)
+        return [results[i] for i in range(len(actions))]
+
+    def _start_now(self, releases: Sequence[Action]) -> None:
+        """Reset the begin time of the requeued jobs among ``releases`` that go to other nodes (best effort: a
+        refusal only leaves Slurm's own wait in place)."""
+        ids = [
+            a.job_id
+            for a in releases
+            if a.job_id in self._restarted and may_start_now(self._ran_on.get(a.job_id), self._target.get(a.job_id))
+        ]
+        for chunk in range(0, len(ids), BATCH_MAX):
+            self._run(start_now_command(ids[chunk : chunk + BATCH_MAX]), check=False)
+        self._restarted.difference_update(ids)
 
     def _apply_one(self, action: Action, current_request: str | None) -> ActionResult:
         try:
@@ -357,7 +502,7 @@ class SlurmBackend:
             return ActionResult(action, True, "nothing to change")
         messages: list[str] = []
         for argv in commands:
-            proc = run_slurm(argv, self.env, timeout=self.timeout, check=False)
+            proc = self._run(argv, check=False)
             text = (proc.stderr.strip() or proc.stdout.strip()).replace("\n", " ")
             if proc.returncode != 0:
                 log.info("job %s: %s refused: %s", action.job_id, action.kind.value, text)
@@ -365,3 +510,12 @@ class SlurmBackend:
             if text:
                 messages.append(text)
         return ActionResult(action, True, "; ".join(messages) or "ok")
+
+
+def _requests(squeue: Any) -> dict[int, str]:
+    """job id -> ``tres_per_node`` of every job in one ``squeue --json`` document."""
+    out: dict[int, str] = {}
+    for i, record in enumerate(_records(squeue, "jobs", "squeue --json")):
+        r = _Reader(record, "squeue --json", f"jobs[{i}]")
+        out[r.num("job_id") or 0] = r.text("tres_per_node", required=False)
+    return out

@@ -11,7 +11,7 @@ from pathlib import Path
 from slurmplan.slurm.backend import SlurmBackend
 from slurmplan.slurm.devcluster import DevCluster, default_state_dir, install_packages
 from slurmplan.slurm.devlayout import load_layout
-from slurmplan.slurm.status import render_status, status_dict
+from slurmplan.slurm.status import check_slurm_conf, render_status, status_dict
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -38,6 +38,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         if action == "up":
             p.add_argument("--install", action="store_true", help="apt-get install Slurm and munge first")
             p.add_argument("--timeout", type=float, default=90.0, help="seconds to wait for the nodes (default 90)")
+            p.add_argument(
+                "--site",
+                action="store_true",
+                help="configure the controller as `slurmplan site install` does: SPANK plugin built and loaded, "
+                "job_submit.lua, PrologSlurmctld/EpilogSlurmctld with the hook environment (journal in "
+                "STATE_DIR/site/journal.db)",
+            )
+            p.add_argument(
+                "--managed-partition",
+                action="append",
+                default=[],
+                metavar="NAME",
+                help="with --site: jobs in this partition are managed without hints (repeatable)",
+            )
         p.set_defaults(func=_devcluster)
 
     st = subparsers.add_parser(
@@ -56,6 +70,8 @@ def _devcluster(args: argparse.Namespace) -> int:
     if getattr(args, "install", False):
         install_packages()
     cluster = DevCluster(load_layout(args.layout), args.state_dir)
+    if getattr(args, "site", False):
+        cluster = _site_cluster(args, cluster)
     if args.devcluster_command == "up":
         status = cluster.up(timeout=args.timeout, detach=True)
     elif args.devcluster_command == "down":
@@ -78,6 +94,23 @@ def _devcluster(args: argparse.Namespace) -> int:
     return 0 if args.devcluster_command == "down" or status.running else 1
 
 
+def _site_cluster(args: argparse.Namespace, plain: DevCluster) -> DevCluster:
+    """The same cluster with the site's controller configuration laid over its layout."""
+    from slurmplan.slurm.site import build_plugin, dev_site_overrides, source_root
+
+    overrides, dev = dev_site_overrides(
+        plain.paths.root,
+        plain.paths.conf_dir,
+        managed_partitions=tuple(args.managed_partition),
+        plugin=build_plugin(source_root()),
+    )
+    extra = [*plain.layout.slurm_conf_extra, *overrides["slurm_conf_extra"]]
+    files = {**{k: str(v) for k, v in plain.layout.conf_files.items()}, **overrides["conf_files"]}
+    layout = load_layout(args.layout, {"slurm_conf_extra": extra, "conf_files": files})
+    print(f"site: journal {dev.journal}, plan files {dev.plan_dir}, hook log {dev.hook_log}", file=sys.stderr)
+    return DevCluster(layout, plain.paths.root)
+
+
 def _fallback_slurm_conf() -> str | None:
     """The default dev cluster's slurm.conf when nothing else names a cluster (no $SLURM_CONF, no
     /etc/slurm/slurm.conf), so ``devcluster up`` then ``status`` works without an export."""
@@ -89,6 +122,7 @@ def _fallback_slurm_conf() -> str | None:
 
 def _status(args: argparse.Namespace) -> int:
     conf = args.slurm_conf or _fallback_slurm_conf()
+    check_slurm_conf(conf)
     env = {"SLURM_CONF": conf} if conf else None
     snapshot = SlurmBackend(env).snapshot()
     if args.json:

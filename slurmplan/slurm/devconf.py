@@ -95,7 +95,7 @@ def render_slurm_conf(
         "AuthType=auth/munge",
         "CredType=cred/munge",
         # cred_expire: a requeued batch job becomes eligible again cred_expire+1 s later (121 s by default)
-        f"AuthInfo=socket={paths.munge_socket},cred_expire=10",
+        f"AuthInfo=socket={paths.munge_socket}" + (f",cred_expire={layout.cred_expire}" if layout.cred_expire else ""),
         f"StateSaveLocation={paths.state_save}",
         f"SlurmdSpoolDir={paths.spool_dir}/slurmd-%n",
         f"SlurmctldPidFile={paths.pid_file('slurmctld-own')}",

@@ -19,7 +19,7 @@ import yaml
 from slurmplan.domain import ValidationError
 from slurmplan.slurm.parse import expand_hostlist
 
-_TOP_KEYS = {"nodes", "partitions", "slurm_conf_extra", "conf_files", "slurmctld_port"}
+_TOP_KEYS = {"nodes", "partitions", "slurm_conf_extra", "conf_files", "slurmctld_port", "cred_expire"}
 _NODE_KEYS = {"name", "gpu_type", "gpus", "cpus", "memory_mb", "features", "port"}
 _PART_KEYS = {"name", "nodes", "default", "max_time", "priority_tier"}
 _TYPE_RE = re.compile(r"^[a-z0-9][a-z0-9_\-]*$")
@@ -57,6 +57,9 @@ class Layout:
     slurm_conf_extra: tuple[str, ...] = ()
     conf_files: Mapping[str, Path] = field(default_factory=dict)
     slurmctld_port: int | None = None
+    cred_expire: int | None = 10
+    """munge's ``cred_expire`` (s): a requeued job waits this + 1 s before Slurm may start it again unless its start
+    time is reset (the backend does). 10 keeps tests of plain requeues short; None is Slurm's default (120)."""
     source: str = "<dict>"
 
     def node_names(self) -> tuple[str, ...]:
@@ -115,12 +118,17 @@ def parse_layout(data: Mapping[str, Any], where: str = "<dict>", base_dir: Path 
     port = data.get("slurmctld_port")
     if port is not None:
         _check_port(port, "slurmctld_port", where)
+    cred_expire = data.get("cred_expire", 10)
+    bad = isinstance(cred_expire, bool) or not isinstance(cred_expire, int) or cred_expire < 1
+    if cred_expire is not None and bad:
+        raise ValidationError("cred_expire", cred_expire, "seconds >= 1, or null for Slurm's default (120)", where)
     return Layout(
         nodes=tuple(nodes),
         partitions=partitions,
         slurm_conf_extra=tuple(extra),
         conf_files=conf_files,
         slurmctld_port=port,
+        cred_expire=cred_expire,
         source=where,
     )
 

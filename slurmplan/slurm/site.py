@@ -18,6 +18,7 @@ import sys
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from slurmplan.domain import ValidationError
 
@@ -104,15 +105,43 @@ def render(text: str, layout: SiteLayout) -> str:
 _PARTITIONS_LINE = "H.MANAGED_PARTITIONS = {}"
 
 
-def render_job_submit(text: str, partitions: tuple[str, ...]) -> str:
-    """job_submit.lua with its managed-partition list filled in (names are checked, they become lua strings)."""
-    for name in partitions:
-        if not name or not all(c.isascii() and (c.isalnum() or c in "_-.") for c in name):
-            raise ValidationError("managed_partitions", name, "partition names of A-Z a-z 0-9 _ - .", "site")
-    if _PARTITIONS_LINE not in text:
-        raise ValidationError("job_submit.lua", "", f"a line {_PARTITIONS_LINE!r}", "site")
-    listed = ", ".join(f'"{name}"' for name in partitions)
-    return text.replace(_PARTITIONS_LINE, "H.MANAGED_PARTITIONS = {" + listed + "}", 1)
+_MODELS_LINE = "H.KNOWN_MODELS = {}"
+_TYPES_LINE = "H.KNOWN_TYPES = {}"
+
+
+def known_names() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The model names and GPU types the performance catalogs price (names and aliases, normalised), which
+    job_submit.lua then accepts in hints; everything else is refused at submission."""
+    from slurmplan.perf.hardware import default_catalog
+    from slurmplan.perf.models import _catalog
+
+    models, aliases = _catalog(os.environ.get("SLURMPLAN_MODEL_CATALOG") or None)
+    catalog = default_catalog()
+    return tuple(sorted({*models, *aliases})), tuple(sorted({*catalog.names(), *catalog.aliases}))
+
+
+def _lua_list(field: str, names: tuple[str, ...], allowed: str, ok: str) -> str:
+    for name in names:
+        if not name or not all(c.isascii() and (c.isalnum() or c in ok) for c in name):
+            raise ValidationError(field, name, allowed, "site")
+    return "{" + ", ".join(f'"{name}"' for name in names) + "}"
+
+
+def render_job_submit(
+    text: str, partitions: tuple[str, ...], models: tuple[str, ...] = (), types: tuple[str, ...] = ()
+) -> str:
+    """job_submit.lua with its managed-partition list and its known models and GPU types filled in (names are
+    checked, they become lua strings; an empty list makes job_submit.lua check nothing)."""
+    filled = {
+        _PARTITIONS_LINE: _lua_list("managed_partitions", partitions, "partition names of A-Z a-z 0-9 _ - .", "_-."),
+        _MODELS_LINE: _lua_list("model", models, "model names of A-Z a-z 0-9 . _ / -", "._/-"),
+        _TYPES_LINE: _lua_list("gpu type", types, "types of a-z 0-9 _ -", "_-"),
+    }
+    for line, listed in filled.items():
+        if line not in text:
+            raise ValidationError("job_submit.lua", "", f"a line {line!r}", "site")
+        text = text.replace(line, line.removesuffix("{}") + listed, 1)
+    return text
 
 
 _HEARTBEAT_LINE = "H.HEARTBEAT_FILE = nil"
@@ -182,7 +211,7 @@ def site_files(layout: SiteLayout, root: Path | None = None, plugin: Path | None
         (conf / "slurmplan/epilog_slurmctld.sh", "prolog/epilog_slurmctld.sh", 0o755),
         (layout.cron_dir / "slurmplan", "site/slurmplan.cron", 0o644),
     ]
-    lua = render_job_submit((root / "site/job_submit.lua").read_text(), layout.managed_partitions)
+    lua = render_job_submit((root / "site/job_submit.lua").read_text(), layout.managed_partitions, *known_names())
     lua = render_daemon_uid(render_heartbeat(lua, layout.heartbeat_file), layout.service_user)
     items = [InstallItem(conf / "job_submit.lua", lua.encode(), 0o644, "site/job_submit.lua")]
     items += [InstallItem(dest, text(rel), mode, rel) for dest, rel, mode in rendered]
@@ -287,3 +316,67 @@ def plan_env_for_job(job_id: int, admin_comment: str | None = None) -> dict[str,
     if decision is None:
         return {}
     return {**plan_environment(*decision), "SLURMPLAN_PLAN_SOURCE": "admin-comment"}
+
+
+# ------------------------------------------------------------------------------- the site on a dev cluster
+
+
+@dataclass(frozen=True)
+class DevSite:
+    """Where a dev cluster started with ``--site`` keeps the site's files (all under its state directory)."""
+
+    dir: Path
+    journal: Path
+    plan_dir: Path
+    hook_log: Path
+
+
+def dev_site_overrides(
+    state_dir: Path,
+    conf_dir: Path,
+    *,
+    managed_partitions: tuple[str, ...] = (),
+    journal: Path | None = None,
+    command: str | None = None,
+    root: Path | None = None,
+    plugin: Path | None = None,
+) -> tuple[dict[str, Any], DevSite]:
+    """Layout overrides that configure a dev cluster's controller as ``site install`` configures a real one:
+    the SPANK plugin loaded (``required``) from plugstack.conf, ``JobSubmitPlugins=lua`` with job_submit.lua
+    (managed partitions, known models and types filled in), PrologSlurmctld/EpilogSlurmctld running prolog/
+    with a hook environment whose journal is ``journal`` (default: ``<state_dir>/site/journal.db``).
+
+    Writes the generated files under ``<state_dir>/site``; the dev cluster copies them beside its slurm.conf
+    (``conf_dir``). ``plugin`` is the built ``slurmplan_spank.so`` (see :func:`build_plugin`); without one the
+    cluster runs without plan options, and that is said in the plugstack file.
+    """
+    root = root or source_root()
+    site_dir = state_dir / "site"
+    site_dir.mkdir(parents=True, exist_ok=True)
+    dev = DevSite(site_dir, journal or site_dir / "journal.db", site_dir / "plans", site_dir / "hook.log")
+    dev.plan_dir.mkdir(exist_ok=True)
+    plugstack = site_dir / "plugstack.conf"
+    if plugin is not None:
+        plugstack.write_text(f"required {plugin} plan_dir={dev.plan_dir}\n")
+    else:
+        plugstack.write_text("# slurmplan_spank.so could not be built here (make -C spank): no plan options\n")
+    env_file = site_dir / "slurmplan-hook.env"
+    layout = SiteLayout(command=command or default_command(), database=dev.journal, hook_log=dev.hook_log)
+    env_file.write_text(hook_env(layout))
+    lua = site_dir / "job_submit.lua"
+    lua.write_text(render_job_submit((root / "site/job_submit.lua").read_text(), managed_partitions, *known_names()))
+    overrides = {
+        "slurm_conf_extra": [
+            "JobSubmitPlugins=lua",
+            f"PrologSlurmctld={conf_dir / 'prolog_slurmctld.sh'}",
+            f"EpilogSlurmctld={conf_dir / 'epilog_slurmctld.sh'}",
+        ],
+        "conf_files": {
+            "job_submit.lua": str(lua),
+            "plugstack.conf": str(plugstack),
+            "prolog_slurmctld.sh": str(root / "prolog/prolog_slurmctld.sh"),
+            "epilog_slurmctld.sh": str(root / "prolog/epilog_slurmctld.sh"),
+            "slurmplan-hook.env": str(env_file),
+        },
+    }
+    return overrides, dev

@@ -6,12 +6,31 @@ sinfo/squeue, so an admin reads it at a glance and a script reads the same facts
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
-from slurmplan.domain import Job, Node, Snapshot
+from slurmplan.domain import Job, Node, Snapshot, ValidationError
 from slurmplan.slurm.parse import compress_hostlist
+
+
+def check_slurm_conf(conf: str | None) -> None:
+    """Refuse a slurm.conf that is not there, before any Slurm command runs.
+
+    Given a missing file, sinfo keeps retrying for about a minute before it fails; ``--slurm-conf`` (or
+    ``$SLURM_CONF`` when no option names one) is checked here so a typo fails at once, naming the file.
+    """
+    source, path = ("--slurm-conf", conf) if conf else ("$SLURM_CONF", os.environ.get("SLURM_CONF"))
+    if not path:
+        return
+    p = Path(path)
+    if not p.is_file():
+        why = "is a directory" if p.is_dir() else "does not exist"
+        raise ValidationError(source, path, f"an existing slurm.conf file (this path {why})", "status")
+    if not os.access(p, os.R_OK):
+        raise ValidationError(source, path, "a slurm.conf this user can read", "status")
 
 
 def gpu_summary(snapshot: Snapshot) -> dict[str, dict[str, int]]:

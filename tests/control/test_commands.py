@@ -114,6 +114,66 @@ def test_explain_text_shows_every_plan_flag() -> None:
     assert "v100x4" in text and plan.short() in text and " gc " in text and text.rstrip().endswith("off")
 
 
+def test_action_lines_spell_an_untyped_request_as_slurm_does() -> None:
+    from slurmplan.control.commands import _action_text
+    from slurmplan.domain import Action, ActionKind
+
+    untyped = _action_text(Action(ActionKind.UPDATE, 7, gpus_per_node=4, node_count=1, nodelist=("n1",)))
+    typed = _action_text(Action(ActionKind.UPDATE, 7, gpu_type="a100", gpus_per_node=4, node_count=2))
+    assert "gpu:4 x1 nodes=n1" in untyped and "None" not in untyped
+    assert "gpu:a100:4 x2" in typed
+
+
+def test_daemon_prints_a_tick_only_when_something_changed(tmp_path: Path) -> None:
+    import dataclasses
+
+    from slurmplan.control.commands import daemon_output
+
+    backend = MemBackend([Job(11, "train", admin_comment="slurmplan:model=m;gpus=2")])
+    daemon = Daemon(
+        DaemonConfig(database=tmp_path / "j.db", report_dir=tmp_path / "reports"),
+        backend=backend,
+        policy="test",
+        candidates_fn=candidates,
+        decide_fn=simple_decide,
+    )
+    first = daemon.tick()
+    # the test decide function opens a round every tick; the tick after the first is otherwise a quiet one
+    second = dataclasses.replace(daemon.tick(), new_round=False)
+    assert first.new_round and "job     11" in (daemon_output(first, verbose=False) or "")
+    assert not second.actions and not second.refused and not second.skipped
+    assert daemon_output(second, verbose=False) is None
+    quiet_line = daemon_output(second, verbose=True)
+    assert quiet_line is not None and "\n" not in quiet_line and "managed" in quiet_line
+
+
+@pytest.mark.parametrize("command", [["tick", "--dry-run"], ["daemon", "--max-ticks", "1"], ["explain", "11"],
+                                     ["history"]])  # fmt: skip
+def test_commands_read_slurmplan_config_from_the_environment(command, tmp_path: Path, monkeypatch, capsys) -> None:
+    # A config naming a policy that does not exist: any command that reads the file fails naming it, before it
+    # touches Slurm or a journal. Without $SLURMPLAN_CONFIG they would read /etc/slurmplan/slurmplan.yaml.
+    cfg = tmp_path / "env.yaml"
+    cfg.write_text("interval_s: -5\n")
+    monkeypatch.setenv("SLURMPLAN_CONFIG", str(cfg))
+    assert main(command) == 1
+    err = capsys.readouterr().err
+    assert "interval_s" in err and str(cfg) in err, err
+
+
+def test_explain_of_a_held_job_says_held_and_why_not_a_prediction_of_zero() -> None:
+    from slurmplan.control.explain import format_explanation
+
+    why = "its a100 GPUs went to job 12 (priority 3.1); the policy gave it no share of time this round"
+    decision = {"round_index": 4, "time": 1_700_000_000.0, "reason": "preempted", "cell": None, "plan": None,
+                "nodes": "", "priority": 0.0, "share": 0.0, "throughput": 0.0, "rule": why}  # fmt: skip
+    e = {"job_id": 7, "name": "train", "state": "PENDING", "managed": True, "hints": "", "hint_error": None,
+         "candidates": [], "share": {}, "share_round": None, "decision": decision,
+         "actions": [], "events": []}  # fmt: skip
+    text = format_explanation(e)
+    assert "held (preempted), not running this round" in text and f"why: {why}" in text
+    assert "predicted 0" not in text and " on -" not in text
+
+
 # ------------------------------------------------- history limits, read-only journals (issue 18 items 5-7)
 
 

@@ -21,7 +21,7 @@ from slurmplan.control.journal import Journal
 from slurmplan.slurm.devcluster import DevCluster
 from slurmplan.slurm.devconf import ClusterPaths
 from slurmplan.slurm.devlayout import load_layout
-from slurmplan.slurm.site import SiteLayout, hook_env, render_job_submit
+from slurmplan.slurm.site import dev_site_overrides
 
 ROOT = Path(__file__).resolve().parents[2]
 MANAGED_PARTITIONS = ("debug",)
@@ -43,34 +43,21 @@ class SiteCluster:
     def __init__(self, tmp: Path, root: Path) -> None:
         self.tmp = tmp
         self.journal = tmp / "journal.db"
-        self.plan_dir = tmp / "plans"
-        self.hook_log = tmp / "hook.log"
         self.jobs_dir = root / "jobs"
         self.jobs_dir.mkdir(parents=True, exist_ok=True)
         os.chmod(self.jobs_dir, 0o777)
         self.submitted: list[int] = []
         conf_dir = ClusterPaths(root.resolve()).conf_dir
-        plugstack = tmp / "plugstack.conf"
-        plugstack.write_text(f"required {ROOT / 'spank/slurmplan_spank.so'} plan_dir={self.plan_dir}\n")
-        env_file = tmp / "slurmplan-hook.env"
-        layout = SiteLayout(command=f"{sys.executable} -m slurmplan.cli", database=self.journal, hook_log=self.hook_log)
-        env_file.write_text(hook_env(layout))
-        lua = tmp / "job_submit.lua"
-        lua.write_text(render_job_submit((ROOT / "site/job_submit.lua").read_text(), MANAGED_PARTITIONS))
-        overrides = {
-            "slurm_conf_extra": [
-                "JobSubmitPlugins=lua",
-                f"PrologSlurmctld={conf_dir / 'prolog_slurmctld.sh'}",
-                f"EpilogSlurmctld={conf_dir / 'epilog_slurmctld.sh'}",
-            ],
-            "conf_files": {
-                "job_submit.lua": str(lua),
-                "plugstack.conf": str(plugstack),
-                "prolog_slurmctld.sh": str(ROOT / "prolog/prolog_slurmctld.sh"),
-                "epilog_slurmctld.sh": str(ROOT / "prolog/epilog_slurmctld.sh"),
-                "slurmplan-hook.env": str(env_file),
-            },
-        }
+        # what `slurmplan devcluster up --site` does (the plugin is built in up())
+        overrides, dev = dev_site_overrides(
+            tmp,
+            conf_dir,
+            managed_partitions=MANAGED_PARTITIONS,
+            journal=self.journal,
+            command=f"{sys.executable} -m slurmplan.cli",
+            plugin=ROOT / "spank/slurmplan_spank.so",
+        )
+        self.plan_dir, self.hook_log = dev.plan_dir, dev.hook_log
         self.cluster = DevCluster(load_layout(None, overrides), root)
         self.env = {**os.environ, **self.cluster.env}
 

@@ -52,7 +52,7 @@ def test_daemon_picks_up_a_hinted_job_and_its_tasks_get_the_plan(site: SiteClust
         time.sleep(1.2)
     job = site.wait_state(job_id, "COMPLETED", timeout=60)
     comment = split_admin_comment(job["admin_comment"])
-    assert comment.hints == "slurmplan:model=llama2-7b;gpus=2;types=v100;batch=64", outputs
+    assert comment.hints == "slurmplan:model=llama2-7b;gpus=2;types=v100;batch=64", outputs  # needs v100: typed
     assert find_hints(job["admin_comment"]).global_batch == 64
     cell, plan = parse_decision(job["admin_comment"])
     env = dict(line.split("=", 1) for line in out.read_text().splitlines())
@@ -64,3 +64,31 @@ def test_daemon_picks_up_a_hinted_job_and_its_tasks_get_the_plan(site: SiteClust
     )
     events = site.wait_events(job_id, "job-start", "job-end")
     assert json.loads(events[-1]["detail"])["exit_state"] == "completed"
+
+
+@pytest.mark.parametrize("request_opts", [("--gres=gpu:a100:2",), ("--gres=gpu:2", "--constraint=a100")])
+def test_typed_and_constraint_managed_jobs_start_on_another_type_when_theirs_is_full(
+    site: SiteCluster, request_opts: tuple[str, ...]
+) -> None:
+    """Issue 14: job_submit.lua turns --gres=gpu:a100:2 into gpu:2 + constraint a100, and a type named only in
+    --constraint is a preference, so with every A100 taken the daemon starts the job on another type."""
+    config = site.tmp / "slurmplan-move.yaml"
+    config.write_text(f"database: {site.journal}\nreport_dir: {site.tmp / 'reports'}\nround_s: 1\n")
+    blockers = [site.sbatch("sleep 300", "--gres=gpu:a100:4", "--comment", "not managed") for _ in range(2)]
+    for b in blockers:
+        site.wait_state(b, "RUNNING")
+    job_id = site.sbatch("sleep 300", *request_opts, "--comment", "slurmplan:model=llama2-7b;gpus=2")
+    assert site.wait_state(job_id, "PENDING")["priority"] == 0
+    outputs = []
+    try:
+        for _ in range(12):
+            outputs.append(tick(site, config))
+            job = site.job(job_id)
+            if job and job["job_state"] == "RUNNING":
+                break
+            time.sleep(1.2)
+        job = site.wait_state(job_id, "RUNNING", timeout=30)
+        assert not job["nodes"].startswith("a100"), (job["nodes"], outputs)
+        assert job["tres_per_node"].count(":") == 2  # still untyped: gres:gpu:N, N as the daemon decided
+    finally:
+        site.run("scancel", str(job_id), *map(str, blockers))

@@ -104,6 +104,7 @@ valid_values = {
     "class": st.sampled_from(["guaranteed", "best-effort"]),
     "deadline": st.sampled_from(["2026-11-23T12:00", "2027-01-31T23:59:59", "2028-02-29T00:00:00Z"]),
     "managed": st.sampled_from(["yes", "no"]),
+    "asked": st.sampled_from(["a100:4", "V100:02", "h100-80g:1", "a:0", "t4:1234567890", "a100", ":4"]),
 }
 valid_pair = st.sampled_from(KEYS).flatmap(
     lambda k: valid_values.get(k, st.integers(1, 16).map(str)).map(lambda v: f"{k}={v}")

@@ -145,3 +145,14 @@ def test_cli_checks_hints() -> None:
     bad = cli("slurmplan:gpus=0")
     assert bad.returncode == 1
     assert "invalid gpus '0': an integer from 1 to 999999999" in bad.stderr
+
+
+def test_install_fills_known_models_and_types_from_the_catalogs(tmp_path: Path) -> None:
+    """job_submit.lua refuses hints naming a model or GPU type outside these lists (test_slurm_site.py)."""
+    install_site(SiteLayout(prefix=tmp_path), build=False)
+    lua = (tmp_path / "etc/slurm/job_submit.lua").read_text()
+    models = next(line for line in lua.splitlines() if line.startswith("H.KNOWN_MODELS = "))
+    types = next(line for line in lua.splitlines() if line.startswith("H.KNOWN_TYPES = "))
+    assert '"llama2-7b"' in models and '"gpt2"' in models and '"a100"' in types and '"tesla-t4"' in types
+    with pytest.raises(ValidationError, match="gpu type"):
+        render_job_submit((ROOT / "site/job_submit.lua").read_text(), (), (), ('a"..os.exit()',))

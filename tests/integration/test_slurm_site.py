@@ -49,7 +49,9 @@ def test_hinted_job_is_held_with_canonical_admin_comment(site: SiteCluster) -> N
     job = site.wait_state(job_id, "PENDING")
     assert job["admin_comment"] == (
         "slurmplan:model=llama2-7b;min=2;max=4;types=a100,v100;class=guaranteed;workers=4;deadline=2030-01-02T03:04"
+        ";asked=a100:2"
     )
+    assert (job["tres_per_node"], job["features"]) == ("gres:gpu:2", "a100")  # movable: type is a preference
     assert job["priority"] == 0
     assert job["state_reason"] in ("JobHeldUser", "JobHeldAdmin")
     site.run("scancel", str(job_id), check=True)
@@ -158,3 +160,55 @@ def test_plan_file_writable_by_others_is_ignored(site: SiteCluster) -> None:
     site.wait_state(job_id, "COMPLETED", timeout=60)
     env = dict(line.split("=", 1) for line in Path(f"{out}.task").read_text().splitlines())
     assert (env["SLURMPLAN_PLAN_SOURCE"], env["SLURMPLAN_GPU_TYPE"]) == ("admin-comment", "a100")
+
+
+# ------------------------------------------------------------------------- typed requests made movable (issue 14)
+
+
+def test_typed_request_with_constraint_keeps_the_users_constraint(site: SiteCluster) -> None:
+    job_id = site.sbatch("sleep 1", "--gres=gpu:v100:1", "--constraint=nvlink", "--comment", "slurmplan:gpus=1")
+    job = site.wait_state(job_id, "PENDING")
+    assert (job["tres_per_node"], job["features"]) == ("gres:gpu:1", "nvlink")
+    assert job["admin_comment"] == "slurmplan:gpus=1;asked=v100:1"
+    site.run("scancel", str(job_id), check=True)
+
+
+@pytest.mark.parametrize("opts", [("--comment", "just a note"), ("--plan-managed=no",)])
+def test_unmanaged_typed_request_is_never_rewritten(site: SiteCluster, opts: tuple[str, ...]) -> None:
+    job_id = site.sbatch("sleep 30", "--gres=gpu:t4:1", *opts)
+    job = site.wait_state(job_id, "PENDING", "RUNNING", "COMPLETING", "COMPLETED")
+    assert (job["tres_per_node"], job["features"]) == ("gres:gpu:t4:1", "")
+    assert "asked=" not in job["admin_comment"]
+    site.run("scancel", str(job_id), check=True)
+
+
+@pytest.mark.parametrize(
+    ("opts", "message"),
+    [
+        (("--plan-model=gpt5-ultra",), 'invalid model "gpt5-ultra": one of bert, bert-large'),
+        (("--plan-gpu-types=a100,z9000",), 'invalid types "z9000": GPU types among a10, a100'),
+        (("--comment", "slurmplan:model=llama2_7B;types=tesla-t4"), None),  # aliases, any case: accepted
+    ],
+)
+def test_unknown_model_or_type_is_refused_at_submission(
+    site: SiteCluster, opts: tuple[str, ...], message: str | None
+) -> None:
+    script = site.jobs_dir / "known.sh"
+    script.write_text("#!/bin/bash\ntrue\n")
+    before = site.run("squeue", "-h", "-o", "%i", check=True).stdout.split()
+    proc = site.run("sbatch", "--parsable", *opts, str(script))
+    if message is None:
+        assert proc.returncode == 0, proc.stderr
+        site.run("scancel", proc.stdout.strip().split(";")[0], check=True)
+        return
+    assert proc.returncode != 0
+    assert f"slurmplan: hints: {message}" in proc.stderr
+    assert site.run("squeue", "-h", "-o", "%i", check=True).stdout.split() == before  # nothing submitted
+
+
+def test_typed_request_of_a_job_that_needs_its_type_is_left_typed(site: SiteCluster) -> None:
+    job_id = site.sbatch("sleep 1", "--gres=gpu:v100:1", "--plan-gpu-types=v100", "--plan-gpus=1")
+    job = site.wait_state(job_id, "PENDING")
+    assert (job["tres_per_node"], job["features"]) == ("gres:gpu:v100:1", "")
+    assert job["admin_comment"] == "slurmplan:gpus=1;types=v100"
+    site.run("scancel", str(job_id), check=True)

@@ -183,3 +183,9 @@ def test_micro_batch_follows_the_plan_only_when_asked() -> None:
     assert resolve_micro_batch(tiny_spec(1, None, micro_batch=1, follow_plan_micro_batch=True), managed) == 1
     with pytest.raises(ValidationError):
         tiny_spec(1, None, micro_batch=3)  # must divide worker_batch = 4
+
+
+def test_report_path_outside_a_job_is_the_working_directory(tmp_path: Path) -> None:
+    assert report_path({}) == tmp_path / "slurmplan-reports" / "local.jsonl"  # conftest made tmp_path the cwd
+    assert report_path({"SLURM_JOB_ID": "5"}) == Path("/var/lib/slurmplan/reports/5.jsonl")
+    assert report_path({"SLURM_JOB_ID": "5", "SLURMPLAN_REPORT_DIR": "/x"}) == Path("/x/5.jsonl")

@@ -81,3 +81,34 @@ def test_srun_two_tasks_train_as_one_job(devcluster, tmp_path: Path) -> None:  #
     state = saved(ckpt)
     assert state["world_size"] == 2 and state["step"] == 6
     assert_same_params(state["model"], example_reference(tmp_path, 6)["model"])
+
+
+@pytest.mark.parametrize("how", ["sbatch-signal-B", "scancel-full"])
+def test_nproc_parent_in_a_batch_job_checkpoints_and_requeues(devcluster, tmp_path: Path, how: str) -> None:  # noqa: ANN001
+    """The ``--nproc 2`` parent as a batch script's process: signalled alone by ``sbatch --signal=B:USR2@N`` (it
+    forwards to its workers), or together with them by ``scancel --signal=USR2 --full``; the workers checkpoint
+    after the same step, rank 0 requeues the job, and no process dies of the signal."""
+    ckpt, out = tmp_path / "ckpt", tmp_path / "job.out"
+    script = (
+        f"export SLURMPLAN_REPORT_DIR={tmp_path / 'reports'}\nunset SLURMPLAN_DP\n"
+        f"exec {sys.executable} -m slurmplan.launch --nproc 2 {EXAMPLE} -- --steps 2000 --step-sleep 0.1 "
+        f"--checkpoint-dir {ckpt}\n"
+    )
+    opts = ["--requeue", "--open-mode=append", f"--output={out}", "-n1"]
+    if how == "sbatch-signal-B":  # one minute, signal 50 s before the end (Slurm may send it up to 60 s early)
+        job = devcluster.sbatch(script, *opts, "--time=1", "--signal=B:USR2@50")
+    else:
+        job = devcluster.sbatch(script, *opts, "--time=5")
+        _wait_for_text(out, r"step 5/", 120)
+        sig = devcluster.run("scancel", "--signal=USR2", "--full", str(job))
+        assert sig.returncode == 0, sig.stderr
+    try:
+        text = _wait_for_text(out, r"requeue \d+ done", 150)
+        devcluster.wait_for(job, lambda j: j.get("restart_cnt", 0) >= 1, 60, "requeued")
+    finally:
+        devcluster.run("scancel", str(job))
+    stopped = int(re.search(r"stopping after step (\d+)", text)[1])
+    assert saved(ckpt)["step"] == stopped and saved(ckpt)["world_size"] == 2
+    assert "Traceback" not in text and "Connection closed" not in text
+    if how == "sbatch-signal-B":
+        assert "forwarding SIGUSR2 to workers" in text or "arrived while starting up" in text

@@ -40,7 +40,8 @@ def test_greedy_skips_what_does_not_fit_and_takes_a_job_once() -> None:
     choice = plan_round(p, x, pri, idle(3), CONFIG)
     assert choice.col.tolist() == [0, -1, -1]  # job 1 takes all 8 GPUs once; the others do not fit
     assert choice.reason == (Reason.SCHEDULED, Reason.WAITING, Reason.WAITING)
-    assert "outranked" in choice.detail[1] and "needs 1, 0 a100 GPUs left" in choice.detail[1]
+    assert choice.detail[1].startswith("outranked this round: its best configuration a100x1 needs 1 GPU and ")
+    assert "0 a100 GPUs were left after jobs of higher priority" in choice.detail[1]
     assert choice.priority.tolist() == [9.0, 5.0, 4.0]  # the chosen pair's, else the job's best
 
 
@@ -48,7 +49,7 @@ def test_job_with_zero_share_has_zero_priority() -> None:
     p = problem([Cell("a100", 1)], [[10.0], [10.0]], {"a100": 1})
     choice = plan_round(p, np.array([[1.0], [0.0]]), np.array([[np.inf], [0.0]]), idle(2), CONFIG)
     assert choice.col.tolist() == [0, -1] and choice.priority.tolist() == [np.inf, 0.0]
-    assert choice.detail[1] == "X is 0 for every configuration"
+    assert choice.detail[1] == "the policy gave it no share of time this round"
 
 
 @settings(max_examples=60, deadline=None)
@@ -95,7 +96,8 @@ def test_running_job_stays_when_the_move_gains_little() -> None:
     x = np.array([[1.0, 0.0]])
     choice = plan_round(p, x, priorities(x, np.zeros((1, 2))), _running(1), CONFIG)
     assert choice.col.tolist() == [1] and choice.reason == (Reason.KEPT,)
-    assert "does not beat" in choice.detail[0]
+    assert choice.detail[0].startswith("stays: moving would gain 1.1x for 360 s but costs 78 s of restart: 0.86x")
+    assert "not above the 1.03x a move must reach" in choice.detail[0]
 
 
 def test_running_job_moves_when_the_gain_is_large() -> None:
@@ -103,7 +105,8 @@ def test_running_job_moves_when_the_gain_is_large() -> None:
     x = np.array([[1.0, 0.0]])
     choice = plan_round(p, x, priorities(x, np.zeros((1, 2))), _running(1), CONFIG)
     assert choice.col.tolist() == [0] and choice.reason == (Reason.MOVED,)
-    assert "beats" in choice.detail[0]
+    assert choice.detail[0].startswith("from v100x1 to a100x1: moving gains 4.0x for 360 s and costs 78 s")
+    assert "above the 1.03x a move must reach" in choice.detail[0] and "not above" not in choice.detail[0]
 
 
 def test_running_job_passed_over_keeps_spare_gpus_but_yields_to_waiting_jobs() -> None:
@@ -125,3 +128,21 @@ def test_shrinking_job_cannot_stay_big_when_its_gpus_are_needed() -> None:
     choice = plan_round(p, x, priorities(x, np.array([[0.0, 0.5], [0.0, 0.0]])), info, CONFIG)
     assert choice.col.tolist() == [0, 0]  # both fit only if job 1 shrinks: capacity is never exceeded
     assert choice.reason[0] is Reason.RESIZED and "moves although" in choice.detail[0]
+
+
+def test_a_move_that_cannot_pay_its_restart_says_so_in_seconds() -> None:
+    """The issue's example: 4.1x for the 20 s left, against 78 s of restart."""
+    verdict = judge_move(10.0, 41.0, 20.0, CONFIG)
+    assert not verdict.move
+    assert verdict.detail == "moving would gain 4.1x for 20 s but costs 78 s, all of that time"
+
+
+def test_a_preempted_job_says_who_took_its_gpus() -> None:
+    cells = [Cell("a100", 1)]
+    p = problem(cells, [[10.0], [10.0]], {"a100": 1})
+    x = np.array([[0.5], [0.5]])
+    pri = np.array([[1.0], [3.0]])
+    info = RunningInfo(np.array([True, False]), np.array([0, -1]), np.array([False, False]), np.full(2, 360.0))
+    choice = plan_round(p, x, pri, info, CONFIG)
+    assert choice.col.tolist() == [-1, 0] and choice.reason[0] is Reason.PREEMPTED
+    assert choice.detail[0].startswith("its a100 GPUs went to job 2 (priority 3); outranked this round")

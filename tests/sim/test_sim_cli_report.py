@@ -92,3 +92,49 @@ def test_parallel_compare_equals_sequential_runs_deterministic(table):
     assert [r.policy for r in parallel] == ["las", "slurm_fifo"]
     for a, b in zip(parallel, sequential, strict=True):
         assert a.jobs == b.jobs and a.times == b.times and a.busy_gpus == b.busy_gpus
+
+
+def test_compare_refuses_an_unknown_policy_before_any_worker(tmp_path: Path, capsys, table):
+    trace = tmp_path / "t.jsonl"
+    write_trace([hours_job(table, i, 1.0) for i in range(2)], trace)
+    args = ["compare", "--trace", str(trace), "--cluster", "v100:1", "--policies", "las,bogus", "--workers", "2"]
+    assert main([*args, "--out", str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err
+    assert "invalid policy 'bogus'" in err and "las" in err and "Traceback" not in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_bad_numbers_are_refused_naming_the_option(tmp_path: Path, capsys, table):
+    trace = tmp_path / "t.jsonl"
+    write_trace([hours_job(table, 0, 1.0)], trace)
+    assert main(["simulate", "--trace", str(trace), "--policy", "las", "--round", "-5"]) == 1
+    assert "invalid --round -5.0: a number of seconds > 0" in capsys.readouterr().err
+
+
+def test_plots_without_matplotlib_say_which_extra_before_any_work(tmp_path: Path, capsys, table, monkeypatch):
+    # Uninstalling matplotlib is not possible inside the test run; a None entry makes ``import matplotlib`` raise
+    # ImportError exactly as a missing package does.
+    import sys
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    trace = tmp_path / "t.jsonl"
+    write_trace([hours_job(table, 0, 1.0)], trace)
+    args = ["simulate", "--trace", str(trace), "--policy", "las", "--out", str(tmp_path / "o")]
+    assert main([*args, "--plots", str(tmp_path / "p")]) == 1
+    assert "pip install 'slurmplan[plots]'" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_cluster_no_job_fits_is_refused_naming_the_jobs(tmp_path: Path, capsys, table):
+    trace = tmp_path / "t.jsonl"
+    write_trace([hours_job(table, i, 1.0) for i in range(3)], trace)
+    assert main(["simulate", "--trace", str(trace), "--policy", "las", "--cluster", "h100:2x8"]) == 1
+    err = capsys.readouterr().err
+    assert "invalid --cluster 'h100:2x8'" in err and "3 of 3 jobs" in err and "jobs 0 (" in err
+
+
+def test_an_output_folder_that_is_a_file_is_refused_before_the_run(tmp_path: Path, capsys, table):
+    trace = tmp_path / "t.jsonl"
+    write_trace([hours_job(table, 0, 1.0)], trace)
+    assert main(["simulate", "--trace", str(trace), "--policy", "las", "--out", str(trace)]) == 1
+    assert "invalid --out" in capsys.readouterr().err

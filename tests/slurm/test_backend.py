@@ -84,7 +84,7 @@ def test_action_commands():
             "update",
             "jobid=7",
             "TresPerNode=gres:gpu:v100:2",
-            "NumNodes=2",
+            "NumNodes=2-2",
             "ReqNodeList=v100n[1-2]",
             "AdminComment=slurmplan: v100x4",
         ]
@@ -257,3 +257,106 @@ def test_annotate_and_cancel(devcluster):
     (cancel,) = backend.apply([Action(ActionKind.CANCEL, job_id)])
     assert cancel.ok
     devcluster.wait_state(job_id, "CANCELLED")
+
+
+# ------------------------------------------------------------------------------------------- scale: batching
+
+
+def test_batch_commands_chunk_job_lists():
+    from slurmplan.slurm.backend import BATCH_MAX, batch_commands
+
+    ids = list(range(1, BATCH_MAX + 3))
+    hold = batch_commands(ActionKind.HOLD, ids)
+    assert len(hold) == 2 and hold[0][:2] == ["scontrol", "hold"]
+    assert hold[0][2] == ",".join(map(str, ids[:BATCH_MAX])) and hold[1][2] == f"{BATCH_MAX + 1},{BATCH_MAX + 2}"
+    assert batch_commands(ActionKind.CANCEL, [4, 5]) == [["scancel", "4", "5"]]
+
+
+def test_batch_results_read_per_job_refusals():
+    """Recorded from ``scontrol requeue 1500,8,99999`` on 22.05: it did job 8, refused the other two, exit 1."""
+    from slurmplan.slurm.backend import batch_results
+
+    actions = [Action(ActionKind.REQUEUE, j) for j in (1500, 8, 99999)]
+    stderr = "Job is pending execution for job 1500\nInvalid job id specified for job 99999\n"
+    out = batch_results(actions, [0, 1, 2], 1, stderr)
+    assert [out[i].ok for i in range(3)] == [False, True, False]
+    assert out[2].message == "Invalid job id specified for job 99999"
+    assert batch_results(actions, [0, 1, 2], 1, "slurm_load_jobs error: timeout") == {}  # retried one by one
+    assert all(r.ok for r in batch_results(actions, [0, 1, 2], 0, "").values())
+
+
+@pytest.mark.slurm
+def test_batched_hold_release_one_call_each_and_unknown_job_reported(devcluster):
+    backend = SlurmBackend(devcluster.env)
+    ids = [devcluster.sbatch(LOOP, "--hold", "--gres=gpu:1", "--time=10") for _ in range(3)]
+    backend.snapshot()
+    before = backend.calls
+    results = backend.apply([Action(ActionKind.RELEASE, j) for j in ids] + [Action(ActionKind.RELEASE, 99999)])
+    assert backend.calls - before == 1
+    assert [r.ok for r in results] == [True, True, True, False] and "99999" in results[3].message
+    before = backend.calls
+    results = backend.apply([Action(ActionKind.HOLD, j) for j in ids])
+    assert backend.calls - before == 1 and all(r.ok for r in results)
+    jobs = {j.job_id: j for j in backend.snapshot().jobs}
+    assert all(jobs[j].held or jobs[j].state is not JobState.PENDING for j in ids)
+    devcluster.run("scancel", *map(str, ids))
+
+
+@pytest.mark.slurm
+def test_update_reads_request_from_last_snapshot_not_a_new_squeue(devcluster):
+    """One job's several actions keep their order; the UPDATE needs no squeue after a snapshot."""
+    backend = SlurmBackend(devcluster.env)
+    job_id = devcluster.sbatch(LOOP, "--hold", "--gres=gpu:2", "--constraint=a100", "--time=10")
+    backend.snapshot()
+    before = backend.calls
+    update = Action(ActionKind.UPDATE, job_id, "v100", 1, 1, None, "slurmplan: v100x1")
+    results = backend.apply([update, Action(ActionKind.RELEASE, job_id)])
+    assert all(r.ok for r in results) and backend.calls - before == 2
+    running = devcluster.wait_state(job_id, "RUNNING")
+    assert running["nodes"].startswith("v100n")
+    fresh = SlurmBackend(devcluster.env)  # no snapshot yet: one squeue for that job only
+    fresh.apply([Action(ActionKind.UPDATE, job_id, None, 1)])
+    assert fresh.calls == 2
+    devcluster.run("scancel", str(job_id))
+
+
+# ------------------------------------------------------------------------------- restart speed (issue 14)
+
+
+def test_start_now_command_lists_jobs_and_only_for_other_nodes():
+    from slurmplan.slurm.backend import may_start_now, start_now_command
+
+    assert start_now_command([3, 4]) == ["scontrol", "update", "jobid=3,4", "StartTime=now"]
+    assert may_start_now(frozenset({"a1", "a2"}), frozenset({"v1", "v2"}))
+    assert not may_start_now(frozenset({"a1", "a2"}), frozenset({"a2", "a3"}))  # revoked credential on a2
+    assert not may_start_now(None, frozenset({"v1"})) and not may_start_now(frozenset({"a1"}), None)
+
+
+@pytest.mark.slurm
+def test_restart_into_a_new_configuration_with_slurms_default_cred_expire(devcluster_factory):
+    """With Slurm's defaults a requeued job waits cred_expire + 1 = 121 s (reason BeginTime) before it may start
+    again; the backend resets the start time when it releases a requeued job, so the restart takes seconds.
+    Moves the job to another node and GPU type, then back onto the node it first ran on (not the one it just
+    left, where the old launch credential is revoked: there the backend keeps Slurm's wait)."""
+    cluster = devcluster_factory({"cred_expire": None})
+    assert "cred_expire" not in (cluster.cluster.paths.conf_dir / "slurm.conf").read_text()
+    backend = SlurmBackend(cluster.env)
+    trap = "#!/bin/bash\ntrap 'scontrol requeuehold $SLURM_JOB_ID; exit 0' USR2\nsleep 600 & wait\n"
+    job_id = cluster.sbatch(trap, "--gres=gpu:1", "--constraint=a100", "--time=10")
+    first = cluster.wait_state(job_id, "RUNNING")["nodes"]
+    for target_type, target_node in (("v100", "v100n1"), ("a100", first)):  # first: left two moves ago
+        time.sleep(1)  # the trap is set
+        backend.snapshot()  # as each tick does: the backend sees where the job runs
+        started = time.monotonic()
+        assert backend.apply([Action(ActionKind.SIGNAL, job_id, signal="USR2")])[0].ok
+        cluster.wait_for(job_id, lambda j: j["job_state"] == "PENDING" and j["priority"] == 0, what="requeue-held")
+        backend.snapshot()
+        update = Action(ActionKind.UPDATE, job_id, target_type, 1, 1, (target_node,))
+        results = backend.apply([update, Action(ActionKind.RELEASE, job_id)])
+        assert all(r.ok for r in results), results
+        running = cluster.wait_for(
+            job_id, lambda j, n=target_node: j["job_state"] == "RUNNING" and j["nodes"] == n, 60, "running on target"
+        )
+        assert time.monotonic() - started < 30, "the restart waited for cred_expire"
+        assert running["state_reason"] == "None"
+    cluster.run("scancel", str(job_id))

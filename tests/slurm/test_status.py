@@ -83,3 +83,26 @@ def test_cli_devcluster_status(devcluster):
     data = json.loads(proc.stdout)
     assert data["running"] and data["cluster_name"] == devcluster.cluster.cluster_name
     assert {d["name"] for d in data["daemons"]} >= {"munged", "slurmctld"}
+
+
+MISSING_CONF = [
+    ({}, ["--slurm-conf", "/nope.conf"], "--slurm-conf"),
+    ({"SLURM_CONF": "/nope/s.conf"}, [], "$SLURM_CONF"),
+]
+
+
+@pytest.mark.parametrize(("env", "args", "named"), MISSING_CONF)
+def test_status_with_a_missing_slurm_conf_fails_at_once_naming_it(env, args, named):
+    import os
+    import time
+
+    start = time.monotonic()
+    r = subprocess.run(
+        [sys.executable, "-m", "slurmplan.cli", "status", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        timeout=30,  # sinfo retried for about 60 s before the check
+    )
+    assert r.returncode == 1 and f"invalid {named}" in r.stderr and "does not exist" in r.stderr, r.stderr
+    assert time.monotonic() - start < 30

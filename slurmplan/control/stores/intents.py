@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from slurmplan.control.codec import action_from_dict, action_to_dict
 from slurmplan.control.stores.db import Store, Table
@@ -159,3 +160,16 @@ class IntentStore(Store):
 
     def count(self) -> int:
         return self.db["actions"].count
+
+    def restart_timeline(self) -> list[dict[str, Any]]:
+        """Applied checkpoint signals and GPU updates plus job start/end events, ordered by job and time: the raw
+        rows ``control.calibration`` measures restarts from (``what`` is the action kind or the event name)."""
+        sql = (
+            "SELECT job_id, applied_at AS time, kind AS what, payload AS detail FROM actions "
+            "WHERE kind IN ('signal', 'update') AND status IN ('applied', 'confirmed') AND applied_at IS NOT NULL "
+            "UNION ALL SELECT job_id, time, event AS what, detail FROM events WHERE event IN ('job-start', 'job-end') "
+            "ORDER BY job_id, time"
+        )
+        if "events" not in self.db.table_names():
+            return []
+        return [dict(zip(("job_id", "time", "what", "detail"), r, strict=True)) for r in self.db.execute(sql)]

@@ -1,0 +1,110 @@
+"""The reconfiguration cost measured on this cluster, per job size, from what the journal recorded.
+
+A move costs a job the time from the checkpoint signal to running again in its new configuration:
+signal (the daemon's SIGNAL action, applied) -> requeued (the EpilogSlurmctld ``job-end`` event that follows)
+-> running (the PrologSlurmctld ``job-start`` event after that). The size is the job's GPUs in its new
+configuration (the UPDATE the daemon applied in between; without one, the size it had). Pure functions over
+:meth:`Journal.restart_timeline` rows, so they are tested on rows and ``slurmplan explain`` shows the result.
+
+What it does not measure: the job's own restore (loading the checkpoint) after it starts; the launcher's
+reports carry that, and a site that wants it in the cost adds it to ``reconfig_cost_s``'s default.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+DEFAULT_COST_S = 78.0
+"""The configured cost used until the journal holds a restart of a comparable job."""
+
+
+@dataclass(frozen=True)
+class RestartSample:
+    job_id: int
+    gpus: int
+    signal_at: float
+    requeued_at: float
+    running_at: float
+
+    @property
+    def total_s(self) -> float:
+        return self.running_at - self.signal_at
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Median restart seconds per GPU count, with the sample counts; ``cost_for`` picks one for a job."""
+
+    by_gpus: Mapping[int, float] = field(default_factory=dict)
+    samples: Mapping[int, int] = field(default_factory=dict)
+    default_s: float = DEFAULT_COST_S
+
+    def cost_for(self, gpus: int) -> tuple[float, str]:
+        """``(seconds, where it came from)``: this size's median, else the nearest measured size's, else the
+        configured default (a restart's cost grows with the job's nodes and checkpoint, so size matters)."""
+        if gpus in self.by_gpus:
+            return self.by_gpus[gpus], f"median of {self.samples[gpus]} restarts of {gpus}-GPU jobs"
+        if self.by_gpus:
+            near = min(self.by_gpus, key=lambda g: (abs(g - gpus), -g))
+            return self.by_gpus[near], f"median of {self.samples[near]} restarts of {near}-GPU jobs (nearest size)"
+        return self.default_s, "configured default (no restart measured yet)"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {str(g): {"median_s": round(s, 2), "samples": self.samples[g]} for g, s in sorted(self.by_gpus.items())}
+
+
+def _gpus(what: str, detail: str) -> int | None:
+    try:
+        data = json.loads(detail or "{}")
+    except json.JSONDecodeError:
+        return None
+    if what == "update":
+        per_node, nodes = data.get("gpus_per_node"), data.get("node_count") or 1
+        return int(per_node) * int(nodes) if isinstance(per_node, int) else None
+    gpus = data.get("gpus")  # job-start: SLURM_JOB_GPUS, the GPU indices
+    return len([g for g in str(gpus).split(",") if g]) if gpus else None
+
+
+def restart_samples(rows: Sequence[Mapping[str, Any]]) -> list[RestartSample]:
+    """Every complete signal -> job-end -> job-start sequence of one job in the rows (ordered by job, time)."""
+    out: list[RestartSample] = []
+    by_job: dict[int, list[Mapping[str, Any]]] = {}
+    for r in rows:
+        by_job.setdefault(int(r["job_id"]), []).append(r)
+    for job_id, events in by_job.items():
+        events = sorted(events, key=lambda r: float(r["time"]))
+        signal_at = requeued_at = None
+        gpus: int | None = None
+        last_gpus: int | None = None
+        for r in events:
+            what, at = r["what"], float(r["time"])
+            if what == "signal":
+                signal_at, requeued_at, gpus = at, None, None
+            elif what == "update" and signal_at is not None:
+                gpus = _gpus(what, r["detail"]) or gpus
+            elif what == "job-end" and signal_at is not None and requeued_at is None:
+                requeued_at = at
+            elif what == "job-start":
+                size = gpus or _gpus(what, r["detail"]) or last_gpus
+                if signal_at is not None and requeued_at is not None and size:
+                    out.append(RestartSample(job_id, size, signal_at, requeued_at, at))
+                last_gpus = _gpus(what, r["detail"]) or size or last_gpus
+                signal_at = requeued_at = None
+    return out
+
+
+def calibrate(samples: Sequence[RestartSample], default_s: float = DEFAULT_COST_S) -> Calibration:
+    """Median seconds per size; a negative or day-long sample (clock step, a job held for days) is dropped."""
+    by: dict[int, list[float]] = {}
+    for s in samples:
+        if 0 <= s.total_s < 86_400:
+            by.setdefault(s.gpus, []).append(s.total_s)
+    return Calibration(
+        by_gpus={g: statistics.median(v) for g, v in by.items()},
+        samples={g: len(v) for g, v in by.items()},
+        default_s=default_s,
+    )

@@ -1,0 +1,82 @@
+"""Restart cost calibration from journal rows (pure) and through a real journal and ``explain``."""
+
+from __future__ import annotations
+
+import json
+
+from slurmplan.control.calibration import DEFAULT_COST_S, calibrate, restart_samples
+from slurmplan.control.explain import explain_job, format_explanation
+from slurmplan.control.journal import ActionStatus, Journal
+from slurmplan.domain import Action, ActionKind
+
+
+def _row(job_id, t, what, detail=""):
+    return {"job_id": job_id, "time": t, "what": what, "detail": detail}
+
+
+def _update(gpus, nodes=1):
+    return json.dumps({"gpus_per_node": gpus, "node_count": nodes})
+
+
+def test_samples_follow_signal_end_start_and_take_the_new_size():
+    rows = [
+        _row(1, 0.0, "job-start", json.dumps({"gpus": "0,1"})),
+        _row(1, 100.0, "signal"),
+        _row(1, 103.0, "job-end"),
+        _row(1, 104.0, "update", _update(2, 2)),
+        _row(1, 110.0, "job-start"),
+        _row(2, 50.0, "signal"),  # never requeued: no sample
+        _row(2, 60.0, "job-start"),
+        _row(3, 10.0, "signal"),
+        _row(3, 12.0, "job-end"),
+        _row(3, 20.0, "job-start", json.dumps({"gpus": "0"})),
+    ]
+    samples = restart_samples(rows)
+    assert [(s.job_id, s.gpus, s.total_s, s.requeued_at - s.signal_at) for s in samples] == [
+        (1, 4, 10.0, 3.0),
+        (3, 1, 10.0, 2.0),
+    ]
+
+
+def test_calibration_is_per_size_with_nearest_size_and_default_fallbacks():
+    rows = []
+    for job, (gpus, seconds) in enumerate([(1, 2.0), (1, 4.0), (1, 30.0), (8, 60.0)], start=1):
+        rows += [_row(job, 0.0, "signal"), _row(job, 1.0, "job-end"), _row(job, 1.5, "update", _update(gpus))]
+        rows += [_row(job, seconds, "job-start")]
+    cal = calibrate(restart_samples(rows))
+    assert cal.cost_for(1) == (4.0, "median of 3 restarts of 1-GPU jobs")
+    assert cal.cost_for(8)[0] == 60.0
+    assert cal.cost_for(6)[0] == 60.0 and "nearest" in cal.cost_for(6)[1]
+    assert calibrate([]).cost_for(4) == (DEFAULT_COST_S, "configured default (no restart measured yet)")
+
+
+def test_journal_timeline_feeds_explain(tmp_path):
+    with Journal(tmp_path / "j.db") as journal:
+        tick = journal.begin_tick("act", 0.0)
+        journal.upsert_jobs([{"job_id": 7, "name": "x", "state": "running", "managed": 1, "first_seen": 0.0,
+                              "last_seen": 0.0}])  # fmt: skip
+        ids = journal.add_intents(tick, 1, [Action(ActionKind.SIGNAL, 7, signal="USR2")], 100.0)
+        ids += journal.add_intents(tick, 1, [Action(ActionKind.UPDATE, 7, "v100", 2)], 100.0)
+        journal.mark_action(ids[0], ActionStatus.APPLIED, 100.0)
+        journal.mark_action(ids[1], ActionStatus.APPLIED, 102.0)
+        journal.record_event(7, "job-end", 101.0, "{}")
+        journal.record_event(7, "job-start", 103.5, "{}")
+        rows = journal.restart_timeline()
+        assert [r["what"] for r in rows] == ["signal", "job-end", "update", "job-start"]
+        e = explain_job(journal, 7)
+    assert e["reconfig_cost"]["by_gpus"] == {"2": {"median_s": 3.5, "samples": 1}}
+    assert "reconfiguration cost for" in format_explanation(e)
+
+
+def test_explain_of_a_held_job_prices_its_own_size_not_one_gpu(tmp_path):
+    """A held job's last decision has no Cell: its size comes from its candidates (it said "1 GPUs" before)."""
+    from slurmplan.domain import Candidate, Cell
+
+    with Journal(tmp_path / "j.db") as journal:
+        tick = journal.ticks.begin("act", 0.0)
+        journal.jobs.upsert([{"job_id": 9, "name": "x", "state": "pending", "managed": 1, "first_seen": 0.0,
+                              "last_seen": 0.0}])  # fmt: skip
+        journal.candidates.replace(tick, {9: [Candidate(Cell("a100", 4, 2), 40.0), Candidate(Cell("v100", 2), 9.0)]})
+        e = explain_job(journal, 9)
+    assert e["reconfig_cost"]["gpus"] == 4
+    assert "reconfiguration cost for 4 GPUs:" in format_explanation(e)
