@@ -18,6 +18,7 @@ Imports nothing but the domain: ``sim`` and ``slurm`` both depend on it.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from slurmplan.domain import GpuType, JobId, ValidationError
@@ -41,10 +42,22 @@ class SlurmRules:
     """Seconds after a requeue before the job may start again (``cred_expire`` + 1; 120 s is Slurm's default)."""
     signal_then_grace: bool = True
     """A move of a running job is a checkpoint signal first, a requeue only when the grace period is over."""
+    start_now_on_other_nodes: bool = True
+    """A requeued job pinned to nodes it was not running on may skip the wait (``StartTime=now``, which the
+    daemon sets before releasing it); on a node it just left the new launch would meet the revoked credential."""
 
     def __post_init__(self) -> None:
         if not self.requeue_start_delay_s >= 0:
             raise ValidationError("requeue_start_delay_s", self.requeue_start_delay_s, "seconds >= 0", "slurm rules")
+
+    def may_skip_requeue_wait(self, ran_on: Iterable[str], target: Iterable[str] | None) -> bool:
+        """Whether a requeued job released onto ``target`` may start before ``requeue_start_delay_s`` is over.
+
+        The Slurm backend resets the begin time exactly then (``slurmplan.slurm.backend.may_start_now``); the
+        simulator must do the same, or it predicts a ``cred_expire`` wait for every move the daemon makes.
+        """
+        ran, tgt = frozenset(ran_on), frozenset(target or ())
+        return self.start_now_on_other_nodes and bool(ran) and bool(tgt) and not (ran & tgt)
 
     def type_change_error(
         self, job_id: JobId, typed: bool, current: GpuType | None, wanted: GpuType | None, request: str = ""

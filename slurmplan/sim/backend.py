@@ -77,6 +77,8 @@ class SimJob:
     pending_cost: float = 0.0
     eligible_at: float = 0.0
     """Earliest start after a requeue (``SlurmRules.requeue_start_delay_s``)."""
+    ran_on: tuple[str, ...] = ()
+    """The nodes the job last ran on (a release pinned elsewhere skips the requeue wait, as on Slurm)."""
     last_update: float = 0.0
     run_seconds: float = 0.0
     gpu_seconds: float = 0.0
@@ -229,6 +231,8 @@ class SimBackend:
         if job.state is not JobState.PENDING:
             return "Job is no longer pending execution"
         job.held = False
+        if job.eligible_at > self.now and self.rules.may_skip_requeue_wait(job.ran_on, job.req_nodes):
+            job.eligible_at = self.now  # the daemon's StartTime=now before a release onto other nodes
         self._try_start(job)
         return ""
 
@@ -296,6 +300,7 @@ class SimBackend:
         if self.rules.requeue_start_delay_s > 0:
             self._waiting.add(job.job_id)
         job.start_time = None
+        job.ran_on = job.nodes
         job.nodes = ()
         job.rate = 0.0
 
@@ -411,6 +416,10 @@ class SimBackend:
         for job_id in [j for j in self._waiting if j not in self.jobs or self.jobs[j].eligible_at <= self.now]:
             self._waiting.discard(job_id)
         return min((self.jobs[j].eligible_at for j in self._waiting), default=math.inf)
+
+    def next_begin(self) -> float:
+        """When the next requeued job's begin time comes (inf: none waits); until then the run can progress."""
+        return self._next_eligible()
 
     def next_completion(self) -> float:
         return min((j.finish_eta(self.now) for j in self.running.values()), default=math.inf)

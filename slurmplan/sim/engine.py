@@ -241,7 +241,8 @@ class Simulation:
         nothing_left = self._next_arrival >= len(self.arrivals)
         if nothing_left and not self.backend.jobs:
             return True
-        return nothing_left and not self.backend.running and idle >= self.options.idle_rounds
+        waiting = math.isfinite(self.backend.next_begin())  # a requeued job will become startable: not stuck
+        return nothing_left and not self.backend.running and not waiting and idle >= self.options.idle_rounds
 
     def run(self) -> SimResult:
         """Tick, jump to the next event, repeat, until the trace is done (or cannot progress)."""

@@ -164,3 +164,21 @@ def test_a_requeued_job_waits_its_begin_time_before_it_starts_again():
     assert b.jobs[1].state is JobState.PENDING
     b.advance(50.0 + 122.0)
     assert b.jobs[1].state is JobState.RUNNING and b.jobs[1].start_time == pytest.approx(50.0 + 121.0)
+
+
+def test_a_requeued_job_released_onto_other_nodes_starts_at_once_as_the_daemon_resets_its_begin_time():
+    b = backend(rules=SLURM_22_05)
+    submit(b, 1)
+    act(b, ActionKind.RELEASE, 1)
+    b.advance(50.0)
+    assert b.jobs[1].nodes == ("v100-0000",)
+    assert act(b, ActionKind.REQUEUE_HOLD, 1)
+    assert act(b, ActionKind.UPDATE, 1, nodelist=("v100-0000",), node_count=1)
+    assert act(b, ActionKind.RELEASE, 1)
+    assert b.jobs[1].state is JobState.PENDING  # the node it just left: Slurm's wait stays
+    assert act(b, ActionKind.HOLD, 1)
+    assert act(b, ActionKind.UPDATE, 1, gpu_type="k80", nodelist=("k80-0000",), node_count=1)
+    assert act(b, ActionKind.RELEASE, 1)
+    assert b.jobs[1].state is JobState.RUNNING and b.jobs[1].nodes == ("k80-0000",)  # StartTime=now, as on Slurm
+    assert SLURM_22_05.may_skip_requeue_wait(("a",), ("b",)) and not SLURM_22_05.may_skip_requeue_wait(("a",), None)
+    assert not SLURM_22_05.may_skip_requeue_wait((), ("b",)) and not SLURM_22_05.may_skip_requeue_wait(("a",), ("a",))
