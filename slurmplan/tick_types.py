@@ -83,6 +83,10 @@ class TickConfig:
     """Rubick's rule: move a running job only if ``(T - N*delta)/T > threshold``."""
     reconfig_cost_s: float = 78.0
     """delta: seconds one reconfiguration costs (Rubick measured 78 s)."""
+    requeue_delay_s: float = 0.0
+    """Slurm's wait before a requeued job may start again on a node it just left (``cred_expire + 1``, 121 s by
+    default). A move that keeps the job's GPU type may land on its own nodes, so that move is charged this too; a
+    move to another type never does (the daemon resets the begin time, ``SlurmRules.may_skip_requeue_wait``)."""
     account_weights: Mapping[str, float] = field(default_factory=dict)
     """Weights of Slurm accounts for hierarchical policies (empty: all equal)."""
     cost_per_gpu_hour: Mapping[GpuType, float] = field(default_factory=dict)
@@ -96,6 +100,7 @@ class TickConfig:
             ("grace_s", self.grace_s >= 0, "a number of seconds >= 0"),
             ("reconfig_threshold", 0 < self.reconfig_threshold <= 1, "a number in (0, 1]"),
             ("reconfig_cost_s", self.reconfig_cost_s >= 0, "a number of seconds >= 0"),
+            ("requeue_delay_s", self.requeue_delay_s >= 0, "a number of seconds >= 0"),
             ("priority_reset_s", self.priority_reset_s >= 0, "a number of seconds >= 0"),
         )
         for name, ok, allowed in checks:

@@ -40,6 +40,9 @@ class DaemonConfig:
     grace_s: float = 120.0
     reconfig_threshold: float = 0.97
     reconfig_cost_s: float = 78.0
+    requeue_delay_s: float = 121.0
+    """Slurm's wait before a requeued job restarts on a node it just left (``cred_expire + 1`` wall seconds; 121 by
+    default); a resize on the same GPU type is charged it (``TickConfig.requeue_delay_s``)."""
     priority_reset_s: float = 1920.0
     """Least seconds between resets of the round priorities' memory of time received (Gavel's default)."""
     database: Path = DEFAULT_DATABASE
@@ -86,6 +89,7 @@ class DaemonConfig:
             grace_s=self.grace_s,
             reconfig_threshold=self.reconfig_threshold,
             reconfig_cost_s=self.reconfig_cost_s,
+            requeue_delay_s=self.requeue_delay_s,
             priority_reset_s=self.priority_reset_s,
         )
 
@@ -156,6 +160,7 @@ _FIELDS: dict[str, Any] = {
     "grace_s": lambda v, w: _seconds("grace_s", v, w),
     "reconfig_threshold": _threshold,
     "reconfig_cost_s": lambda v, w: _seconds("reconfig_cost_s", v, w, zero_ok=True),
+    "requeue_delay_s": lambda v, w: _seconds("requeue_delay_s", v, w, zero_ok=True),
     "priority_reset_s": lambda v, w: _seconds("priority_reset_s", v, w, zero_ok=True),
     "database": lambda v, w: _path("database", v, w),
     "report_dir": lambda v, w: _path("report_dir", v, w),

@@ -73,7 +73,7 @@ def predict(cfg: ReplayConfig, cluster: str, requeue_delay_s: float) -> SimResul
     return simulate(RunSpec(str(cfg.trace), cluster, cfg.policy, options))
 
 
-def _daemon_config(cfg: ReplayConfig, out: Path) -> Path:
+def _daemon_config(cfg: ReplayConfig, out: Path, requeue_delay_wall_s: float) -> Path:
     k = cfg.speedup
     data = {
         "policy": cfg.policy,
@@ -81,6 +81,7 @@ def _daemon_config(cfg: ReplayConfig, out: Path) -> Path:
         "interval_s": cfg.tick_s / k,
         "grace_s": max(1.0, cfg.grace_s / k),
         "reconfig_cost_s": cfg.reconfig_cost_s / k,
+        "requeue_delay_s": requeue_delay_wall_s,  # Slurm's own delay: wall seconds, not scaled
         "priority_reset_s": cfg.priority_reset_s / k,
         "database": str(out / "journal.db"),
         "report_dir": str(out / "reports"),
@@ -128,7 +129,8 @@ def run_replay(
     if cfg.faults.fail_scontrol > 0:
         wrapper = replay_ops.write_failing_scontrol(out / "fault-bin", cfg.faults.fail_scontrol)
     if managed:
-        daemon = replay_ops.daemon_process(_daemon_config(cfg, out), env, out / "daemon.log", wrapper)
+        daemon_yaml = _daemon_config(cfg, out, requeue_delay_s / k)
+        daemon = replay_ops.daemon_process(daemon_yaml, env, out / "daemon.log", wrapper)
     canary_script = out / "canary.sh"
     canary_script.write_text(CANARY)
     submitted: dict[int, Submission] = {}

@@ -231,10 +231,16 @@ class SimBackend:
         if job.state is not JobState.PENDING:
             return "Job is no longer pending execution"
         job.held = False
-        if job.eligible_at > self.now and self.rules.may_skip_requeue_wait(job.ran_on, job.req_nodes):
-            job.eligible_at = self.now  # the daemon's StartTime=now before a release onto other nodes
+        self._skip_wait(job)
         self._try_start(job)
         return ""
+
+    def _skip_wait(self, job: SimJob) -> bool:
+        """The daemon's ``StartTime=now`` on a requeued job pinned to nodes it did not run on (as on Slurm)."""
+        if job.eligible_at > self.now and self.rules.may_skip_requeue_wait(job.ran_on, job.req_nodes):
+            job.eligible_at = self.now
+            return True
+        return False
 
     def _update(self, job: SimJob, action: Action) -> str:
         changes = {
@@ -253,6 +259,8 @@ class SimBackend:
             return str(refusal)
         for key, value in changes.items():
             setattr(job, key, value)
+        if "req_nodes" in changes and job.eligible_at > self.now and self._skip_wait(job):
+            self._try_start(job)  # pinned elsewhere while it waits: the daemon resets its begin time
         if action.admin_comment is not None:
             job.admin_comment = action.admin_comment
         return ""

@@ -83,6 +83,7 @@ class Simulation:
             round_s=options.round_s or TickConfig.round_s,
             reconfig_cost_s=options.reconfig_cost_s,
             reconfig_threshold=options.reconfig_threshold,
+            requeue_delay_s=options.requeue_delay_s,
         )
         rules = dataclasses.replace(SLURM_22_05, requeue_start_delay_s=options.requeue_delay_s)
         self.backend = SimBackend(

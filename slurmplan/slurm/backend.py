@@ -394,6 +394,7 @@ class SlurmBackend:
         self.calls = 0
         self._requests: dict[int, str] = {}
         self._restarted: set[int] = set()
+        self._begin_wait: set[int] = set()  # released jobs still waiting out Slurm's requeue begin time
         self._ran_on: dict[int, frozenset[str]] = {}  # the nodes each job was last seen running on
         self._target: dict[int, frozenset[str]] = {}  # the node list the last applied UPDATE pinned
 
@@ -425,6 +426,7 @@ class SlurmBackend:
         self._restarted = {
             j.job_id for j in snapshot.jobs if j.restart_count > 0 and j.state in (JobState.PENDING, JobState.REQUEUED)
         }
+        self._begin_wait = {j.job_id for j in snapshot.jobs if j.state_reason == "BeginTime"}
         self._ran_on.update({j.job_id: frozenset(j.nodes) for j in snapshot.jobs if j.nodes})
         return snapshot
 
@@ -465,6 +467,7 @@ class SlurmBackend:
                 proc = self._run(argv, check=False)
                 results.update(batch_results([actions[i] for i in chunk], chunk, proc.returncode, proc.stderr))
         failed_jobs: set[int] = set()
+        repinned: list[Action] = []
         for i, a in enumerate(actions):
             if i not in results and a.job_id in failed_jobs:  # never release a job whose update did not take
                 results[i] = ActionResult(a, False, "skipped: an earlier action of this job failed")
@@ -479,6 +482,10 @@ class SlurmBackend:
                 self._requests.pop(a.job_id, None)  # changed: read it again if asked
             if a.kind is ActionKind.UPDATE and a.nodelist is not None:
                 self._target[a.job_id] = frozenset(a.nodelist)
+                if a.job_id in self._begin_wait:
+                    repinned.append(a)
+        if repinned:  # a released job still waiting out its begin time, now pinned elsewhere: it may start now
+            self._start_now(repinned)
         return [results[i] for i in range(len(actions))]
 
     def _start_now(self, releases: Sequence[Action]) -> None:

@@ -146,3 +146,20 @@ def test_a_preempted_job_says_who_took_its_gpus() -> None:
     choice = plan_round(p, x, pri, info, CONFIG)
     assert choice.col.tolist() == [-1, 0] and choice.reason[0] is Reason.PREEMPTED
     assert choice.detail[0].startswith("its a100 GPUs went to job 2 (priority 3); outranked this round")
+
+
+def test_a_resize_on_the_same_type_pays_slurms_requeue_delay_a_move_to_another_type_does_not() -> None:
+    # A resize may restart on the nodes the job leaves, where Slurm makes it wait cred_expire + 1 s; a move to
+    # another type never does (the daemon resets the begin time). Both gain 2x over one 360 s round.
+    config = TickConfig(requeue_delay_s=121.0)
+    assert judge_move(10.0, 20.0, 360.0, CONFIG).move
+    slow = judge_move(10.0, 20.0, 360.0, CONFIG, wait_s=121.0)
+    assert not slow.move and "199 s of restart" in slow.detail
+    cells = [Cell("a100", 1), Cell("a100", 2), Cell("v100", 2)]
+    x = np.array([[0.0, 1.0, 0.0]])
+    resize = problem(cells, [[10.0, 20.0, 0.0]], {"a100": 4, "v100": 2})
+    assert plan_round(resize, x, priorities(x, np.zeros((1, 3))), _running(0), CONFIG).col.tolist() == [1]
+    assert plan_round(resize, x, priorities(x, np.zeros((1, 3))), _running(0), config).col.tolist() == [0]
+    x = np.array([[0.0, 0.0, 1.0]])
+    move = problem(cells, [[10.0, 0.0, 20.0]], {"a100": 4, "v100": 2})
+    assert plan_round(move, x, priorities(x, np.zeros((1, 3))), _running(0), config).col.tolist() == [2]

@@ -182,3 +182,14 @@ def test_a_requeued_job_released_onto_other_nodes_starts_at_once_as_the_daemon_r
     assert b.jobs[1].state is JobState.RUNNING and b.jobs[1].nodes == ("k80-0000",)  # StartTime=now, as on Slurm
     assert SLURM_22_05.may_skip_requeue_wait(("a",), ("b",)) and not SLURM_22_05.may_skip_requeue_wait(("a",), None)
     assert not SLURM_22_05.may_skip_requeue_wait((), ("b",)) and not SLURM_22_05.may_skip_requeue_wait(("a",), ("a",))
+
+
+def test_a_released_job_waiting_out_its_begin_time_starts_when_pinned_to_other_nodes():
+    b = backend(rules=SLURM_22_05)
+    submit(b, 1)
+    act(b, ActionKind.RELEASE, 1)
+    b.advance(50.0)
+    assert act(b, ActionKind.REQUEUE_HOLD, 1) and act(b, ActionKind.RELEASE, 1)
+    assert b.jobs[1].state is JobState.PENDING  # released, waiting for its begin time
+    assert act(b, ActionKind.UPDATE, 1, nodelist=("v100-0001",), node_count=1)
+    assert b.jobs[1].state is JobState.RUNNING and b.jobs[1].nodes == ("v100-0001",)

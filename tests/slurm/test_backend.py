@@ -360,3 +360,28 @@ def test_restart_into_a_new_configuration_with_slurms_default_cred_expire(devclu
         assert time.monotonic() - started < 30, "the restart waited for cred_expire"
         assert running["state_reason"] == "None"
     cluster.run("scancel", str(job_id))
+
+
+@pytest.mark.slurm
+def test_a_released_job_waiting_its_begin_time_starts_at_once_when_pinned_elsewhere(devcluster_factory):
+    """Released onto the node it just left, a requeued job waits Slurm's 121 s (reason BeginTime); when a later
+    tick pins it to other nodes, the backend resets its start time there too, so it starts within seconds."""
+    cluster = devcluster_factory({"cred_expire": None})
+    backend = SlurmBackend(cluster.env)
+    trap = "#!/bin/bash\ntrap 'scontrol requeuehold $SLURM_JOB_ID; exit 0' USR2\nsleep 600 & wait\n"
+    job_id = cluster.sbatch(trap, "--gres=gpu:1", "--constraint=a100", "--time=10")
+    first = cluster.wait_state(job_id, "RUNNING")["nodes"]
+    time.sleep(1)  # the trap is set
+    backend.snapshot()
+    assert backend.apply([Action(ActionKind.SIGNAL, job_id, signal="USR2")])[0].ok
+    cluster.wait_for(job_id, lambda j: j["job_state"] == "PENDING" and j["priority"] == 0, what="requeue-held")
+    backend.snapshot()
+    assert all(r.ok for r in backend.apply([Action(ActionKind.UPDATE, job_id, "a100", 1, 1, (first,))]))
+    assert backend.apply([Action(ActionKind.RELEASE, job_id)])[0].ok
+    cluster.wait_for(job_id, lambda j: j["state_reason"] == "BeginTime", 30, "waiting for its begin time")
+    started = time.monotonic()
+    backend.snapshot()  # the next tick sees it waiting
+    assert backend.apply([Action(ActionKind.UPDATE, job_id, "v100", 1, 1, ("v100n1",))])[0].ok
+    cluster.wait_for(job_id, lambda j: j["job_state"] == "RUNNING" and j["nodes"] == "v100n1", 60, "running on v100n1")
+    assert time.monotonic() - started < 30, "the restart waited for cred_expire"
+    cluster.run("scancel", str(job_id))
