@@ -21,6 +21,10 @@ from typing import Any
 DEFAULT_COST_S = 78.0
 """The configured cost used until the journal holds a restart of a comparable job."""
 
+MIN_SAMPLES = 3
+"""Restarts of one size the daemon needs before it trusts their median over the configured constant: one
+restart that hit a slow controller or a node boot would otherwise set the cost of every later move."""
+
 
 @dataclass(frozen=True)
 class RestartSample:
@@ -52,6 +56,11 @@ class Calibration:
             near = min(self.by_gpus, key=lambda g: (abs(g - gpus), -g))
             return self.by_gpus[near], f"median of {self.samples[near]} restarts of {near}-GPU jobs (nearest size)"
         return self.default_s, "configured default (no restart measured yet)"
+
+    def costs(self, min_samples: int = MIN_SAMPLES) -> dict[int, float]:
+        """Size -> median seconds for the sizes with at least ``min_samples`` restarts (``TickConfig``'s
+        ``reconfig_cost_by_gpus``; other sizes fall back to the configured constant)."""
+        return {g: s for g, s in sorted(self.by_gpus.items()) if self.samples[g] >= min_samples}
 
     def to_dict(self) -> dict[str, Any]:
         return {str(g): {"median_s": round(s, 2), "samples": self.samples[g]} for g, s in sorted(self.by_gpus.items())}
