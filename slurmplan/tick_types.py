@@ -59,6 +59,9 @@ class JobState:
     """What the latest round decided for the job (replayed between rounds; None before its first round)."""
     sent: str = ""
     """Key of the last desired state actions were emitted for: the same decision is not re-sent every tick."""
+    ran_on: tuple[str, ...] = ()
+    """The nodes the job was last seen running on, kept after it leaves them: its restart's RELEASE names them
+    (``Action.previous_nodes``), so a cron tick's new backend knows whether the restart goes elsewhere."""
 
 
 @dataclass(frozen=True)

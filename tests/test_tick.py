@@ -413,3 +413,29 @@ def test_a_held_decision_names_no_plan_to_the_launcher() -> None:
         parse_decision("slurmplan:gpus=1 || slurmplan: held (preempted) | round 3 | its a100 GPUs went to job 2")
         is None
     )
+
+
+def test_a_restart_release_names_the_nodes_it_ran_on_even_from_a_new_daemon(tmp_path) -> None:
+    """A cron ``slurmplan tick`` is a new process with a new backend each time: where a requeued job ran comes
+    from the journaled scheduler state (``JobState.ran_on``), carried in the RELEASE as ``previous_nodes``."""
+    from slurmplan.control.config import DaemonConfig
+    from slurmplan.control.runner import Daemon
+    from slurmplan.domain import Job
+    from tests.control.memcluster import MemBackend, candidates
+
+    backend = MemBackend([Job(1, "m", partition="gpu", admin_comment="slurmplan:model=m;gpus=2", held=True)])
+    config = DaemonConfig(managed_partitions=("gpu",), database=tmp_path / "j.db", report_dir=tmp_path / "r")
+
+    def cron_tick():  # a new Daemon each time, the real decision (policy, mechanism), state from the journal
+        return Daemon(config, backend=backend, candidates_fn=candidates).tick()  # the configured policy (las)
+
+    first = cron_tick()
+    release = [a for a in first.actions if a.kind is ActionKind.RELEASE]
+    assert len(release) == 1 and release[0].previous_nodes is None  # never ran: nothing to name
+    (job,) = backend.snapshot().jobs
+    assert job.state is JobState.RUNNING and job.nodes == ("a1",)
+    cron_tick()  # sees it running: the journal now records where
+    assert backend.apply([Action(ActionKind.REQUEUE_HOLD, 1)])[0].ok  # its trap requeue-holds it (a checkpoint)
+    again = cron_tick()
+    (release,) = [a for a in again.actions if a.kind is ActionKind.RELEASE]
+    assert release.previous_nodes == ("a1",)

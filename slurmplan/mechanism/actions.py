@@ -82,7 +82,8 @@ def _start(mj: ManagedJob, a: Assignment, st: JobState, stamp: RoundStamp) -> tu
             )
         )
     if job.held:
-        acts.append(Action(ActionKind.RELEASE, job.job_id, reason=f"{a.reason.value}: start as {a.cell.short()}"))
+        why = f"{a.reason.value}: start as {a.cell.short()}"
+        acts.append(Action(ActionKind.RELEASE, job.job_id, reason=why, previous_nodes=st.ran_on or None))
     return acts, (evolve(st, sent=key) if acts else st)
 
 
