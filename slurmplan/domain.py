@@ -364,6 +364,10 @@ class AllocationProblem:
     A column's CPU need is its candidate's ``cpus``."""
     memory_capacity_mb: Mapping[GpuType, int] | None = None
     """Host memory (MB) on the usable nodes of each GPU type; None: memory does not limit X."""
+    steps_known: np.ndarray | None = None
+    """Per job: the job told its step count (else ``steps_remaining`` is a stand-in); None: all known."""
+    time_limit_left: np.ndarray | None = None
+    """Seconds each job has left before its Slurm time limit (``inf`` when it has none); None: unknown."""
 
     def __post_init__(self) -> None:
         shape = (len(self.job_ids), len(self.cells))
@@ -405,6 +409,8 @@ class Allocation:
     policy: str
     objective: float = float("nan")
     status: str = "optimal"
+    notes: tuple[str, ...] | None = None
+    """Per job, the policy's own words on why it got what it got (``explain`` shows them); None: none."""
 
     def effective_throughput(self, problem: AllocationProblem) -> np.ndarray:
         return (self.x * problem.throughput).sum(axis=1)

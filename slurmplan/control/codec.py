@@ -166,6 +166,7 @@ def allocation_to_dict(a: Allocation | None) -> dict[str, Any] | None:
         "policy": a.policy,
         "objective": None if not np.isfinite(a.objective) else float(a.objective),
         "status": a.status,
+        "notes": None if a.notes is None else list(a.notes),
     }
 
 
@@ -182,6 +183,7 @@ def allocation_from_dict(d: dict[str, Any] | None) -> Allocation | None:
         policy=d.get("policy", ""),
         objective=float("nan") if objective is None else float(objective),
         status=d.get("status", "optimal"),
+        notes=None if d.get("notes") is None else tuple(str(n) for n in d["notes"]),
     )
 
 

@@ -61,17 +61,27 @@ def explain_job(journal: Journal, job_id: int) -> dict[str, Any]:
             for r in journal.intents.rows(job_id=job_id, limit=10, newest=True)
         ],
         "events": journal.events.of(job_id, newest=10),
-        "reconfig_cost": _reconfig_cost(journal, last),
+        "reconfig_cost": _reconfig_cost(journal, job_id, last),
     }
 
 
-def _reconfig_cost(journal: Journal, last: dict[str, Any] | None) -> dict[str, Any]:
-    """What moving this job would cost, as measured on this cluster for jobs of its size (control/calibration)."""
+def _cell_gpus(cell: str | None) -> int:
+    """GPUs of a Cell as journaled (``a100x4``, ``a100x4 pp2``); 0 when there is none (a held job's decision)."""
+    size = (cell or "").split(" ")[0].rpartition("x")[2]
+    return int(size) if size.isdigit() else 0
+
+
+def _reconfig_cost(journal: Journal, job_id: int, last: dict[str, Any] | None) -> dict[str, Any]:
+    """What moving this job would cost, as measured on this cluster for jobs of its size (control/calibration).
+
+    Its size is that of its last decision, or, while it is held, that of its largest candidate Cell.
+    """
     from slurmplan.control.calibration import calibrate, restart_samples
 
-    cell = (last or {}).get("cell") or ""
-    size = cell.rpartition("x")[2]
-    gpus = int(size) if size.isdigit() else 1
+    gpus = _cell_gpus((last or {}).get("cell")) or max(
+        (_cell_gpus(c["cell"]) for c in journal.candidates.of(job_id)), default=0
+    )
+    gpus = gpus or 1
     calibration = calibrate(restart_samples(journal.restart_timeline()))
     seconds, source = calibration.cost_for(gpus)
     return {"gpus": gpus, "seconds": round(seconds, 2), "source": source, "by_gpus": calibration.to_dict()}
@@ -114,7 +124,8 @@ def format_explanation(e: dict[str, Any]) -> str:
             lines.append(f"    {c['cell']:<14} {c['throughput']:>10.4g}  {c['source']:<9} {plan}")
     if e.get("reconfig_cost"):
         rc = e["reconfig_cost"]
-        lines.append(f"  reconfiguration cost for {rc['gpus']} GPUs: {rc['seconds']:.1f} s ({rc['source']})")
+        gpus = f"{rc['gpus']} GPU" + ("s" if rc["gpus"] != 1 else "")
+        lines.append(f"  reconfiguration cost for {gpus}: {rc['seconds']:.1f} s ({rc['source']})")
     for a in e["actions"]:
         lines.append(f"  action #{a['id']} {a['kind']:<12} {a['status']:<9} {a['reason']} {a['msg']}".rstrip())
     for ev in e["events"]:

@@ -119,6 +119,21 @@ def replay(
     return RoundChoice(col, tuple(reasons), tuple(details), np.where(col >= 0, chosen_pri, 0.0))
 
 
+def with_policy_notes(
+    assignments: list[Assignment], allocation: Allocation | None, problem: AllocationProblem
+) -> list[Assignment]:
+    """Append the policy's own per-job words (``Allocation.notes``) to each decision's detail."""
+    notes = getattr(allocation, "notes", None)
+    if not notes:
+        return assignments
+    by_job = dict(zip(allocation.job_ids, notes, strict=False))
+    out = []
+    for a in assignments:
+        note = by_job.get(a.job_id)
+        out.append(replace(a, detail=f"{a.detail}; {note}" if a.detail else note) if note else a)
+    return out
+
+
 def assign(
     ctx: ProblemContext,
     choice: RoundChoice,
@@ -219,6 +234,7 @@ def decide(inp: TickInput, policy: Policy, state: SchedulerState) -> TickOutput:
         choice = replay(ctx, x, pri, states, info, config, owed)
     choice, placed = place_round(ctx, choice, x, pri, states, info, config)
     assignments = assign(ctx, choice, placed, x, states, info)
+    assignments = with_policy_notes(assignments, allocation, problem)
     decided = [(mj, a) for mj, a in zip(ctx.jobs, assignments, strict=True)]
     after = {
         a.job_id: _next_state(states[a.job_id], a, bool(ctx.running[j]), new_round) for j, a in enumerate(assignments)

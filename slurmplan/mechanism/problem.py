@@ -303,7 +303,18 @@ def _assemble(
         current=current,
         cost_per_gpu_hour=dict(inp.config.cost_per_gpu_hour) or None,
         candidates=table,
+        steps_known=np.array([mj.hints.steps is not None for mj in rows], dtype=bool).reshape(n),
+        time_limit_left=np.array([_limit_left(mj, now) for mj in rows], dtype=float).reshape(n),
     )
+
+
+def _limit_left(mj: ManagedJob, now: float) -> float:
+    """Seconds until the job's Slurm time limit ends it (from its start, else from now); inf without one."""
+    limit = mj.job.time_limit_s
+    if not limit:
+        return np.inf
+    start = mj.job.start_time if mj.job.start_time is not None else now
+    return max(0.0, start + limit - now)
 
 
 def _attained(states: Mapping[JobId, JobState], job_id: JobId) -> float:

@@ -1,29 +1,57 @@
-"""The ``slurmplan`` policy: one LP family over job x Cell that unites Gavel, Rubick and Crius.
+"""The ``slurmplan`` policy: lowest due time first, each chosen job where it is relatively fastest, a wait bound.
 
-- plan-aware throughputs: the columns are Cells and ``throughput`` is each Cell's best plan (perf/), so
-  choosing a column chooses GPU type, GPU count and plan together (Crius's Cells, Rubick's plan search);
-- Rubick's SLA: a guaranteed job's effective throughput is at least ``sla_throughput`` (what its own request
-  with its own plan would give), imposed as hard floors; if capacity cannot honour them all, every floor is
-  scaled by the same largest feasible factor and the status says so;
-- weighted fairness across Slurm accounts by water filling (Gavel's hierarchical policy) over Gavel's
-  normalised effective throughput, fairness or FIFO inside an account;
-- a final pass that hands out leftover capacity and pays ``change_penalty`` (in units of a one-GPU equal
-  share) for each running job that stays in its current column. By default it may not lower any job's fair
-  level (``level_slack: 0``), so the policy never does worse than LAS on max-min; a site may allow a few
-  percent (e.g. 0.03, Rubick's 0.97 margin) to trade fairness for fewer reconfigurations.
+Why this shape (issue 17, measured in sim/RESULTS.md): under Gavel's rules the LP family (LAS, FTF, the earlier
+LP flagship) time-shares every GPU among all jobs, which stretches every job and restarts them ~45 times each;
+FIFO finishes the oldest jobs fast but makes short jobs wait behind long ones; pure shortest-remaining-first
+finishes short jobs fast but keeps pushing long jobs back as new short ones arrive. This policy runs whole jobs
+(one column each, no time slicing) in the order of a *due time*
+
+    due = submit time + length_weight x expected remaining time
+
+or, for a job whose deadline can still be met and is nearer, its latest start (deadline - expected remaining).
+The expected remaining time is ``steps left / throughput on the job's fastest column`` when the job told its
+steps (trace, hints), the time left before its Slurm time limit when it only has that, and the time it has
+already held GPUs (least attained service, Tiresias/Gittins for heavy tails) when it told nothing.
+
+Who runs: guaranteed jobs first (in a column that gives their SLA when one has room), then everyone by due time,
+each taking the fastest column of its requested size with room (backfill: a job that does not fit is skipped).
+Where: the chosen jobs are then re-placed, same sizes, by a small transportation LP that maximises the sum of
+their speeds relative to their fastest type (Gavel's trace: a Recommendation job is 2.3x faster on a P100
+than on a V100, a ResNet-50 1.6x slower, so the P100 goes to the first). Leftover GPUs grow elastic jobs.
+
+No starvation, and a bound an admin can read: a waiting job's due time does not move, and a job submitted later
+has a due time at least its own submit time, so nobody submitted more than ``due - submit`` after a job can go
+ahead of it (deadline jobs and guaranteed jobs excepted, which an admin admits). ``max_wait_s`` makes it a hard
+promise: a job that has waited that long (time since submission not holding GPUs) is served before every job
+that has not, longest wait first. Each job's note in ``slurmplan explain`` says both.
+
+Elastic jobs and restarts (``hold_s``, ``search_depth``, ``scale_up``; measured on the LLM trace, RESULTS.md
+section 5): a running job keeps its column unless a job due ``hold_s`` sooner needs the GPUs (re-deciding every
+round from scratch swapped jobs between A100 and A40 each round, 8 restarts per job); a waiting job is placed
+the way Crius places it, at its best column of any size, shrinking or moving up to ``search_depth`` placed
+jobs (never a guaranteed one) to make room; GPUs still idle go to the job gaining most speed per added GPU.
+
+Restarts: the order of running jobs is stable (their due time only falls as they progress), so a running job is
+displaced only by a job due earlier; ties keep the current column, and ``move_gain`` keeps a running job where
+it is unless another free column is that fraction faster, and ``stay_bonus`` makes the matching LP value a job's
+current column that much more (the mechanism's Rubick rule still weighs the cost).
+Not modelled: account weights (the earlier LP flagship's water filling); sites that need them use
+``hierarchical``.
 """
 
 from __future__ import annotations
 
+import math
 from typing import ClassVar
 
 import numpy as np
 
 from slurmplan.domain import Allocation, AllocationProblem, JobClass
-from slurmplan.policy.base import Param, Policy, non_negative, one_of, positive
-from slurmplan.policy.hierarchical import entity_weights
-from slurmplan.policy.las import normalised_score
-from slurmplan.policy.waterfill import feasible_floors, max_min
+from slurmplan.policy.base import Param, Policy, PolicyConfig, non_negative, positive
+from slurmplan.policy.crius import Crius
+from slurmplan.policy.greedy import Packing, climb, reference_throughput
+
+INF = math.inf
 
 
 def sla_floors(problem: AllocationProblem) -> np.ndarray:
@@ -35,64 +63,294 @@ def sla_floors(problem: AllocationProblem) -> np.ndarray:
     return np.where(guaranteed, sla, 0.0)
 
 
-def stay_bonus(problem: AllocationProblem, idx, levels: np.ndarray, penalty: float) -> np.ndarray:
-    """Per-variable bonus: ``penalty * level_m`` on the variable of each running job's current column."""
-    bonus = np.zeros(idx.size)
-    if problem.current is None or penalty <= 0:
-        return bonus
-    cur = np.asarray(problem.current, dtype=int)
-    on_current = cur[idx.rows] == idx.cols
-    per_job = penalty * np.where(levels > 0, levels, 1.0)
-    bonus[on_current] = per_job[idx.rows[on_current]]
-    return bonus
+def expected_remaining_s(problem: AllocationProblem) -> tuple[np.ndarray, list[str]]:
+    """Per job: expected seconds left on its fastest column, and where that figure comes from (for the note)."""
+    thr = np.asarray(problem.throughput, dtype=float)
+    best = thr.max(axis=1, initial=0.0)
+    steps = problem.column("steps_remaining")
+    known = np.ones(problem.num_jobs, bool) if problem.steps_known is None else np.asarray(problem.steps_known, bool)
+    by_steps = np.where(best > 0, steps / np.where(best > 0, best, 1.0), INF)
+    limit = np.full(problem.num_jobs, INF) if problem.time_limit_left is None else problem.column("time_limit_left")
+    attained = problem.column("attained_time")
+    est = np.where(known, by_steps, np.where(np.isfinite(limit), limit, attained))
+    source = [
+        "steps" if k else ("time limit" if np.isfinite(t) else "run so far") for k, t in zip(known, limit, strict=True)
+    ]
+    return est, source
+
+
+def transport(rows: np.ndarray, cols: np.ndarray, value: np.ndarray, pack: Packing, chosen: np.ndarray):
+    """max sum value*y  s.t. each chosen job's shares sum to 1, each type's GPUs within its free capacity."""
+    from scipy.optimize import linprog
+    from scipy.sparse import coo_matrix
+
+    nv = rows.size
+    job_pos = {j: i for i, j in enumerate(chosen.tolist())}
+    a_eq = coo_matrix((np.ones(nv), ([job_pos[j] for j in rows.tolist()], np.arange(nv))), shape=(chosen.size, nv))
+    types = pack.cell_type[cols]
+    cap = pack.free.copy()
+    for j in chosen.tolist():
+        cap[pack.cell_type[pack.col[j]]] += pack.cell_gpus[pack.col[j]]
+    a_ub = coo_matrix((pack.cell_gpus[cols], (types, np.arange(nv))), shape=(cap.size, nv))
+    res = linprog(-value, A_ub=a_ub.tocsr(), b_ub=cap + 1e-9, A_eq=a_eq.tocsr(), b_eq=np.ones(chosen.size),
+                  bounds=(0.0, 1.0), method="highs")  # fmt: skip
+    return res.x if res.status == 0 else None
+
+
+class _Search(Crius):
+    """Crius's placement search (best column of any size, making room by shrinking or moving up to
+    ``search_depth`` placed jobs) that never shrinks or moves a guaranteed job: it stops searching instead (letting
+    it move one as long as it keeps its SLA measured worse on section 5's LLM trace: 5 deadline misses, not 3)."""
+
+    protected: np.ndarray
+
+    def _cheapest_step(self, pack: Packing, t: int, j: int, score: np.ndarray) -> tuple[int, int] | None:
+        step = super()._cheapest_step(pack, t, j, score)
+        return None if step is None or self.protected[step[0]] else step
+
+
+def _hm(seconds: float) -> str:
+    """Seconds as an admin reads them: '40 min', '2.5 h', '3 d'."""
+    if not math.isfinite(seconds):
+        return "unbounded"
+    if seconds < 3600:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 72 * 3600:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} d"
 
 
 class Slurmplan(Policy):
+    """Lowest due time first (see the module docstring); one whole column per job."""
+
     objective: ClassVar[str] = "slurmplan"
+    TYPE_BLIND: ClassVar[bool] = False
     PARAMS: ClassVar = {
-        "inner": Param(str, "fairness", "'fairness' or 'fifo' inside an account", one_of("fairness", "fifo")),
-        "max_iterations": Param(int, 8, "a positive integer (water-filling levels)", positive),
-        "min_gain": Param(
-            float, 0.05, "a number in [0, 1): stop water filling below this relative gain", lambda v: 0 <= v < 1
+        "length_weight": Param(
+            float, 1.0, "a number >= 0: seconds of due time per second of expected remaining work", non_negative
         ),
-        "change_penalty": Param(float, 0.05, "a number >= 0 (fraction of the job's fair level)", non_negative),
-        "level_slack": Param(float, 0.0, "a number in [0, 1)", lambda v: 0 <= v < 1),
-        "sla": Param(bool, True, "true (enforce guaranteed jobs' SLA) or false"),
+        "max_wait_s": Param(
+            float, 7 * 86400.0, "a positive number of seconds: a job that waited this long goes first", positive
+        ),
+        "stay_bonus": Param(
+            float,
+            0.0,
+            "a number >= 0: a running job's current column is worth this much more relative speed "
+            "when re-placing (a restart's cost as a fraction of a round)",
+            non_negative,
+        ),
+        "move_gain": Param(
+            float,
+            0.0,
+            "a number >= 0: a running job changes column only if another is this fraction faster",
+            non_negative,
+        ),
+        "match_types": Param(bool, True, "true (place the chosen jobs where they are relatively fastest) or false"),
+        "short_bias_s": Param(
+            float, 0.0, "a number >= 0 of seconds: weight + this / time left when placing on fast GPUs", non_negative
+        ),
+        "stretch_weight": Param(
+            float,
+            0.0,
+            "a number >= 0: weight of (time in the system / time left) when placing on fast GPUs",
+            non_negative,
+        ),
+        "hold_s": Param(
+            float,
+            0.0,
+            "a number >= 0 of seconds: a running job keeps its column, and is displaced only by a job due this "
+            "much earlier (hysteresis against restarts; 0: re-decide every round)",
+            non_negative,
+        ),
+        "search_depth": Param(
+            int,
+            0,
+            "an integer >= 0: a job that does not fit may shrink or move up to this many placed jobs of the "
+            "type it wants (Crius's scaling search; 0: backfill only)",
+            non_negative,
+        ),
+        "grow": Param(bool, True, "true (hand leftover GPUs to elastic jobs) or false"),
+        "scale_up": Param(
+            bool,
+            False,
+            "true (leftover GPUs go to the job gaining most speed per added GPU, Crius's climb) or false "
+            "(in due order, same type)",
+        ),
+        "sla": Param(bool, True, "true (serve guaranteed jobs first, at their SLA) or false"),
     }
 
     def allocate(self, problem: AllocationProblem) -> Allocation:
         if problem.num_jobs == 0:
             return self.empty(problem)
-        idx, score = normalised_score(problem, aware=True)
-        inner = self.params["inner"]
-        weights = entity_weights(problem, inner, np.zeros(problem.num_jobs, dtype=bool))
-        # The stickiness bonus is in units of a one-GPU equal share (score 1), see stay_bonus.
-        bonus = stay_bonus(problem, idx, np.ones(problem.num_jobs), self.params["change_penalty"])
-        floors = sla_floors(problem) if self.params["sla"] else np.zeros(problem.num_jobs)
-        res = self._solve(problem, idx, score, weights, floors, bonus)
-        status = "optimal"
-        if not res.ok and floors.any():
-            # Only now pay for the LP that finds how much of the SLAs capacity can honour.
-            floors, phi = feasible_floors(idx, floors, self.solver)
-            status = "optimal" if phi >= 1 - 1e-6 else f"sla-scaled:{phi:.3f}"
-            res = self._solve(problem, idx, score, weights, floors, bonus)
-        if not res.ok:
-            return self.empty(problem, "infeasible")
-        return self.result(problem, idx.dense(res.x), res.t, status)
+        n = problem.num_jobs
+        est, source = expected_remaining_s(problem)
+        submit = problem.column("submit_time")
+        # Time spent waiting (since submission, less the time it held GPUs): what the wait bound limits.
+        waited = np.maximum(0.0, problem.column("time_since_start") - problem.column("attained_time"))
+        due = submit + self.params["length_weight"] * np.minimum(est, 1e12)  # 1e12: finite for lexsort
+        # A deadline that can still be met pulls the due time forward to the job's latest start (EDF).
+        now = submit + problem.column("time_since_start")
+        latest = now + problem.column("deadline") - est
+        urgent = np.isfinite(latest) & (latest >= now) & (latest < due)
+        due = np.where(urgent, latest, due)
+        floors = sla_floors(problem) if self.params["sla"] else np.zeros(n)
+        running = self._running(problem)
+        overdue = (waited >= self.params["max_wait_s"]) & ~running
+        hold = self.params["hold_s"]
+        # Hysteresis: a running job counts hold_s earlier, so only a job due that much sooner displaces it.
+        key = due - hold * running if hold > 0 else due
+        # Order: overdue jobs (longest wait first), guaranteed jobs, then everyone by due time.
+        order = np.lexsort((np.arange(n), key, ~(floors > 0), np.where(overdue, -waited, 0.0), ~overdue))
+        pack = Packing.empty(problem)
+        search = None
+        if self.params["search_depth"] > 0:
+            depth = {"search_depth": self.params["search_depth"], "scale_up": False}
+            search = _Search(PolicyConfig(name="crius", objective="crius", params=depth))
+            search.protected = floors > 0
+            score = np.asarray(problem.throughput, dtype=float) / reference_throughput(problem)[:, None]
+        for j in order.tolist():
+            choices = self._choices(problem, j, floors[j])
+            fit = [c for c in choices if pack.fits(j, c)]
+            cur = int(problem.current[j]) if running[j] else -1
+            if hold > 0 and cur in fit:
+                pack.assign(j, cur)
+            elif search is not None and floors[j] <= 0:
+                search._place(pack, j, score)
+            elif fit:
+                pack.assign(j, self._stay_or_move(problem, j, fit))
+        if self.params["match_types"]:
+            self._match_types(problem, pack, floors, est)
+        if self.params["scale_up"]:
+            climb(pack, np.asarray(problem.throughput, dtype=float) / reference_throughput(problem)[:, None])
+        elif self.params["grow"]:
+            self._grow(problem, pack, order)
+        rank = np.empty(n, dtype=int)
+        rank[order] = np.arange(n)
+        lead = np.maximum(due - submit, 0.0) + hold  # a running job may stay ahead while due hold_s later
+        notes = self._notes(problem, pack, rank, est, source, lead, waited, overdue, floors, urgent)
+        x = pack.x()
+        unmet = int(((floors > 0) & ((x * problem.throughput).sum(axis=1) < floors - 1e-9)).sum())
+        alloc = self.result(problem, x, float((pack.col >= 0).sum()), f"sla-unmet:{unmet}" if unmet else "optimal")
+        return Allocation(alloc.job_ids, alloc.cells, alloc.x, alloc.policy, alloc.objective, alloc.status, notes)
 
-    def _solve(self, problem, idx, score, weights, floors, bonus):
-        inner = self.params["inner"]
-        return max_min(
-            idx,
-            score,
-            weights,
-            self.solver,
-            floor_thr=floors,
-            water_filling=True,
-            max_iterations=self.params["max_iterations"],
-            reweight=lambda frozen: entity_weights(problem, inner, frozen),
-            efficiency_pass=True,
-            bonus=bonus,
-            level_slack=self.params["level_slack"],
-            min_gain=self.params["min_gain"],
-        )
+    # ------------------------------------------------------------------------------------------------ pieces
+
+    @staticmethod
+    def _running(problem: AllocationProblem) -> np.ndarray:
+        if problem.current is None:
+            return np.zeros(problem.num_jobs, dtype=bool)
+        return np.asarray(problem.current, dtype=int) >= 0
+
+    @staticmethod
+    def _choices(problem: AllocationProblem, j: int, floor: float) -> list[int]:
+        """Usable columns of job j, best first: (for a guaranteed job) those that give its SLA, then its own
+        size (the requested GPU count) before other sizes, fastest first."""
+        row = np.asarray(problem.throughput[j], dtype=float)
+        usable = np.nonzero(row > 0)[0]
+        req = -1 if problem.requested is None else int(problem.requested[j])
+        size = problem.cells[req].gpus if req >= 0 else None
+        other = np.array([size is not None and problem.cells[c].gpus != size for c in usable], dtype=bool)
+        below = row[usable] < floor - 1e-12 if floor > 0 else np.zeros(usable.size, dtype=bool)
+        return usable[np.lexsort((-row[usable], other, below))].tolist()
+
+    def _stay_or_move(self, problem: AllocationProblem, j: int, fit: list[int]) -> int:
+        """The fastest fitting column, unless the job runs in a fitting one that is nearly as fast."""
+        cur = -1 if problem.current is None else int(problem.current[j])
+        best = fit[0]
+        if cur >= 0 and cur in fit and cur != best:
+            thr = problem.throughput[j]
+            if thr[best] <= thr[cur] * (1.0 + self.params["move_gain"]):
+                return cur
+        return best
+
+    def _match_types(self, problem: AllocationProblem, pack: Packing, floors: np.ndarray, est: np.ndarray) -> None:
+        """Re-place the chosen jobs, same sizes, so that the sum of their speeds relative to their fastest
+        type is largest (Gavel's heterogeneity lever: a Recommendation job is 2.3x faster on a P100 than on a
+        V100, a ResNet-50 1.6x slower, so the P100 goes to the first). A transportation LP over the chosen jobs
+        (integral for one-GPU jobs); a fractional answer is rounded greedily and kept only if it fits."""
+        chosen = np.flatnonzero(pack.col >= 0)
+        if chosen.size < 2:
+            return
+        thr = np.asarray(problem.throughput, dtype=float)
+        best = thr.max(axis=1)
+        # Fast GPUs go first to jobs already stretched the most: time in the system against time left (a job
+        # 10 h in with 5 h to go weighs 1 + 2 x stretch_weight); this keeps the worst finish-time ratio low.
+        age = problem.column("time_since_start")
+        left = np.maximum(np.minimum(est, 1e12), 360.0)
+        weight = 1.0 + (self.params["stretch_weight"] * age + self.params["short_bias_s"]) / left
+        rows, cols, vals = [], [], []
+        for j in chosen.tolist():
+            size = problem.cells[pack.col[j]].gpus
+            floor = floors[j] if thr[j, pack.col[j]] >= floors[j] else 0.0  # never re-placed below its SLA
+            for c in self._choices(problem, j, floors[j]):
+                if problem.cells[c].gpus == size and pack.cell_type[c] >= 0 and thr[j, c] >= floor:
+                    rows.append(j)
+                    cols.append(c)
+                    # a move costs a restart: staying is worth stay_bonus of a round at full speed (ties: stay)
+                    on = problem.current is not None and problem.current[j] == c
+                    vals.append((thr[j, c] / best[j] + (self.params["stay_bonus"] if on else 0.0)) * weight[j])
+                    vals[-1] += 1e-3 if on else 0.0
+        if len(set(cols)) < 2:
+            return
+        rows_a, cols_a = np.array(rows), np.array(cols)
+        x = transport(rows_a, cols_a, np.array(vals), pack, chosen)
+        if x is None:
+            return
+        trial = pack.copy()
+        for j in chosen.tolist():
+            trial.release(j)
+        # biggest shares first; a job whose share does not fit keeps trying its other columns, then its old one
+        order = np.argsort(-x, kind="stable")
+        placed = np.zeros(problem.num_jobs, dtype=bool)
+        for k in order.tolist():
+            j, c = int(rows_a[k]), int(cols_a[k])
+            if not placed[j] and x[k] > 1e-6 and trial.fits(j, c):
+                trial.assign(j, c)
+                placed[j] = True
+        for j in chosen.tolist():
+            if not placed[j]:
+                if not trial.fits(j, int(pack.col[j])):
+                    return  # rounding left no room: keep the greedy placement
+                trial.assign(j, int(pack.col[j]))
+        pack.col[:], pack.free[:] = trial.col, trial.free
+        for (_, free), (_, tfree) in zip(pack.host, trial.host, strict=True):
+            free[:] = tfree
+
+    @staticmethod
+    def _grow(problem: AllocationProblem, pack: Packing, order: np.ndarray) -> None:
+        """Leftover GPUs: in due order, move a placed job to a larger column of its type if that is faster."""
+        thr = problem.throughput
+        for j in order.tolist():
+            c = int(pack.col[j])
+            if c < 0:
+                continue
+            t = problem.cells[c].gpu_type
+            bigger = [
+                k
+                for k in np.nonzero(thr[j] > thr[j, c] * 1.05)[0].tolist()
+                if problem.cells[k].gpu_type == t and problem.cells[k].gpus > problem.cells[c].gpus
+            ]
+            for k in sorted(bigger, key=lambda k: -thr[j, k]):
+                if pack.fits(j, k):
+                    pack.assign(j, k)
+                    break
+
+    def _notes(self, problem, pack, rank, est, source, lead, waited, overdue, floors, urgent) -> tuple[str, ...]:
+        """One admin-readable line per job: why it is where it is in the queue, and its wait bound."""
+        out = []
+        cap = self.params["max_wait_s"]
+        for j in range(problem.num_jobs):
+            if overdue[j]:
+                why = f"first: waited {_hm(waited[j])}, over the {_hm(cap)} bound"
+            elif urgent[j]:
+                why = f"ahead to meet its deadline: {_hm(est[j])} left ({source[j]}), deadline first"
+            elif floors[j] > 0:
+                why = f"ahead as a guaranteed job; {_hm(est[j])} left ({source[j]})"
+            else:
+                why = f"queue place {rank[j] + 1}: {_hm(est[j])} left ({source[j]})"
+            start = "" if pack.col[j] >= 0 else "; not this round"
+            out.append(
+                f"{why}; waited {_hm(waited[j])}, bound {_hm(cap)}; "
+                f"no job submitted over {_hm(min(lead[j], cap))} after it can go ahead{start}"
+            )
+        return tuple(out)

@@ -295,6 +295,7 @@ class Simulation:
             refused_actions=self.refused,
             wall_s=wall_s,
             decide_s=self.decide_s,
+            start_grid_s=self.options.tick_s if self.options.event_ticks else self.tick_config.round_s,
         )
 
 
@@ -308,6 +309,7 @@ def _record_for(w: Workload, sim: SimJob | None, reason: Reason | None) -> JobRe
         job_class=t.job_class.value,
         in_window=t.in_window,
         dedicated_s=w.dedicated_s,
+        fastest_s=w.fastest_s,
         deadline_s=t.deadline_s,
         state="not-arrived",
         last_reason=reason.value if reason else "",

@@ -13,6 +13,12 @@ Definitions (the papers' where they agree, stated here where they do not):
 - SLA miss = a guaranteed job whose average progress rate over its JCT, ``work / JCT``, is below 95% of its
   requested configuration's throughput, i.e. ``JCT > dedicated / 0.95`` (Rubick's SLA), or that never finished.
 - deadline miss = a job with a deadline that finished after it or not at all.
+- lower bound = mean over the measured jobs of (wait to the first instant the job can start + its steps / its
+  throughput on its fastest GPU type at its own GPU count). Under Gavel's rules (round ticks only) a job can
+  first start at the round boundary after its arrival (rounds counted from the first arrival); with the
+  daemon's ticks, at its next tick. For fixed-size jobs (Gavel's traces) no schedule, however clairvoyant, beats
+  it; an elastic job that scales past its request can (the LLM trace's excess can be negative). *excess* = avg
+  JCT - bound is what a policy can still win (nan while any measured job is unfinished).
 - arrivals cover the window = jobs kept arriving until the last measured job finished. Gavel keeps adding jobs
   until its window (jobs 4000-5000) is done; a trace that ends with its window lets the cluster drain under the
   window's last jobs, which flatters a saturated policy most. Always true without a window.
@@ -80,6 +86,21 @@ def fairness(result: SimResult, jobs: Sequence[JobRecord]) -> np.ndarray:
     return np.asarray(out, dtype=float)
 
 
+def lower_bound_s(result: SimResult, jobs: Sequence[JobRecord]) -> np.ndarray:
+    """Each job's physical limit on its JCT (see the module docstring), in seconds."""
+    if not jobs:
+        return np.zeros(0)
+    origin = min(j.arrival_s for j in result.jobs)
+    grid = result.start_grid_s
+    out = []
+    for j in jobs:
+        wait = 0.0
+        if grid > 0:
+            wait = origin + math.ceil((j.arrival_s - origin) / grid - 1e-9) * grid - j.arrival_s
+        out.append(wait + j.fastest_s)
+    return np.asarray(out, dtype=float)
+
+
 def _pct(values: np.ndarray, q: float) -> float:
     return float(np.percentile(values, q)) if len(values) else math.nan
 
@@ -98,6 +119,10 @@ def summarize(result: SimResult) -> dict[str, float | int | str]:
     makespan = max((j.finish_s for j in done), default=math.nan) / HOUR
     windowed = len(jobs) < len(result.jobs)
     window_end = result.end_s if len(done) < len(jobs) else max((j.finish_s for j in done), default=0.0)
+    bound = lower_bound_s(result, jobs) / HOUR
+    bound_h = float(bound.mean()) if len(bound) else math.nan
+    avg = float(jct.mean()) if len(jct) else math.nan
+    excess = avg - bound_h if len(done) == len(jobs) else math.nan
     covered = not windowed or max(j.arrival_s for j in result.jobs) >= window_end
     return {
         "policy": result.policy,
@@ -107,7 +132,9 @@ def summarize(result: SimResult) -> dict[str, float | int | str]:
         "jobs": len(jobs),
         "finished": len(done),
         "unfinished": len(jobs) - len(done),
-        "avg_jct_h": float(jct.mean()) if len(jct) else math.nan,
+        "avg_jct_h": avg,
+        "bound_h": bound_h,
+        "excess_h": excess,
         "median_jct_h": _pct(jct, 50),
         "p99_jct_h": _pct(jct, 99),
         "makespan_h": makespan,

@@ -30,6 +30,8 @@ class JobRecord:
     gpu_s: float = 0.0
     last_reason: str = ""
     configs: tuple[tuple[float, str | None, int], ...] = ()
+    fastest_s: float = math.nan
+    """Seconds the job needs alone on its fastest GPU type at its own GPU count (for the lower bound)."""
 
     @property
     def finished(self) -> bool:
@@ -63,6 +65,9 @@ class SimResult:
     refused_actions: int = 0
     wall_s: float = 0.0
     decide_s: float = 0.0
+    start_grid_s: float = 0.0
+    """A job can first start on this grid from the first arrival: the round under Gavel's round-only ticks,
+    the daemon's tick interval otherwise (0: at its arrival)."""
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)

@@ -44,6 +44,13 @@ class Workload:
             return float("inf")
         return self.work_total / self.requested.throughput
 
+    @property
+    def fastest_s(self) -> float:
+        """Seconds the job needs alone on its fastest configuration at its own GPU count (the physical limit a
+        scheduler cannot beat; inf when nothing at that count can run it)."""
+        thr = max((c.throughput for c in self.candidates if c.cell.gpus == self.trace.gpus), default=0.0)
+        return self.work_total / thr if thr > 0 else self.dedicated_s
+
     def rate(self, gpu_type: GpuType | None, gpus: int, admin_comment: str = "") -> float:
         """Throughput of the configuration the job was started in (its admin comment may name the stages)."""
         matches = [c for c in self.candidates if c.cell.gpu_type == gpu_type and c.cell.gpus == gpus]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from slurmplan.domain import AllocationProblem, Cell, JobClass
+from slurmplan.domain import AllocationProblem, Cell
 from slurmplan.policy import load_policy, lp
 from slurmplan.policy.base import PolicyConfig
 from slurmplan.policy.las import normalised_score
@@ -141,45 +141,6 @@ def test_flagship_keeps_running_job_in_its_column():
     assert moved == 2
 
 
-def test_flagship_sla_floor_for_guaranteed_job():
-    # Three jobs on two GPUs: fairness alone gives each 2/3 of a GPU (6.67/s); job 0's SLA asks 9/s.
-    problem = AllocationProblem(
-        job_ids=(1, 2, 3),
-        cells=(Cell("a", 1),),
-        throughput=np.array([[10.0], [10.0], [10.0]]),
-        capacity={"a": 2},
-        job_class=(JobClass.GUARANTEED, JobClass.BEST_EFFORT, JobClass.BEST_EFFORT),
-        sla_throughput=np.array([9.0, 9.0, 9.0]),
-    )
-    alloc = load_policy("slurmplan").allocate(problem)
-    thr = alloc.effective_throughput(problem)
-    assert thr[0] >= 9.0 - 1e-4
-    assert thr[1] == pytest.approx(thr[2], abs=1e-4)
-    assert thr.sum() == pytest.approx(20.0, abs=1e-4)
-
-
-def test_flagship_scales_impossible_slas_and_says_so():
-    problem = AllocationProblem(
-        job_ids=(1, 2),
-        cells=(Cell("a", 1),),
-        throughput=np.array([[10.0], [10.0]]),
-        capacity={"a": 1},
-        job_class=(JobClass.GUARANTEED, JobClass.GUARANTEED),
-        sla_throughput=np.array([10.0, 10.0]),
-    )
-    alloc = load_policy("slurmplan").allocate(problem)
-    assert alloc.status.startswith("sla-scaled:0.5")
-    np.testing.assert_allclose(alloc.effective_throughput(problem), [5.0, 5.0], atol=1e-3)
-
-
-def test_flagship_account_weights():
-    problem = type_problem(
-        {"v100": [1, 1, 1]}, {"v100": 2}, accounts=("a", "a", "b"), account_weights={"a": 1.0, "b": 2.0}
-    )
-    x = load_policy("slurmplan").allocate(problem).x
-    np.testing.assert_allclose(x[:, 0], [0.5, 0.5, 1.0], atol=1e-6)
-
-
 def test_highs_and_cvxpy_agree_on_las():
     from slurmplan.policy.problem import synthetic_problem
 
@@ -221,18 +182,3 @@ def test_index_skips_unusable_columns():
     alloc = load_policy("slurmplan").allocate(problem)
     assert alloc.x[0, 0] == pytest.approx(1.0) and alloc.x[1].sum() == 0.0
     assert not violations(problem, alloc)
-
-
-def test_flagship_same_through_cvxpy_path_with_slas():
-    problem = AllocationProblem(
-        job_ids=(1, 2, 3),
-        cells=(Cell("a", 1),),
-        throughput=np.array([[10.0], [10.0], [10.0]]),
-        capacity={"a": 2},
-        job_class=(JobClass.GUARANTEED, JobClass.BEST_EFFORT, JobClass.BEST_EFFORT),
-        sla_throughput=np.array([9.0, 0.0, 0.0]),
-    )
-    fast = load_policy("slurmplan").allocate(problem)
-    slow = build_policy(PolicyConfig("s", "slurmplan", solver="CLARABEL")).allocate(problem)
-    np.testing.assert_allclose(slow.effective_throughput(problem), fast.effective_throughput(problem), atol=1e-4)
-    np.testing.assert_allclose(fast.effective_throughput(problem), [9.0, 5.5, 5.5], atol=1e-4)

@@ -51,7 +51,7 @@ def test_load_by_path_and_by_objective(tmp_path):
         ("name: x\nobjective: fifo\nsolver: ECOS\n", "solver", "highs"),
         ("name: x\nobjective: fifo\nparams: {speed: 3}\n", "params.speed", "aware"),
         ("name: x\nobjective: fifo\nparams: {aware: 3}\n", "params.aware", "true"),
-        ("name: x\nobjective: slurmplan\nparams: {change_penalty: -1}\n", "params.change_penalty", ">= 0"),
+        ("name: x\nobjective: slurmplan\nparams: {length_weight: -1}\n", "params.length_weight", ">= 0"),
         ("objective: fifo\n", "name", "required"),
         ("- a\n- b\n", "document", "mapping"),
         ("name: [x\n", "yaml", "valid YAML"),
@@ -124,6 +124,6 @@ def test_jobs_file_guaranteed_job_sla_defaults_to_its_request():
         "v100x1",
     ]
     alloc = load_policy("slurmplan").allocate(inp.problem)
-    assert alloc.status.startswith("sla-scaled")  # 30/s on the only V100 plus 5/s cannot both be met
+    assert alloc.status == "sla-unmet:1"  # 30/s on the only V100 plus 5/s cannot both be met: one runs whole
     thr = alloc.effective_throughput(inp.problem)
-    assert thr[0] / 30.0 == pytest.approx(thr[2] / 5.0, rel=1e-4)
+    assert sorted([thr[0] >= 30.0, thr[2] >= 5.0]) == [False, True]

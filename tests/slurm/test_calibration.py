@@ -153,3 +153,17 @@ def test_calibration_costs_need_enough_samples_and_bad_mappings_are_refused():
         TickConfig(reconfig_cost_by_gpus={0: 3.0})
     with pytest.raises(ValidationError, match="reconfig_cost_by_gpus"):
         TickConfig(reconfig_cost_by_gpus={2: -1.0})
+
+
+def test_explain_of_a_held_job_prices_its_own_size_not_one_gpu(tmp_path):
+    """A held job's last decision has no Cell: its size comes from its candidates (it said "1 GPUs" before)."""
+    from slurmplan.domain import Candidate, Cell
+
+    with Journal(tmp_path / "j.db") as journal:
+        tick = journal.ticks.begin("act", 0.0)
+        journal.jobs.upsert([{"job_id": 9, "name": "x", "state": "pending", "managed": 1, "first_seen": 0.0,
+                              "last_seen": 0.0}])  # fmt: skip
+        journal.candidates.replace(tick, {9: [Candidate(Cell("a100", 4, 2), 40.0), Candidate(Cell("v100", 2), 9.0)]})
+        e = explain_job(journal, 9)
+    assert e["reconfig_cost"]["gpus"] == 4
+    assert "reconfiguration cost for 4 GPUs:" in format_explanation(e)

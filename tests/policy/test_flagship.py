@@ -1,0 +1,235 @@
+"""The flagship ``slurmplan`` policy (issue 17): due-time order, relative-speed matching, SLA first, wait bound."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_properties import problems  # tests/policy is on sys.path (rootdir import mode)
+
+from slurmplan.domain import AllocationProblem, Cell, JobClass, ValidationError
+from slurmplan.policy import load_policy
+from slurmplan.policy.base import PolicyConfig
+from slurmplan.policy.problem import violations
+from slurmplan.policy.registry import build_policy
+
+
+def flagship(**params):
+    return build_policy(PolicyConfig("slurmplan", "slurmplan", params=params))
+
+
+def one_gpu_problem(thr, cap, **fields) -> AllocationProblem:
+    types = tuple(cap)
+    return AllocationProblem(
+        job_ids=tuple(range(len(thr))),
+        cells=tuple(Cell(t, 1) for t in types),
+        throughput=np.array(thr, dtype=float),
+        capacity=dict(cap),
+        **fields,
+    )
+
+
+def test_shorter_remaining_work_goes_first_and_says_why():
+    p = one_gpu_problem([[10.0], [10.0]], {"v100": 1}, steps_remaining=np.array([72_000.0, 3_600.0]),
+                        submit_time=np.zeros(2), time_since_start=np.array([2400.0, 2400.0]))  # fmt: skip
+    alloc = load_policy("slurmplan").allocate(p)
+    np.testing.assert_array_equal(alloc.x[:, 0], [0, 1])
+    assert alloc.notes[1].startswith("queue place 1: 6 min left (steps); waited 40 min, bound 7.0 d")
+    assert "queue place 2: 2.0 h left (steps)" in alloc.notes[0] and "not this round" in alloc.notes[0]
+
+
+def test_length_weight_zero_is_fifo():
+    p = one_gpu_problem([[10.0], [10.0]], {"v100": 1}, steps_remaining=np.array([72_000.0, 3_600.0]),
+                        submit_time=np.array([0.0, 5.0]))  # fmt: skip
+    np.testing.assert_array_equal(flagship(length_weight=0.0).allocate(p).x[:, 0], [1, 0])
+
+
+def test_a_job_waiting_past_max_wait_goes_first():
+    p = one_gpu_problem([[10.0], [10.0]], {"v100": 1}, steps_remaining=np.array([1e7, 10.0]),
+                        submit_time=np.array([0.0, 7200.0]), time_since_start=np.array([7200.0, 0.0]))  # fmt: skip
+    alloc = flagship(max_wait_s=3600.0).allocate(p)
+    np.testing.assert_array_equal(alloc.x[:, 0], [1, 0])
+    assert alloc.notes[0].startswith("first: waited 2.0 h, over the 1.0 h bound")
+
+
+def test_each_chosen_job_goes_where_it_is_relatively_fastest():
+    # Job 0 is 2.3x faster on p100 (Gavel's Recommendation), job 1 1.6x slower there (ResNet-50): both run,
+    # job 0 on the p100 even though job 1 ranks first and the v100 is the fastest GPU for job 1.
+    p = one_gpu_problem([[10.0, 23.0], [10.0, 6.0]], {"v100": 1, "p100": 1}, steps_remaining=np.array([1e5, 10.0]))
+    x = load_policy("slurmplan").allocate(p).x
+    np.testing.assert_array_equal(x, [[0, 1], [1, 0]])
+    x = flagship(match_types=False).allocate(replace(p, steps_remaining=np.array([10.0, 1e5]))).x
+    np.testing.assert_array_equal(x, [[0, 1], [1, 0]])
+
+
+def test_unknown_length_falls_back_to_least_attained_service_then_time_limit():
+    p = one_gpu_problem([[10.0], [10.0]], {"v100": 1}, steps_remaining=np.array([5.0, 5.0]),
+                        steps_known=np.array([False, False]), attained_time=np.array([7200.0, 1200.0]))  # fmt: skip
+    alloc = load_policy("slurmplan").allocate(p)
+    np.testing.assert_array_equal(alloc.x[:, 0], [0, 1])
+    assert "(run so far)" in alloc.notes[1]
+    limited = replace(p, time_limit_left=np.array([600.0, np.inf]))
+    alloc = load_policy("slurmplan").allocate(limited)
+    np.testing.assert_array_equal(alloc.x[:, 0], [1, 0])
+    assert "10 min left (time limit)" in alloc.notes[0]
+
+
+def test_running_job_stays_unless_another_column_is_faster_by_move_gain():
+    p = one_gpu_problem([[10.0, 10.5]], {"a": 1, "b": 1}, current=np.array([0]))
+    np.testing.assert_array_equal(flagship(move_gain=0.1).allocate(p).x, [[1, 0]])
+    np.testing.assert_array_equal(flagship(move_gain=0.0).allocate(p).x, [[0, 1]])
+
+
+def test_guaranteed_job_first_at_its_sla():
+    p = AllocationProblem(
+        job_ids=(1, 2, 3),
+        cells=(Cell("a", 1), Cell("b", 1)),
+        throughput=np.array([[10.0, 4.0], [10.0, 4.0], [10.0, 4.0]]),
+        capacity={"a": 1, "b": 2},
+        steps_remaining=np.array([1e6, 1.0, 1.0]),
+        job_class=(JobClass.GUARANTEED, JobClass.BEST_EFFORT, JobClass.BEST_EFFORT),
+        sla_throughput=np.array([9.0, 9.0, 9.0]),
+    )
+    alloc = load_policy("slurmplan").allocate(p)
+    assert alloc.effective_throughput(p)[0] >= 9.0
+    assert alloc.notes[0].startswith("ahead as a guaranteed job")
+
+
+def test_bad_param_is_a_clear_error():
+    with pytest.raises(ValidationError, match="length_weight"):
+        flagship(length_weight=-1.0)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problem=problems(), waited=st.lists(st.floats(0, 3e5), min_size=7, max_size=7))
+def test_invariants_capacity_sla_and_wait_bound(problem, waited):
+    n = problem.num_jobs
+    problem = replace(problem, time_since_start=np.array(waited[:n]), current=None)
+    cap_s = 1e5
+    alloc = flagship(max_wait_s=cap_s).allocate(problem)
+    assert not violations(problem, alloc)  # capacity (GPUs, CPUs), x in {0, 1}, one column per job
+    assert set(np.unique(alloc.x)) <= {0.0, 1.0} and (alloc.x.sum(axis=1) <= 1).all()
+    assert len(alloc.notes) == n and all("bound" in note for note in alloc.notes)
+    thr = alloc.effective_throughput(problem)
+    guaranteed = np.array([c is JobClass.GUARANTEED for c in problem.job_class])
+    # SLA floors: a guaranteed job runs below its SLA only when no column that gives its SLA has room left
+    # (its own GPUs counted as free).
+    ran = thr > 0
+    used = {t: 0 for t in problem.capacity}
+    for _j, c in zip(*np.nonzero(alloc.x), strict=True):
+        used[problem.cells[c].gpu_type] += problem.cells[c].gpus
+    for j in np.flatnonzero(guaranteed & ran & (thr < problem.sla_throughput - 1e-9)):
+        c_now = int(np.argmax(alloc.x[j]))
+        for c, cell in enumerate(problem.cells):
+            if problem.throughput[j, c] >= problem.sla_throughput[j] and problem.candidates is None:
+                back = problem.cells[c_now].gpus if problem.cells[c_now].gpu_type == cell.gpu_type else 0
+                assert cell.gpus > problem.capacity.get(cell.gpu_type, 0) - used[cell.gpu_type] + back
+    # No starvation: with every other job fresh, a job past the wait bound goes first whenever one of its
+    # columns fits the empty cluster (CPU budgets aside), whatever its length.
+    for j in np.flatnonzero((np.array(waited[:n]) >= cap_s) & ~ran):
+        only = replace(problem, time_since_start=np.where(np.arange(n) == j, waited[j], 0.0))
+        alone = flagship(max_wait_s=cap_s).allocate(only)
+        fits = any(problem.throughput[j, c] > 0 and problem.cells[c].gpus <= problem.capacity.get(
+            problem.cells[c].gpu_type, 0) for c in range(len(problem.cells)))  # fmt: skip
+        if fits and problem.candidates is None:
+            assert alone.x[j].sum() == 1.0
+
+
+def test_the_policys_words_reach_the_decision_an_admin_reads():
+    # Through the production tick: the Assignment's detail carries the flagship's note (``slurmplan explain``).
+    from mechanism.helpers import T0, cluster, mjob
+
+    from slurmplan.tick import SchedulerState, TickInput, decide
+
+    table = {"v100": {1: 10.0}}
+    jobs = (mjob(1, table, submit=T0 - 2400, steps=72_000), mjob(2, table, submit=T0 - 2400, steps=3_600))
+    out = decide(TickInput(T0, cluster(v100=(1, 1)), jobs), load_policy("slurmplan"), SchedulerState())
+    detail = {a.job_id: a.detail for a in out.assignments}
+    assert "queue place 1: 6 min left (steps); waited 40 min, bound 7.0 d" in detail[2]
+    assert "queue place 2: 2.0 h left (steps)" in detail[1]
+
+
+def test_a_job_that_must_start_now_to_meet_its_deadline_goes_first():
+    # Job 0 has 1 h left and is due at 1 h; job 1 has 0.5 h left but was submitted 40 min later, due at 1.2 h.
+    p = one_gpu_problem([[10.0], [10.0]], {"v100": 1}, steps_remaining=np.array([36_000.0, 18_000.0]),
+                        submit_time=np.array([0.0, 2400.0]), time_since_start=np.array([2400.0, 0.0]),
+                        deadline=np.array([np.inf, 1900.0]))  # fmt: skip
+    alloc = load_policy("slurmplan").allocate(p)
+    np.testing.assert_array_equal(alloc.x[:, 0], [0, 1])  # job 1 must start within 100 s to meet its deadline
+    assert alloc.notes[1].startswith("ahead to meet its deadline: 30 min left (steps)")
+    late = replace(p, deadline=np.array([np.inf, 1700.0]))  # cannot be met any more: back to due order
+    np.testing.assert_array_equal(load_policy("slurmplan").allocate(late).x[:, 0], [1, 0])
+
+
+def test_fast_gpu_goes_to_the_job_stretched_most_or_the_shorter_one():
+    # Two one-GPU jobs, same speeds (v100 twice the k80), one v100 and one k80: both run, who gets the v100?
+    p = one_gpu_problem([[10.0, 5.0], [10.0, 5.0]], {"v100": 1, "k80": 1},
+                        steps_remaining=np.array([36_000.0, 36_000.0]), time_since_start=np.array([0.0, 36_000.0]),
+                        submit_time=np.array([0.0, -36_000.0]))  # fmt: skip
+    x = flagship(stretch_weight=1.0, short_bias_s=0.0).allocate(p).x
+    np.testing.assert_array_equal(x, [[0, 1], [1, 0]])  # job 1 has been in the system 10 h with 1 h left
+    short = replace(p, steps_remaining=np.array([3_600.0, 360_000.0]), time_since_start=np.zeros(2))
+    x = flagship(stretch_weight=0.0, short_bias_s=36_000.0).allocate(short).x
+    np.testing.assert_array_equal(x, [[1, 0], [0, 1]])  # job 0 has 6 min left, job 1 10 h
+
+
+def test_stay_bonus_keeps_a_running_job_where_a_small_gain_would_restart_it():
+    # Job 0 runs on the k80 at 0.8 of its best, job 1 on the v100; swapping gains 0.1 in relative speed in total.
+    p = one_gpu_problem([[10.0, 8.0], [10.0, 9.0]], {"v100": 1, "k80": 1}, current=np.array([1, 0]),
+                        steps_remaining=np.array([1e5, 1e5]))  # fmt: skip
+    np.testing.assert_array_equal(flagship(stay_bonus=0.25).allocate(p).x, [[0, 1], [1, 0]])
+    np.testing.assert_array_equal(flagship(stay_bonus=0.0).allocate(p).x, [[1, 0], [0, 1]])
+
+
+def test_hold_keeps_a_running_job_unless_a_job_due_that_much_sooner_waits():
+    # Job 0 runs with 1 h left; job 1 waits with 30 min left: by due time alone job 1 displaces job 0.
+    p = one_gpu_problem([[10.0], [10.0]], {"v100": 1}, steps_remaining=np.array([36_000.0, 18_000.0]),
+                        submit_time=np.zeros(2), current=np.array([0, -1]))  # fmt: skip
+    np.testing.assert_array_equal(flagship(hold_s=0.0).allocate(p).x[:, 0], [0, 1])
+    alloc = flagship(hold_s=3600.0).allocate(p)
+    np.testing.assert_array_equal(alloc.x[:, 0], [1, 0])  # 30 min sooner is within the 1 h hold
+    assert "no job submitted over 1.5 h after it can go ahead" in alloc.notes[1]  # 30 min lead + 1 h hold
+    np.testing.assert_array_equal(flagship(hold_s=600.0).allocate(p).x[:, 0], [0, 1])
+
+
+def test_hold_keeps_a_running_job_in_its_slower_column():
+    p = one_gpu_problem([[10.0, 5.0]], {"v100": 1, "k80": 1}, steps_remaining=np.array([1e4]), current=np.array([1]))
+    np.testing.assert_array_equal(flagship(hold_s=0.0).allocate(p).x[0], [1, 0])
+    np.testing.assert_array_equal(flagship(hold_s=3600.0).allocate(p).x[0], [0, 1])
+
+
+def elastic_problem(**fields) -> AllocationProblem:
+    """Job 0 runs grown to 2 GPUs (asked for 1); job 1 waits for 1 GPU; 2 GPUs in all."""
+    return AllocationProblem(
+        job_ids=(0, 1),
+        cells=(Cell("a100", 1), Cell("a100", 2)),
+        throughput=np.array([[10.0, 18.0], [10.0, 0.0]]),
+        capacity={"a100": 2},
+        steps_remaining=np.array([1e5, 1e5]),
+        requested=np.array([0, 0]),
+        current=np.array([1, -1]),
+        **fields,
+    )
+
+
+def test_search_depth_shrinks_a_grown_job_to_start_a_waiting_one():
+    p = elastic_problem()
+    np.testing.assert_array_equal(flagship(hold_s=3600.0, search_depth=0).allocate(p).x, [[0, 1], [0, 0]])
+    alloc = flagship(hold_s=3600.0, search_depth=3).allocate(p)
+    np.testing.assert_array_equal(alloc.x, [[1, 0], [1, 0]])
+    assert not violations(p, alloc)
+
+
+def test_search_never_shrinks_a_guaranteed_job():
+    p = elastic_problem(job_class=(JobClass.GUARANTEED, JobClass.BEST_EFFORT), sla_throughput=np.array([18.0, 0.0]))
+    np.testing.assert_array_equal(flagship(hold_s=3600.0, search_depth=3).allocate(p).x, [[0, 1], [0, 0]])
+
+
+def test_scale_up_gives_idle_gpus_to_the_job_gaining_most_per_gpu():
+    p = replace(elastic_problem(), job_ids=(0,), throughput=np.array([[10.0, 18.0]]), steps_remaining=np.array([1e5]),
+                requested=np.array([0]), current=np.array([0]))  # fmt: skip
+    np.testing.assert_array_equal(flagship(scale_up=False, grow=False).allocate(p).x, [[1, 0]])
+    np.testing.assert_array_equal(flagship(scale_up=True).allocate(p).x, [[0, 1]])
