@@ -38,16 +38,17 @@ def test_samples_follow_signal_end_start_and_take_the_new_size():
     ]
 
 
-def test_calibration_is_per_size_with_nearest_size_and_default_fallbacks():
+def test_calibration_is_per_size_with_the_default_until_enough_restarts():
     rows = []
     for job, (gpus, seconds) in enumerate([(1, 2.0), (1, 4.0), (1, 30.0), (8, 60.0)], start=1):
         rows += [_row(job, 0.0, "signal"), _row(job, 1.0, "job-end"), _row(job, 1.5, "update", _update(gpus))]
         rows += [_row(job, seconds, "job-start")]
     cal = calibrate(restart_samples(rows))
     assert cal.cost_for(1) == (4.0, "median of 3 restarts of 1-GPU jobs")
-    assert cal.cost_for(8)[0] == 60.0
-    assert cal.cost_for(6)[0] == 60.0 and "nearest" in cal.cost_for(6)[1]
-    assert calibrate([]).cost_for(4) == (DEFAULT_COST_S, "configured default (no restart measured yet)")
+    assert cal.cost_for(8) == (DEFAULT_COST_S, "configured default: 1 restart of 8-GPU jobs measured, 3 needed")
+    assert calibrate(restart_samples(rows), min_samples=1).cost_for(8) == (60.0, "median of 1 restarts of 8-GPU jobs")
+    assert cal.cost_for(6)[0] == DEFAULT_COST_S  # no nearest-size guess: what explain shows is what is decided
+    assert calibrate([]).cost_for(4) == (DEFAULT_COST_S, "configured default (no restart of a 4-GPU job measured yet)")
 
 
 def test_journal_timeline_feeds_explain(tmp_path):
@@ -148,7 +149,7 @@ def test_calibration_costs_need_enough_samples_and_bad_mappings_are_refused():
         rows += [_row(job, 0.0, "signal"), _row(job, 1.0, "job-end"), _row(job, 1.5, "update", _update(gpus))]
         rows += [_row(job, seconds, "job-start")]
     assert calibrate(restart_samples(rows)).costs() == {1: 4.0}
-    assert calibrate(restart_samples(rows)).costs(min_samples=1) == {1: 4.0, 8: 60.0}
+    assert calibrate(restart_samples(rows), min_samples=1).costs() == {1: 4.0, 8: 60.0}
     with pytest.raises(ValidationError, match="reconfig_cost_by_gpus"):
         TickConfig(reconfig_cost_by_gpus={0: 3.0})
     with pytest.raises(ValidationError, match="reconfig_cost_by_gpus"):
