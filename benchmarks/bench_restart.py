@@ -36,9 +36,10 @@ from slurmplan.slurm.devcluster import DevCluster
 from slurmplan.slurm.devlayout import load_layout
 
 TRAP = "#!/bin/bash\ntrap 'scontrol requeuehold $SLURM_JOB_ID; exit 0' USR2\nsleep 3600 & wait\n"
-TARGETS = (("v100", "v100n1"), ("a100", "a100n1"))
-"""Each move goes to the other type's node: never the node just left, where the old launch credential is
-revoked (there Slurm's wait is kept by design)."""
+NODES = {"before": ("a100n1", "v100n1"), "after": ("a100n2", "v100n2")}
+"""Each mode's job moves between its own a100 and v100 node (never onto nodes the other mode's cancelled job may
+still be leaving), and never onto the node it just left, where the old launch credential is revoked (there
+Slurm's wait is kept by design)."""
 
 
 class SlurmWaitBackend(SlurmBackend):
@@ -57,11 +58,14 @@ def job_record(env: dict[str, str], job_id: int) -> dict[str, Any]:
 def wait_for(env: dict[str, str], job_id: int, pred: Any, timeout: float, what: str) -> float:
     """Poll every 0.2 s until ``pred(record)``; returns the monotonic time it held."""
     end = time.monotonic() + timeout
+    record: dict[str, Any] = {}
     while time.monotonic() < end:
-        if pred(job_record(env, job_id)):
+        record = job_record(env, job_id)
+        if pred(record):
             return time.monotonic()
         time.sleep(0.2)
-    raise TimeoutError(f"job {job_id}: {what} not reached in {timeout:.0f} s")
+    state = f"{record.get('job_state')} ({record.get('state_reason')}) on {record.get('nodes') or '-'}"
+    raise TimeoutError(f"job {job_id}: {what} not reached in {timeout:.0f} s; it is {state}")
 
 
 def move(env: dict[str, str], job_id: int, ran_on: str, target: tuple[str, str], mode: str) -> tuple[float, float]:
@@ -91,18 +95,18 @@ def run_mode(env: dict[str, str], workdir: Path, mode: str, moves: int) -> list[
     script = workdir / f"trap-{mode}.sh"
     script.write_text(TRAP)
     out = subprocess.run(
-        ["sbatch", "--parsable", "--gres=gpu:1", "--constraint=a100", "--nodelist=a100n1", "--time=60",
+        ["sbatch", "--parsable", "--gres=gpu:1", "--constraint=a100", f"--nodelist={NODES[mode][0]}", "--time=60",
          f"--output={workdir}/%j.out", str(script)],
         env=env, capture_output=True, text=True, check=True,
     )  # fmt: skip
     job_id = int(out.stdout.strip().split(";")[0])
-    wait_for(env, job_id, lambda j: j.get("job_state") == "RUNNING", 60, "first start")
+    wait_for(env, job_id, lambda j: j.get("job_state") == "RUNNING", 120, "first start")
     time.sleep(1.0)
     samples = []
-    ran_on = "a100n1"
+    ran_on = NODES[mode][0]
     try:
         for i in range(moves):
-            target = TARGETS[i % 2]
+            target = ("v100", NODES[mode][1]) if i % 2 == 0 else ("a100", NODES[mode][0])
             requeue_s, total_s = move(env, job_id, ran_on, target, mode)
             ran_on = target[1]
             samples.append((requeue_s, total_s))
