@@ -50,9 +50,10 @@ class SlurmWaitBackend(SlurmBackend):
 
 
 def job_record(env: dict[str, str], job_id: int) -> dict[str, Any]:
-    out = subprocess.run(["squeue", "--json", f"--jobs={job_id}"], env=env, capture_output=True, text=True)
+    """The job's ``squeue --json`` record (22.05's ``--json`` ignores ``--jobs``: every job comes back)."""
+    out = subprocess.run(["squeue", "--json", "--states=all"], env=env, capture_output=True, text=True)
     jobs = json.loads(out.stdout or "{}").get("jobs", []) if out.returncode == 0 else []
-    return jobs[0] if jobs else {}
+    return next((j for j in jobs if j.get("job_id") == job_id), {})
 
 
 def wait_for(env: dict[str, str], job_id: int, pred: Any, timeout: float, what: str) -> float:
