@@ -91,7 +91,9 @@ def greedy(
             continue
         cur = int(info.current[j])
         if sticky[j] and c != cur:
-            verdict = judge_move(float(thr[j, cur]), float(thr[j, c]), float(info.horizon[j]), config)
+            verdict = judge_move(
+                float(thr[j, cur]), float(thr[j, c]), float(info.horizon[j]), config, gpus=int(gpus[c])
+            )
             if not verdict.move:
                 notes[j] = f"stays: {verdict.detail}"
                 deferred[j] = c if deferred[j] < 0 else deferred[j]
