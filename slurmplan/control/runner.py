@@ -99,7 +99,7 @@ class Daemon:
         signal and job start; a cron ``slurmplan tick`` is a new process and computes it once."""
         now = time.monotonic()
         if self._costs is None or now - self._costs[0] >= self.config.round_s:
-            calibration = calibrate(restart_samples(journal.restart_timeline()), self.config.reconfig_cost_s)
+            calibration = calibrate(restart_samples(journal.intents.restart_timeline()), self.config.reconfig_cost_s)
             self._costs = (now, calibration.costs())
         return self._costs[1]
 

@@ -53,16 +53,16 @@ def test_calibration_is_per_size_with_the_default_until_enough_restarts():
 
 def test_journal_timeline_feeds_explain(tmp_path):
     with Journal(tmp_path / "j.db") as journal:
-        tick = journal.begin_tick("act", 0.0)
-        journal.upsert_jobs([{"job_id": 7, "name": "x", "state": "running", "managed": 1, "first_seen": 0.0,
+        tick = journal.ticks.begin("act", 0.0)
+        journal.jobs.upsert([{"job_id": 7, "name": "x", "state": "running", "managed": 1, "first_seen": 0.0,
                               "last_seen": 0.0}])  # fmt: skip
-        ids = journal.add_intents(tick, 1, [Action(ActionKind.SIGNAL, 7, signal="USR2")], 100.0)
-        ids += journal.add_intents(tick, 1, [Action(ActionKind.UPDATE, 7, "v100", 2)], 100.0)
-        journal.mark_action(ids[0], ActionStatus.APPLIED, 100.0)
-        journal.mark_action(ids[1], ActionStatus.APPLIED, 102.0)
-        journal.record_event(7, "job-end", 101.0, "{}")
-        journal.record_event(7, "job-start", 103.5, "{}")
-        rows = journal.restart_timeline()
+        ids = journal.intents.add(tick, 1, [Action(ActionKind.SIGNAL, 7, signal="USR2")], 100.0)
+        ids += journal.intents.add(tick, 1, [Action(ActionKind.UPDATE, 7, "v100", 2)], 100.0)
+        journal.intents.mark(ids[0], ActionStatus.APPLIED, 100.0)
+        journal.intents.mark(ids[1], ActionStatus.APPLIED, 102.0)
+        journal.events.record(7, "job-end", 101.0, "{}")
+        journal.events.record(7, "job-start", 103.5, "{}")
+        rows = journal.intents.restart_timeline()
         assert [r["what"] for r in rows] == ["signal", "job-end", "update", "job-start"]
         e = explain_job(journal, 7)
     assert e["reconfig_cost"]["by_gpus"] == {"2": {"median_s": 3.5, "samples": 1}}
@@ -72,15 +72,15 @@ def test_journal_timeline_feeds_explain(tmp_path):
 def _journal_with_restarts(path, seconds, gpus=2):
     """A journal holding one real-shaped restart per entry of ``seconds`` (signal, requeue, update, start)."""
     journal = Journal(path)
-    tick = journal.begin_tick("act", 0.0)
+    tick = journal.ticks.begin("act", 0.0)
     for n, took in enumerate(seconds):
         job, t0 = 100 + n, 1000.0 * n
-        ids = journal.add_intents(tick, 1, [Action(ActionKind.SIGNAL, job, signal="USR2")], t0)
-        ids += journal.add_intents(tick, 1, [Action(ActionKind.UPDATE, job, "a100", gpus)], t0)
-        journal.mark_action(ids[0], ActionStatus.APPLIED, t0)
-        journal.record_event(job, "job-end", t0 + 0.5, "{}")
-        journal.mark_action(ids[1], ActionStatus.APPLIED, t0 + 0.6)
-        journal.record_event(job, "job-start", t0 + took, "{}")
+        ids = journal.intents.add(tick, 1, [Action(ActionKind.SIGNAL, job, signal="USR2")], t0)
+        ids += journal.intents.add(tick, 1, [Action(ActionKind.UPDATE, job, "a100", gpus)], t0)
+        journal.intents.mark(ids[0], ActionStatus.APPLIED, t0)
+        journal.events.record(job, "job-end", t0 + 0.5, "{}")
+        journal.intents.mark(ids[1], ActionStatus.APPLIED, t0 + 0.6)
+        journal.events.record(job, "job-start", t0 + took, "{}")
     return journal
 
 
