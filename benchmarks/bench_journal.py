@@ -32,16 +32,16 @@ def one_tick(j: Journal, tick: int, jobs: int) -> None:
     ]
     state = SchedulerState(tick, now, {i: JobState(attained_s=float(tick)) for i in range(1, jobs + 1)})
     actions = [Action(ActionKind.HOLD, i) for i in range(1, jobs + 1, 4)]
-    tick_id = j.begin_tick("act", now)
+    tick_id = j.ticks.begin("act", now)
     with j.transaction():
         save_state(j, state)
-        j.record_decision(tick_id, tick, now, j.changed_decisions(assignments), None, tick % 5 == 0, "las")
+        j.decisions.record(tick_id, tick, now, j.decisions.changed(assignments), None, tick % 5 == 0, "las")
         cands = {i: [Candidate(c, 100.0 * (k + 1)) for k, c in enumerate(cells)] for i in range(1, jobs + 1)}
-        j.record_candidates(tick_id, cands if tick % 5 == 0 else {})
-        ids = j.add_intents(tick_id, tick, actions, now)
+        j.candidates.replace(tick_id, cands if tick % 5 == 0 else {})
+        ids = j.intents.add(tick_id, tick, actions, now)
     for action_id in ids:
-        j.mark_action(action_id, ActionStatus.APPLIED, now)
-    j.finish_tick(tick_id, jobs=jobs, actions=len(ids))
+        j.intents.mark(action_id, ActionStatus.APPLIED, now)
+    j.ticks.finish(tick_id, jobs=jobs, actions=len(ids))
 
 
 def main() -> None:
@@ -53,7 +53,7 @@ def main() -> None:
         path = Path(tmp) / "journal.db"
         writes, reads, explains = [], [], []
         with Journal(path) as j:
-            j.upsert_jobs([{"job_id": i, "name": f"j{i}", "managed": 1, "state": "PENDING"} for i in range(1, 201)])
+            j.jobs.upsert([{"job_id": i, "name": f"j{i}", "managed": 1, "state": "PENDING"} for i in range(1, 201)])
             for tick in range(args.ticks):
                 t0 = time.perf_counter()
                 one_tick(j, tick, args.jobs)

@@ -9,7 +9,9 @@ grow with the jobs whose decision changed, not with the queue).
     python benchmarks/bench_tick.py [--jobs 200] [--ticks 5] [--policy las] [--json]
 
 ``--json`` prints one JSON object last: ``{"new_round": {"observe_s", "decide_s", "act_s", "total_s",
-"slurm_calls", "actions"}, "between_rounds": {...}, "jobs", "submit_s"}`` (medians over the ticks).
+"slurm_calls", "actions", "updates", "annotates"}, "between_rounds": {...}, "jobs", "submit_s"}`` (medians over
+the ticks). ``--policy fifo`` keeps every decision from round to round: then a new round should cost no Slurm
+call beyond the two reads (running jobs that keep their configuration are not re-annotated).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
@@ -67,7 +70,7 @@ def run_ticks(daemon: CountingDaemon, n: int, pause: float, new_round: bool) -> 
         r = daemon.tick()
         print(
             f"  tick {r.tick_id}: {'new round' if r.new_round else 'between'}, {r.managed} managed, "
-            f"{len(r.actions)} actions, {daemon.last_calls} slurm calls, observe {r.observe_s:.3f} s, "
+            f"{len(r.actions)} actions ({_kinds(r)}), {daemon.last_calls} slurm calls, observe {r.observe_s:.3f} s, "
             f"decide {r.decide_s:.3f} s, act {r.act_s:.3f} s{' SKIPPED ' + r.skipped if r.skipped else ''}",
             file=sys.stderr,
             flush=True,
@@ -79,6 +82,11 @@ def run_ticks(daemon: CountingDaemon, n: int, pause: float, new_round: bool) -> 
     return reports
 
 
+def _kinds(r: TickReport) -> str:
+    counts = Counter(a.kind.value for a in r.actions)
+    return " ".join(f"{k} {n}" for k, n in sorted(counts.items())) or "none"
+
+
 def medians(ok: list[tuple[TickReport, int]]) -> dict[str, float]:
     if not ok:
         return {}
@@ -86,6 +94,8 @@ def medians(ok: list[tuple[TickReport, int]]) -> dict[str, float]:
     med["total_s"] = statistics.median(r.observe_s + r.decide_s + r.act_s for r, _ in ok)
     med["slurm_calls"] = statistics.median(c for _, c in ok)
     med["actions"] = statistics.median(len(r.actions) for r, _ in ok)
+    for kind in ("update", "annotate"):  # a running job that keeps its configuration should cost neither
+        med[f"{kind}s"] = statistics.median(sum(a.kind.value == kind for a in r.actions) for r, _ in ok)
     med["ticks"] = len(ok)
     return {k: round(v, 3) for k, v in med.items()}
 
@@ -97,7 +107,7 @@ def print_medians(what: str, med: dict[str, float]) -> None:
     print(
         f"{what}, median of {med['ticks']:g}: observe {med['observe_s']:.3f} s, decide {med['decide_s']:.3f} s, "
         f"act {med['act_s']:.3f} s, total {med['total_s']:.3f} s, {med['slurm_calls']:g} slurm calls, "
-        f"{med['actions']:g} actions",
+        f"{med['actions']:g} actions ({med['updates']:g} update, {med['annotates']:g} annotate)",
         file=sys.stderr,
         flush=True,
     )

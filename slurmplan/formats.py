@@ -6,7 +6,7 @@ backend cannot drift apart:
 
 1. plan hints, the user's ``--comment "slurmplan:..."`` (grammar below; ``site/job_submit.lua`` implements the
    same grammar and ``tests/integration/test_hint_parity.py`` fuzzes both);
-2. the daemon's decision in the admin comment: ``<hints> || slurmplan: a100x8 dp2 ... | round N | lease until HH:MM``;
+2. the daemon's decision in the admin comment: ``<hints> || slurmplan: a100x8 dp2 ... | since round N``;
 3. the plan environment variables (``SLURMPLAN_DP`` ...) the SPANK plugin exports to the job's tasks.
 
 Hints travel through Slurm as text. The SPANK plugin's sbatch options (``--plan-gpus=2:8``), or a
@@ -48,7 +48,7 @@ every ``Hints`` whose deadline is a whole second.
 Admin comment layout (the daemon owns the part after the separator)::
 
     <hints> || <decision>
-    slurmplan:model=llama2-7b;gpus=8 || slurmplan: a100x8 dp2 tp4 pp1 mb2 ga8 | round 17 | lease until 12:06
+    slurmplan:model=llama2-7b;gpus=8 || slurmplan: a100x8 dp2 tp4 pp1 mb2 ga8 | since round 17
 
 The hints come first and are never rewritten by the daemon; the decision follows `` || ``. A comment without
 the separator is all hints when it starts with ``slurmplan:`` and has a ``=`` or nothing after the prefix, and
@@ -341,20 +341,31 @@ def parse_plan_short(text: str) -> Plan:
 
 
 @functools.lru_cache(maxsize=64)
-def round_stamp(index: int, lease_end: float) -> str:
-    """``round 17 | lease until 12:06`` (UTC): the round a decision belongs to and when its lease ends."""
-    return f"round {index} | lease until {time.strftime('%H:%M', time.gmtime(lease_end))}"
+def round_stamp(index: int) -> str:
+    """``since round 17``: the round that decided the configuration the job has now.
+
+    It stays true for as long as the job keeps that configuration, so a running job whose lease is renewed is
+    not re-annotated every round (the old ``round 17 | lease until 12:06`` changed every round and cost every
+    running job one ``scontrol update`` per round); it is rewritten only when the configuration changes."""
+    return f"since round {index}"
 
 
 def format_decision(cell: Cell, plan: Plan, *extra: str) -> str:
-    """``slurmplan: a100x8 dp2 tp4 pp1 mb2 ga8 | round 17 | lease until 12:06`` (extra parts after ``|``)."""
+    """``slurmplan: a100x8 dp2 tp4 pp1 mb2 ga8 | since round 17`` (extra parts after ``|``)."""
     head = f"{PREFIX} {cell.gpu_type}x{cell.gpus} {plan.short()}"
     return " | ".join([head, *extra])
 
 
-def decision_text(cell: Cell, plan: Plan | None, round_index: int, lease_end: float) -> str:
+def decision_text(cell: Cell, plan: Plan | None, round_index: int) -> str:
     """The decision the daemon writes for a round (no plan: pure data parallel over the Cell's GPUs)."""
-    return format_decision(cell, plan or Plan(dp=cell.gpus), round_stamp(round_index, lease_end))
+    return format_decision(cell, plan or Plan(dp=cell.gpus), round_stamp(round_index))
+
+
+def same_configuration(admin_comment: str, cell: Cell, plan: Plan | None) -> bool:
+    """Whether the decision in ``admin_comment`` already names this Cell and plan (whatever round decided it):
+    then the comment is left as it is, and no ``scontrol update`` is spent on it."""
+    head = decision_of(admin_comment).split("|")[0].strip()
+    return bool(head) and head == format_decision(cell, plan or Plan(dp=cell.gpus))
 
 
 def with_decision(existing: str, decision: str) -> str:

@@ -59,6 +59,9 @@ class JobState:
     """What the latest round decided for the job (replayed between rounds; None before its first round)."""
     sent: str = ""
     """Key of the last desired state actions were emitted for: the same decision is not re-sent every tick."""
+    ran_on: tuple[str, ...] = ()
+    """The nodes the job was last seen running on, kept after it leaves them: its restart's RELEASE names them
+    (``Action.previous_nodes``), so a cron tick's new backend knows whether the restart goes elsewhere."""
 
 
 @dataclass(frozen=True)
@@ -82,7 +85,12 @@ class TickConfig:
     reconfig_threshold: float = 0.97
     """Rubick's rule: move a running job only if ``(T - N*delta)/T > threshold``."""
     reconfig_cost_s: float = 78.0
-    """delta: seconds one reconfiguration costs (Rubick measured 78 s)."""
+    """delta: seconds one reconfiguration costs (Rubick measured 78 s); the fallback for sizes not in
+    ``reconfig_cost_by_gpus``."""
+    reconfig_cost_by_gpus: Mapping[int, float] = field(default_factory=dict)
+    """delta per job size (GPUs of the configuration the job would move to), as measured on this cluster: the
+    daemon fills it from the journal's restarts (``control.calibration``); a size absent here costs
+    ``reconfig_cost_s``. Empty in the simulator unless given: it charges its configured constant."""
     requeue_delay_s: float = 0.0
     """Slurm's wait before a requeued job may start again on a node it just left (``cred_expire + 1``, 121 s by
     default). A move that keeps the job's GPU type may land on its own nodes, so that move is charged this too; a
@@ -106,10 +114,19 @@ class TickConfig:
         for name, ok, allowed in checks:
             if not ok:
                 raise ValidationError(name, getattr(self, name), allowed, "tick config")
+        for gpus, seconds in self.reconfig_cost_by_gpus.items():
+            if not isinstance(gpus, int) or gpus <= 0 or not seconds >= 0:
+                raise ValidationError(
+                    "reconfig_cost_by_gpus", {gpus: seconds}, "GPU counts > 0 mapped to seconds >= 0", "tick config"
+                )
         if not self.checkpoint_signal or not self.checkpoint_signal.isalnum():
             raise ValidationError(
                 "checkpoint_signal", self.checkpoint_signal, "a signal name such as USR2", "tick config"
             )
+
+    def reconfig_cost_for(self, gpus: int) -> float:
+        """delta for a job of ``gpus`` GPUs: this cluster's measured cost for that size, else the constant."""
+        return self.reconfig_cost_by_gpus.get(gpus, self.reconfig_cost_s)
 
 
 @dataclass(frozen=True)

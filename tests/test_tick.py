@@ -17,7 +17,7 @@ from mechanism.helpers import (
     node,
 )
 
-from slurmplan.domain import ActionKind, Cell, Cluster, JobState, Plan, Reason, SlurmplanError, ValidationError
+from slurmplan.domain import Action, ActionKind, Cell, Cluster, JobState, Plan, Reason, SlurmplanError, ValidationError
 from slurmplan.tick import SchedulerState, TickConfig, TickInput, TickOutput, decide
 
 
@@ -37,8 +37,7 @@ def test_first_tick_holds_unchosen_and_starts_chosen_with_the_plan_comment() -> 
     assert kinds(out) == [(2, ActionKind.HOLD), (1, ActionKind.UPDATE)]  # GPUs are freed before jobs start
     update = out.actions[1]
     assert (update.gpu_type, update.gpus_per_node, update.node_count, update.nodelist) == ("a100", 8, 1, ("a100-0",))
-    # T0 = 22:13:20 UTC; the lease ends one 6-minute round later.
-    assert update.admin_comment == "slurmplan: a100x8 dp8 tp1 pp1 mb1 ga1 | round 1 | lease until 22:19"
+    assert update.admin_comment == "slurmplan: a100x8 dp8 tp1 pp1 mb1 ga1 | since round 1"
     assert by_job(out)[2].reason is Reason.WAITING
 
 
@@ -198,7 +197,7 @@ def test_user_hints_in_the_admin_comment_are_kept() -> None:
     job = mjob(1, {"a100": {1: 10.0}}, admin_comment="slurmplan:model=gpt2;gpus=1")
     out = decide(TickInput(T0, cluster(a100=(1, 1)), (job,)), RequestedPolicy(), SchedulerState())
     comment = out.actions[0].admin_comment
-    assert comment.startswith("slurmplan:model=gpt2;gpus=1 || slurmplan: a100x1 dp1 tp1 pp1 mb1 ga1 | round 1")
+    assert comment.startswith("slurmplan:model=gpt2;gpus=1 || slurmplan: a100x1 dp1 tp1 pp1 mb1 ga1 | since round 1")
 
 
 def test_unschedulable_job_is_held_with_a_reason() -> None:
@@ -306,7 +305,26 @@ def test_kept_job_is_annotated_with_the_plan_it_runs_not_a_newer_best_plan() -> 
     nxt = decide(TickInput(T0 + 360, mini.snapshot_cluster(), mini.managed()), RequestedPolicy(), first.state)
     a = by_job(nxt)[1]
     assert a.reason is Reason.KEPT and a.plan == Plan(dp=1)
-    assert kinds(nxt) == [(1, ActionKind.ANNOTATE)] and " mb1 " in nxt.actions[0].admin_comment
+    assert kinds(nxt) == []  # its comment already names the plan it runs (mb1): nothing to rewrite
+    assert " mb1 " in mini.jobs[1].job.admin_comment and "since round 1" in mini.jobs[1].job.admin_comment
+
+
+def test_rounds_without_change_send_nothing_for_running_jobs_and_a_lost_comment_is_rewritten() -> None:
+    """Slurm calls are proportional to changed decisions: renewing a lease writes nothing (it used to rewrite
+    every running job's ``round N | lease until`` text every round, one ``scontrol update`` each)."""
+    table = {"a100": {1: 10.0}}
+    mini = MiniCluster(cluster(a100=(1, 4)), [mjob(i, table, submit=T0 + i) for i in range(1, 4)])
+    state, _ = run_rounds(mini, RequestedPolicy(), rounds=1)
+    assert all(j.job.state is JobState.RUNNING for j in mini.jobs.values())
+    for r in range(1, 4):  # three more rounds, nothing changed
+        out = decide(TickInput(T0 + 360 * r, mini.snapshot_cluster(), mini.managed()), RequestedPolicy(), state)
+        assert out.new_round and out.actions == ()
+        assert {a.reason for a in out.assignments} == {Reason.KEPT}
+        state = out.state
+    mini.apply((Action(ActionKind.ANNOTATE, 2, admin_comment="ticket 42"),), T0 + 360 * 4)  # an admin's edit
+    out = decide(TickInput(T0 + 360 * 4, mini.snapshot_cluster(), mini.managed()), RequestedPolicy(), state)
+    assert kinds(out) == [(2, ActionKind.ANNOTATE)]
+    assert out.actions[0].admin_comment == "ticket 42 || slurmplan: a100x1 dp1 tp1 pp1 mb1 ga1 | since round 5"
 
 
 def test_gpus_reserved_for_an_unplaceable_job_go_to_the_next_job() -> None:
@@ -395,3 +413,29 @@ def test_a_held_decision_names_no_plan_to_the_launcher() -> None:
         parse_decision("slurmplan:gpus=1 || slurmplan: held (preempted) | round 3 | its a100 GPUs went to job 2")
         is None
     )
+
+
+def test_a_restart_release_names_the_nodes_it_ran_on_even_from_a_new_daemon(tmp_path) -> None:
+    """A cron ``slurmplan tick`` is a new process with a new backend each time: where a requeued job ran comes
+    from the journaled scheduler state (``JobState.ran_on``), carried in the RELEASE as ``previous_nodes``."""
+    from slurmplan.control.config import DaemonConfig
+    from slurmplan.control.runner import Daemon
+    from slurmplan.domain import Job
+    from tests.control.memcluster import MemBackend, candidates
+
+    backend = MemBackend([Job(1, "m", partition="gpu", admin_comment="slurmplan:model=m;gpus=2", held=True)])
+    config = DaemonConfig(managed_partitions=("gpu",), database=tmp_path / "j.db", report_dir=tmp_path / "r")
+
+    def cron_tick():  # a new Daemon each time, the real decision (policy, mechanism), state from the journal
+        return Daemon(config, backend=backend, candidates_fn=candidates).tick()  # the configured policy (las)
+
+    first = cron_tick()
+    release = [a for a in first.actions if a.kind is ActionKind.RELEASE]
+    assert len(release) == 1 and release[0].previous_nodes is None  # never ran: nothing to name
+    (job,) = backend.snapshot().jobs
+    assert job.state is JobState.RUNNING and job.nodes == ("a1",)
+    cron_tick()  # sees it running: the journal now records where
+    assert backend.apply([Action(ActionKind.REQUEUE_HOLD, 1)])[0].ok  # its trap requeue-holds it (a checkpoint)
+    again = cron_tick()
+    (release,) = [a for a in again.actions if a.kind is ActionKind.RELEASE]
+    assert release.previous_nodes == ("a1",)

@@ -50,7 +50,7 @@ def apply_rows(journal: Journal, backend: ClusterBackend, rows: Sequence[ActionR
         next_queues = []
         for q, row, (ok, message) in zip(queues, wave, results, strict=True):
             if ok:
-                journal.mark_action(row.id, ActionStatus.APPLIED, now, message)
+                journal.intents.mark(row.id, ActionStatus.APPLIED, now, message)
                 applied += 1
                 if len(q) > 1:
                     next_queues.append(q[1:])
@@ -59,7 +59,7 @@ def apply_rows(journal: Journal, backend: ClusterBackend, rows: Sequence[ActionR
                 _count_attempt(journal, row.id, message)
                 retry += 1
             else:
-                journal.mark_action(row.id, ActionStatus.FAILED, now, message)
+                journal.intents.mark(row.id, ActionStatus.FAILED, now, message)
                 failed += 1
             log.warning("job %d: %s failed: %s", row.action.job_id, row.action.kind.value, message)
             # the job's later actions wait for this one
@@ -74,11 +74,11 @@ def _count_attempt(journal: Journal, action_id: int, message: str) -> None:
 
 def roll_forward(journal: Journal, backend: ClusterBackend, now: float, max_age_s: float) -> ApplyReport:
     """Finish the work a killed or failing earlier tick left as intents; drop the stale ones."""
-    rows = journal.actions(status=ActionStatus.INTENT)
+    rows = journal.intents.rows(status=ActionStatus.INTENT)
     fresh = [r for r in rows if now - r.created_at <= max_age_s]
     for r in rows:
         if now - r.created_at > max_age_s:
-            journal.mark_action(r.id, ActionStatus.FAILED, now, "stale: superseded by a later decision")
+            journal.intents.mark(r.id, ActionStatus.FAILED, now, "stale: superseded by a later decision")
     if fresh:
         log.info("rolling forward %d pending intents", len(fresh))
     report = apply_rows(journal, backend, fresh, now) if fresh else ApplyReport()
@@ -97,13 +97,13 @@ def confirm(journal: Journal, snapshot: Snapshot, max_age_s: float, now: float) 
     """
     jobs = {j.job_id: j for j in snapshot.jobs}
     confirmed = diverged = 0
-    for row in journal.actions(status=ActionStatus.APPLIED):
+    for row in journal.intents.rows(status=ActionStatus.APPLIED):
         verdict = _verdict(row.action, jobs.get(row.action.job_id))
         if verdict is True:
-            journal.mark_action(row.id, ActionStatus.CONFIRMED, now)
+            journal.intents.mark(row.id, ActionStatus.CONFIRMED, now)
             confirmed += 1
         elif verdict is False or now - (row.applied_at or row.created_at) > max_age_s:
-            journal.mark_action(row.id, ActionStatus.DIVERGED, now, "not visible in Slurm")
+            journal.intents.mark(row.id, ActionStatus.DIVERGED, now, "not visible in Slurm")
             diverged += 1
     return confirmed, diverged
 

@@ -21,6 +21,10 @@ from typing import Any
 DEFAULT_COST_S = 78.0
 """The configured cost used until the journal holds a restart of a comparable job."""
 
+MIN_SAMPLES = 3
+"""Restarts of one size the daemon needs before it trusts their median over the configured constant: one
+restart that hit a slow controller or a node boot would otherwise set the cost of every later move."""
+
 
 @dataclass(frozen=True)
 class RestartSample:
@@ -42,16 +46,26 @@ class Calibration:
     by_gpus: Mapping[int, float] = field(default_factory=dict)
     samples: Mapping[int, int] = field(default_factory=dict)
     default_s: float = DEFAULT_COST_S
+    min_samples: int = MIN_SAMPLES
 
     def cost_for(self, gpus: int) -> tuple[float, str]:
-        """``(seconds, where it came from)``: this size's median, else the nearest measured size's, else the
-        configured default (a restart's cost grows with the job's nodes and checkpoint, so size matters)."""
-        if gpus in self.by_gpus:
-            return self.by_gpus[gpus], f"median of {self.samples[gpus]} restarts of {gpus}-GPU jobs"
-        if self.by_gpus:
-            near = min(self.by_gpus, key=lambda g: (abs(g - gpus), -g))
-            return self.by_gpus[near], f"median of {self.samples[near]} restarts of {near}-GPU jobs (nearest size)"
-        return self.default_s, "configured default (no restart measured yet)"
+        """``(seconds, where it came from)``, by the rule the daemon decides with (:meth:`costs`): this size's
+        median once it has ``min_samples`` restarts, else the configured default. No nearest-size guess: a
+        restart's cost grows with the job's nodes and checkpoint, and ``explain`` must show what was used."""
+        n = self.samples.get(gpus, 0)
+        if n >= self.min_samples:
+            return self.by_gpus[gpus], f"median of {n} restarts of {gpus}-GPU jobs"
+        if n:
+            return self.default_s, (
+                f"configured default: {n} restart{'s' if n > 1 else ''} of {gpus}-GPU jobs measured, "
+                f"{self.min_samples} needed"
+            )
+        return self.default_s, f"configured default (no restart of a {gpus}-GPU job measured yet)"
+
+    def costs(self) -> dict[int, float]:
+        """Size -> median seconds for the sizes with at least ``min_samples`` restarts (``TickConfig``'s
+        ``reconfig_cost_by_gpus``; other sizes fall back to the configured constant)."""
+        return {g: s for g, s in sorted(self.by_gpus.items()) if self.samples[g] >= self.min_samples}
 
     def to_dict(self) -> dict[str, Any]:
         return {str(g): {"median_s": round(s, 2), "samples": self.samples[g]} for g, s in sorted(self.by_gpus.items())}
@@ -97,7 +111,9 @@ def restart_samples(rows: Sequence[Mapping[str, Any]]) -> list[RestartSample]:
     return out
 
 
-def calibrate(samples: Sequence[RestartSample], default_s: float = DEFAULT_COST_S) -> Calibration:
+def calibrate(
+    samples: Sequence[RestartSample], default_s: float = DEFAULT_COST_S, min_samples: int = MIN_SAMPLES
+) -> Calibration:
     """Median seconds per size; a negative or day-long sample (clock step, a job held for days) is dropped."""
     by: dict[int, list[float]] = {}
     for s in samples:
@@ -107,4 +123,5 @@ def calibrate(samples: Sequence[RestartSample], default_s: float = DEFAULT_COST_
         by_gpus={g: statistics.median(v) for g, v in by.items()},
         samples={g: len(v) for g, v in by.items()},
         default_s=default_s,
+        min_samples=min_samples,
     )

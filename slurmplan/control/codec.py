@@ -66,11 +66,12 @@ def action_to_dict(a: Action) -> dict[str, Any]:
         "admin_comment": a.admin_comment,
         "signal": a.signal,
         "reason": a.reason,
+        "previous_nodes": list(a.previous_nodes) if a.previous_nodes is not None else None,
     }
 
 
 def action_from_dict(d: dict[str, Any]) -> Action:
-    nodelist = d.get("nodelist")
+    nodelist, previous = d.get("nodelist"), d.get("previous_nodes")
     return Action(
         kind=ActionKind(d["kind"]),
         job_id=int(d["job_id"]),
@@ -81,6 +82,7 @@ def action_from_dict(d: dict[str, Any]) -> Action:
         admin_comment=d.get("admin_comment"),
         signal=d.get("signal"),
         reason=d.get("reason", ""),
+        previous_nodes=tuple(previous) if previous is not None else None,
     )
 
 
@@ -137,6 +139,8 @@ def job_state_from_dict(d: dict[str, Any]) -> JobState:
             value = {cell_from_key(k): float(v) for k, v in (value or {}).items()}
         elif isinstance(value, dict) and "reason" in value and "job_id" in value:
             value = assignment_from_dict(value)
+        elif key == "ran_on":
+            value = tuple(value or ())
         values[key] = value
     return JobState(**values)
 

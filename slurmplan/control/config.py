@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -82,8 +83,10 @@ class DaemonConfig:
     def fail_open_limit_s(self) -> float:
         return self.fail_open_after_s if self.fail_open_after_s is not None else 3 * self.round_s
 
-    def tick_config(self) -> TickConfig:
+    def tick_config(self, reconfig_cost_by_gpus: Mapping[int, float] | None = None) -> TickConfig:
+        """The tick's settings; ``reconfig_cost_by_gpus`` is the per-size cost measured from the journal."""
         return TickConfig(
+            reconfig_cost_by_gpus=dict(reconfig_cost_by_gpus or {}),
             round_s=self.round_s,
             checkpoint_signal=self.checkpoint_signal,
             grace_s=self.grace_s,

@@ -82,7 +82,7 @@ def _reconfig_cost(journal: Journal, job_id: int, last: dict[str, Any] | None) -
         (_cell_gpus(c["cell"]) for c in journal.candidates.of(job_id)), default=0
     )
     gpus = gpus or 1
-    calibration = calibrate(restart_samples(journal.restart_timeline()))
+    calibration = calibrate(restart_samples(journal.intents.restart_timeline()))
     seconds, source = calibration.cost_for(gpus)
     return {"gpus": gpus, "seconds": round(seconds, 2), "source": source, "by_gpus": calibration.to_dict()}
 

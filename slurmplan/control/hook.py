@@ -79,7 +79,7 @@ def record(event: HookEvent, database: str | os.PathLike[str]) -> None:
     if (state := event.exit_state) is not None:
         detail["exit_state"] = state
     with Journal(database) as journal:
-        journal.record_event(event.job_id, event.event, event.time, json.dumps(detail, sort_keys=True))
+        journal.events.record(event.job_id, event.event, event.time, json.dumps(detail, sort_keys=True))
 
 
 def run_hook(event: str, database: str | os.PathLike[str], env: Mapping[str, str] | None = None) -> int:

@@ -18,17 +18,17 @@ next tick re-applies: nothing is lost and nothing is done twice that is not idem
     journal.measurements  throughputs reported by jobs
 
 ``Journal(path, readonly=True)`` is for the commands that only read (``explain``, ``history``): it never
-creates a file, and a path that holds no journal is an error naming it. The old one-class methods
-(``record_event``, ``add_intents``, ...) remain as delegates until the branches that call them have merged.
+creates a file, and a path that holds no journal is an error naming it. Callers use the stores
+(``journal.events.record(...)``, ``journal.intents.rows(...)``); the journal itself only opens, closes and
+groups writes into one transaction.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 from slurmplan.control.stores.candidates import CandidateStore
 from slurmplan.control.stores.db import BUSY_TIMEOUT_MS, JournalDb
@@ -39,7 +39,6 @@ from slurmplan.control.stores.jobs import JobStore
 from slurmplan.control.stores.measurements import MeasurementStore
 from slurmplan.control.stores.state import StateStore
 from slurmplan.control.stores.ticks import TickStore
-from slurmplan.domain import Action, Allocation, Assignment, Candidate
 
 __all__ = ["BUSY_TIMEOUT_MS", "ActionRow", "ActionStatus", "Journal"]
 
@@ -90,70 +89,3 @@ class Journal:
     def is_empty(self) -> bool:
         """No decision, action or event on record (what ``history`` calls "nothing journaled yet")."""
         return not (self.decisions.count() or self.intents.count() or self.events.count())
-
-    # -------------------------------------------- delegates: the old one-class API, until the branches merge
-    # ``journal.events(...)``, ``jobs(...)``, ``ticks(...)``, ``decisions(...)`` and ``candidates(...)`` keep
-    # working because those stores are callable with the old methods' arguments.
-
-    def record_event(self, job_id: int, event: str, time: float, detail: str = "") -> None:
-        self.events.record(job_id, event, time, detail)
-
-    def upsert_jobs(self, rows: Sequence[dict[str, Any]]) -> None:
-        self.jobs.upsert(rows)
-
-    def mark_finished(self, job_ids: Iterable[int], state: str, now: float) -> None:
-        self.jobs.mark_finished(job_ids, state, now)
-
-    def job(self, job_id: int) -> dict[str, Any] | None:
-        return self.jobs.get(job_id)
-
-    def begin_tick(self, mode: str, started_at: float) -> int:
-        return self.ticks.begin(mode, started_at)
-
-    def finish_tick(self, tick_id: int, **fields: Any) -> None:
-        self.ticks.finish(tick_id, **fields)
-
-    def record_decision(
-        self,
-        tick_id: int,
-        round_index: int,
-        now: float,
-        assignments: Sequence[Assignment],
-        allocation: Allocation | None,
-        new_round: bool,
-        policy: str,
-    ) -> None:
-        self.decisions.record(tick_id, round_index, now, assignments, allocation, new_round, policy)
-
-    def changed_decisions(self, assignments: Sequence[Assignment]) -> list[Assignment]:
-        return self.decisions.changed(assignments)
-
-    def record_candidates(self, tick_id: int, by_job: dict[int, Sequence[Candidate]]) -> None:
-        self.candidates.replace(tick_id, by_job)
-
-    def allocation_of(self, job_id: int, round_index: int | None = None) -> list[dict[str, Any]]:
-        return self.decisions.allocation_of(job_id, round_index)
-
-    def rounds(self, limit: int = 20) -> list[dict[str, Any]]:
-        return self.decisions.rounds(limit)
-
-    def add_intents(self, tick_id: int, round_index: int, actions: Sequence[Action], now: float) -> list[int]:
-        return self.intents.add(tick_id, round_index, actions, now)
-
-    def mark_action(self, action_id: int, status: str, now: float, message: str = "") -> None:
-        self.intents.mark(action_id, status, now, message)
-
-    def actions(
-        self, *, status: str | Sequence[str] | None = None, job_id: int | None = None, limit: int | None = None
-    ) -> list[ActionRow]:
-        return self.intents.rows(status=status, job_id=job_id, limit=limit)
-
-    def restart_timeline(self) -> list[dict[str, Any]]:
-        """Applied checkpoint signals and GPU updates plus job start/end events (``control.calibration``)."""
-        return self.intents.restart_timeline()
-
-    def get_value(self, key: str, default: Any = None) -> Any:
-        return self.state.get(key, default)
-
-    def set_value(self, key: str, value: Any) -> None:
-        self.state.set(key, value)

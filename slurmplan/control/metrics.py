@@ -122,8 +122,8 @@ def record_start(database: Path) -> int:
     from slurmplan.control.journal import Journal
 
     with Journal(database) as j:
-        count = int(j.get_value("daemon_starts", 0) or 0) + 1
-        j.set_value("daemon_starts", count)
+        count = int(j.state.get("daemon_starts", 0) or 0) + 1
+        j.state.set("daemon_starts", count)
     return count
 
 

@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from slurmplan.control.calibration import calibrate, restart_samples
 from slurmplan.control.config import DaemonConfig
 from slurmplan.control.heartbeat import write_heartbeat
 from slurmplan.control.journal import Journal
@@ -60,6 +61,7 @@ class Daemon:
         self._policy = policy
         self.candidates_fn = candidates_fn
         self.decide_fn = decide_fn
+        self._costs: tuple[float, dict[int, float]] | None = None  # (monotonic time computed, size -> seconds)
 
     @property
     def backend(self) -> ClusterBackend:
@@ -89,6 +91,18 @@ class Daemon:
 
     # ------------------------------------------------------------------------------------------------ tick
 
+    def measured_costs(self, journal: Journal) -> dict[int, float]:
+        """Reconfiguration seconds per job size measured from the journal's restarts on this cluster
+        (``control.calibration``; sizes with too few restarts are left out and cost the configured constant).
+
+        Recomputed at most once a round by a long-running daemon: restarts are rare and the query reads every
+        signal and job start; a cron ``slurmplan tick`` is a new process and computes it once."""
+        now = time.monotonic()
+        if self._costs is None or now - self._costs[0] >= self.config.round_s:
+            calibration = calibrate(restart_samples(journal.intents.restart_timeline()), self.config.reconfig_cost_s)
+            self._costs = (now, calibration.costs())
+        return self._costs[1]
+
     def tick(self) -> TickReport:
         """One tick under the lock (a dry run takes no lock: it changes nothing)."""
         policy = self.policy  # a bad policy file fails here, before the lock and before Slurm is touched
@@ -104,9 +118,8 @@ class Daemon:
             journal, self.mode, policy_name=cfg.policy, round_s=cfg.round_s, report_dir=cfg.report_dir
         )
         source = SlurmJobSource(cfg.managed_partitions, self.candidates_fn, lambda: load_measurements(journal))
-        report = run_tick(
-            self.backend, time.time, store, policy, source, config=cfg.tick_config(), decide=self.decide_fn
-        )
+        tick_config = cfg.tick_config(self.measured_costs(journal))
+        report = run_tick(self.backend, time.time, store, policy, source, config=tick_config, decide=self.decide_fn)
         if self.mode == "act" and not report.skipped:  # the watchdog and job_submit.lua fail open when stale
             write_heartbeat(
                 cfg.heartbeat_path, tick_id=report.tick_id, round_index=report.round_index,

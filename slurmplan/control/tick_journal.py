@@ -32,10 +32,10 @@ class SqliteTickJournal:
         self.report_dir = Path(report_dir)
 
     def begin(self, now: float) -> int | None:
-        return self.journal.begin_tick(self.mode, now) if self.mode != "dry-run" else None
+        return self.journal.ticks.begin(self.mode, now) if self.mode != "dry-run" else None
 
     def roll_forward(self, backend: Backend, now: float) -> ApplyReport:
-        if self.mode == "act" and self.journal.actions(status=ActionStatus.INTENT, limit=1):
+        if self.mode == "act" and self.journal.intents.rows(status=ActionStatus.INTENT, limit=1):
             return roll_forward(self.journal, backend, now, self.round_s)  # type: ignore[arg-type]
         return ApplyReport()
 
@@ -56,30 +56,30 @@ class SqliteTickJournal:
         with journal.transaction():
             _journal_jobs(journal, tick.snapshot, tick.observed, tick.refused)
             save_state(journal, out.state)
-            assignments = out.assignments if out.new_round else journal.changed_decisions(out.assignments)
-            journal.record_decision(
+            assignments = out.assignments if out.new_round else journal.decisions.changed(out.assignments)
+            journal.decisions.record(
                 tick_id, out.state.round_index, now, assignments, out.allocation, out.new_round, self.policy_name
             )
             known = journal.candidates.job_ids()
             fresh = {m.job.job_id: m.candidates for m in tick.managed if out.new_round or m.job.job_id not in known}
-            journal.record_candidates(tick_id, fresh)
-            ids = journal.add_intents(tick_id, out.state.round_index, list(tick.actions), time.time())
+            journal.candidates.replace(tick_id, fresh)
+            ids = journal.intents.add(tick_id, out.state.round_index, list(tick.actions), time.time())
             if status != ActionStatus.INTENT:
                 journal.intents.set_status(ids, status)
         return list(ids) if status == ActionStatus.INTENT else []
 
     def apply(self, backend: Backend, intents: list[Any], now: float) -> tuple[ApplyReport, list[ActionResult]]:
         wanted = set(intents)
-        rows = [r for r in self.journal.actions(status=ActionStatus.INTENT) if r.id in wanted]
+        rows = [r for r in self.journal.intents.rows(status=ActionStatus.INTENT) if r.id in wanted]
         return apply_rows(self.journal, backend, rows, now), []  # type: ignore[arg-type]
 
     def finish(self, tick_id: int | None, error: str = "", **fields: Any) -> None:
         if tick_id is None:
             return
         if error:
-            self.journal.finish_tick(tick_id, error=error, **fields)
+            self.journal.ticks.finish(tick_id, error=error, **fields)
         else:
-            self.journal.finish_tick(tick_id, **fields)
+            self.journal.ticks.finish(tick_id, **fields)
 
 
 def _hints_text(job: Job) -> str:
@@ -90,13 +90,13 @@ def _hints_text(job: Job) -> str:
 def _journal_jobs(journal: Journal, snapshot: Snapshot, observed: Any, refused: tuple[Observed, ...]) -> None:
     """Job rows for every job seen; refused jobs get their error, an event when the error is new."""
     errors = {o.job.job_id: o.error for o in refused}
-    previous = {r["job_id"]: r for r in journal.jobs(unfinished_only=True)}
+    previous = {r["job_id"]: r for r in journal.jobs.all(unfinished_only=True)}
     rows = []
     for o in observed:
         job: Job = o.job
         err = errors.get(job.job_id, "")
         if err and (previous.get(job.job_id) or {}).get("hint_error") != err:
-            journal.record_event(job.job_id, "bad-hints", snapshot.time, err)
+            journal.events.record(job.job_id, "bad-hints", snapshot.time, err)
         rows.append(
             {
                 "job_id": job.job_id,
@@ -112,6 +112,6 @@ def _journal_jobs(journal: Journal, snapshot: Snapshot, observed: Any, refused: 
                 "finished_at": snapshot.time if job.state.finished else None,
             }
         )
-    journal.upsert_jobs(rows)
+    journal.jobs.upsert(rows)
     seen = {o.job.job_id for o in observed}
-    journal.mark_finished([j for j in previous if j not in seen], "gone", snapshot.time)
+    journal.jobs.mark_finished([j for j in previous if j not in seen], "gone", snapshot.time)

@@ -93,7 +93,7 @@ def last_decided_update(journal: Journal | None, job_id: int) -> Action | None:
     """The newest UPDATE decided for the job that never reached Slurm, or None."""
     if journal is None:
         return None
-    rows = [r for r in journal.actions(job_id=job_id) if r.action.kind is ActionKind.UPDATE]
+    rows = [r for r in journal.intents.rows(job_id=job_id) if r.action.kind is ActionKind.UPDATE]
     if not rows:
         return None
     newest = max(rows, key=lambda r: r.id)
@@ -186,10 +186,10 @@ def _journal_pass(
             detail = f"heartbeat {'missing' if age is None else f'{age:.0f} s old'}"
             if job_id in restored:
                 detail += "; last decided configuration applied"
-                rows = [r for r in journal.actions(job_id=job_id) if r.action.kind is ActionKind.UPDATE]
+                rows = [r for r in journal.intents.rows(job_id=job_id) if r.action.kind is ActionKind.UPDATE]
                 newest = max(rows, key=lambda r: r.id)
-                journal.mark_action(newest.id, ActionStatus.APPLIED, now, "applied by the watchdog (fail-open)")
-            journal.record_event(job_id, "fail-open-release", now, detail)
+                journal.intents.mark(newest.id, ActionStatus.APPLIED, now, "applied by the watchdog (fail-open)")
+            journal.events.record(job_id, "fail-open-release", now, detail)
         for job_id in managed:
             _forget_in_flight(journal, job_id)
 

@@ -2,7 +2,7 @@
 
 The daemon's decision reaches a running job by one of two roads: the SPANK plugin exports it as
 ``SLURMPLAN_*`` environment variables, or (on clusters without the plugin) it sits in the job's admin comment,
-where the daemon writes ``slurmplan: a100x8 dp2 tp4 pp1 mb2 ga8 | round 17 | lease until 12:06`` (a
+where the daemon writes ``slurmplan: a100x8 dp2 tp4 pp1 mb2 ga8 | since round 17`` (a
 ``Cell.short()`` followed by ``Plan.short()``). Both roads end in one :class:`AssignedPlan`. Knowing which road
 was taken matters: a job whose plan came from slurmplan is *managed*, so on a checkpoint it requeues held and
 lets the daemon decide where it runs next.

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from slurmplan import formats
 from slurmplan.domain import Action, ActionKind, Assignment, Cell, Job, JobId, Plan, Reason
-from slurmplan.formats import decision_of, round_stamp, with_decision
+from slurmplan.formats import decision_of, round_stamp, same_configuration, with_decision
 from slurmplan.mechanism.problem import PENDING_STATES, RUNNING_STATES
 from slurmplan.mechanism.state import evolve
 from slurmplan.tick_types import JobState, ManagedJob, TickConfig
@@ -37,19 +37,18 @@ STOPPING = (Reason.PREEMPTED, Reason.MOVED, Reason.RESIZED, Reason.SCHEDULED)
 
 @dataclass(frozen=True)
 class RoundStamp:
-    """The round a decision belongs to, printed in the admin comment."""
+    """The round a decision belongs to, printed in the admin comment (``since round 17``)."""
 
     index: int
-    lease_end: float
 
     @property
     def text(self) -> str:
-        return round_stamp(self.index, self.lease_end)
+        return round_stamp(self.index)
 
 
 def decision_text(cell: Cell, plan: Plan | None, stamp: RoundStamp) -> str:
-    """``slurmplan: a100x8 dp2 tp4 pp1 mb2 ga8 | round 17 | lease until 12:06`` (no plan: pure data parallel)."""
-    return formats.decision_text(cell, plan, stamp.index, stamp.lease_end)
+    """``slurmplan: a100x8 dp2 tp4 pp1 mb2 ga8 | since round 17`` (no plan: pure data parallel)."""
+    return formats.decision_text(cell, plan, stamp.index)
 
 
 def _start(mj: ManagedJob, a: Assignment, st: JobState, stamp: RoundStamp) -> tuple[list[Action], JobState]:
@@ -66,7 +65,7 @@ def _start(mj: ManagedJob, a: Assignment, st: JobState, stamp: RoundStamp) -> tu
         job.gpu_type == a.cell.gpu_type
         and job.gpus_per_node == a.gpus_per_node
         and job.node_count == len(a.nodes)
-        and decision_of(job.admin_comment) == decision
+        and same_configuration(job.admin_comment, a.cell, a.plan)  # decided in an earlier round: still true
         and (not job.nodes or tuple(job.nodes) == a.nodes)
     )
     if not same:
@@ -83,14 +82,15 @@ def _start(mj: ManagedJob, a: Assignment, st: JobState, stamp: RoundStamp) -> tu
             )
         )
     if job.held:
-        acts.append(Action(ActionKind.RELEASE, job.job_id, reason=f"{a.reason.value}: start as {a.cell.short()}"))
+        why = f"{a.reason.value}: start as {a.cell.short()}"
+        acts.append(Action(ActionKind.RELEASE, job.job_id, reason=why, previous_nodes=st.ran_on or None))
     return acts, (evolve(st, sent=key) if acts else st)
 
 
 def held_text(a: Assignment, stamp: RoundStamp) -> str:
     """``slurmplan: held (preempted) | round 3 | <why>``: the decision a held job shows in ``scontrol show job``.
 
-    Without it a preempted, requeue-held job kept its last running decision (``... | lease until 08:14``), which
+    Without it a preempted, requeue-held job kept its last running decision (``... | since round 2``), which
     tells the admin it should be running. ``=`` and ``||`` would read as hints, so they are kept out.
     """
     why = a.detail.replace("||", "|").replace("=", ":")
@@ -132,15 +132,17 @@ def _stop(
 
 
 def _annotate(job: Job, a: Assignment, st: JobState, stamp: RoundStamp) -> tuple[list[Action], JobState]:
+    """A running job that keeps its configuration: nothing to send when its comment already names it (the
+    common case: Slurm calls stay proportional to the jobs whose decision changed); written only when the
+    comment lacks it (a job started by hand, or a comment an admin overwrote)."""
     assert a.cell is not None
-    decision = decision_text(a.cell, a.plan, stamp)
-    if decision_of(job.admin_comment) == decision:  # the usual case on a tick: nothing to write
+    if same_configuration(job.admin_comment, a.cell, a.plan):
         return [], st
-    comment = with_decision(job.admin_comment, decision)
+    comment = with_decision(job.admin_comment, decision_text(a.cell, a.plan, stamp))
     key = f"annotate {comment}"
     if st.sent == key:
         return [], st
-    return [Action(ActionKind.ANNOTATE, job.job_id, admin_comment=comment, reason="lease renewed")], evolve(
+    return [Action(ActionKind.ANNOTATE, job.job_id, admin_comment=comment, reason="decision written")], evolve(
         st, sent=key
     )
 

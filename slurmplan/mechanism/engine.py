@@ -216,7 +216,7 @@ def decide(inp: TickInput, policy: Policy, state: SchedulerState) -> TickOutput:
     new_round = state.last_round_start is None or inp.now - state.last_round_start >= config.round_s
     round_index = state.round_index + 1 if new_round else state.round_index
     round_start = inp.now if new_round else float(state.last_round_start)  # type: ignore[arg-type]
-    stamp = RoundStamp(round_index, round_start + config.round_s)
+    stamp = RoundStamp(round_index)
     ctx = build_problem(inp, states)
     problem = ctx.problem
     info = running_info(ctx, states, config)

@@ -35,10 +35,18 @@ def horizon_s(round_s: float, remaining_s: float) -> float:
 
 
 def judge_move(
-    thr_cur: float, thr_new: float, horizon: float, config: TickConfig, n: int = 1, wait_s: float = 0.0
+    thr_cur: float,
+    thr_new: float,
+    horizon: float,
+    config: TickConfig,
+    n: int = 1,
+    gpus: int | None = None,
+    wait_s: float = 0.0,
 ) -> MoveVerdict:
     """Whether moving from ``thr_cur`` to ``thr_new`` samples/s pays ``n`` reconfigurations within ``horizon``.
 
+    ``gpus`` is the size of the configuration the job would move to: its delta is the cost measured on this
+    cluster for that size (``TickConfig.reconfig_cost_by_gpus``), the configured constant without one.
     ``wait_s``: time the job also stands still before its restart (Slurm's requeue delay when it may restart on
     the nodes it leaves); it counts like the reconfiguration cost, or a resize in place looks free."""
     if thr_new <= 0:
@@ -48,7 +56,7 @@ def judge_move(
     if horizon <= 0:
         return MoveVerdict(False, 0.0, "no time left in which a restart could pay off")
     gain = thr_new / thr_cur
-    cost = n * config.reconfig_cost_s + wait_s
+    cost = n * (config.reconfig_cost_for(gpus) if gpus is not None else config.reconfig_cost_s) + wait_s
     ratio = gain * (horizon - cost) / horizon
     move = ratio > 1.0 / config.reconfig_threshold
     return MoveVerdict(move, ratio, _move_sentence(move, gain, horizon, cost, ratio, 1.0 / config.reconfig_threshold))

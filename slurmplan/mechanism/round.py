@@ -92,7 +92,9 @@ def greedy(
         cur = int(info.current[j])
         if sticky[j] and c != cur:
             wait = config.requeue_delay_s if col_type[c] == col_type[cur] else 0.0  # may restart where it ran
-            verdict = judge_move(float(thr[j, cur]), float(thr[j, c]), float(info.horizon[j]), config, wait_s=wait)
+            verdict = judge_move(
+                float(thr[j, cur]), float(thr[j, c]), float(info.horizon[j]), config, gpus=int(gpus[c]), wait_s=wait
+            )
             if not verdict.move:
                 notes[j] = f"stays: {verdict.detail}"
                 deferred[j] = c if deferred[j] < 0 else deferred[j]

@@ -69,7 +69,8 @@ def advance(inp: TickInput, state: SchedulerState) -> dict[int, JobState]:
             st = evolve(st, first_seen=now)
         if job.state not in RUNNING_STATES:
             reset = job.state in PENDING_STATES and (st.current is not None or st.signalled_at is not None)
-            out[job.job_id] = evolve(st, current=None, signalled_at=None) if reset else st
+            # it left its configuration (requeued): what was sent to start it before is no longer sent
+            out[job.job_id] = evolve(st, current=None, signalled_at=None, sent="") if reset else st
             continue
         current = running_cell(mj, st)
         ran = dt if job.start_time is None else min(dt, max(0.0, now - job.start_time))
@@ -79,6 +80,7 @@ def advance(inp: TickInput, state: SchedulerState) -> dict[int, JobState]:
             by_cell[current.cell] = by_cell.get(current.cell, 0.0) + ran
             epoch[current.cell] = epoch.get(current.cell, 0.0) + ran
         out[job.job_id] = evolve(
-            st, current=current, attained_s=st.attained_s + ran, attained_by_cell=by_cell, epoch_by_cell=epoch
-        )
+            st, current=current, attained_s=st.attained_s + ran, attained_by_cell=by_cell, epoch_by_cell=epoch,
+            ran_on=tuple(job.nodes) or st.ran_on,
+        )  # fmt: skip
     return out

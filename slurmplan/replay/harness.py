@@ -243,7 +243,7 @@ def _unmanaged_touched(
         from slurmplan.control.journal import Journal
 
         with Journal(out / "journal.db") as journal:
-            touched += sum(1 for row in journal.actions() if row.action.job_id not in ours)
+            touched += sum(1 for row in journal.intents.rows() if row.action.job_id not in ours)
     records = replay_ops.squeue_all(env) or []
     for rec in records:
         jid = int(rec.get("job_id", -1))

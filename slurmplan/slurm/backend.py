@@ -494,11 +494,17 @@ class SlurmBackend:
         ids = [
             a.job_id
             for a in releases
-            if a.job_id in self._restarted and may_start_now(self._ran_on.get(a.job_id), self._target.get(a.job_id))
+            if a.job_id in self._restarted and may_start_now(self._ran_on_of(a), self._target.get(a.job_id))
         ]
         for chunk in range(0, len(ids), BATCH_MAX):
             self._run(start_now_command(ids[chunk : chunk + BATCH_MAX]), check=False)
         self._restarted.difference_update(ids)
+
+    def _ran_on_of(self, release: Action) -> frozenset[str] | None:
+        """Where a job last ran: seen by this backend (a long-running daemon), else as the RELEASE says from
+        the journaled scheduler state (a cron tick's backend is new and never saw the job run)."""
+        seen = self._ran_on.get(release.job_id)
+        return seen if seen else frozenset(release.previous_nodes) if release.previous_nodes else None
 
     def _apply_one(self, action: Action, current_request: str | None) -> ActionResult:
         try:

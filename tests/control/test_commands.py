@@ -32,7 +32,7 @@ def journal_setup(tmp_path: Path) -> tuple[Path, Path]:
     )
     daemon.tick()
     with Journal(db) as j:
-        j.record_event(11, "prolog", 1001.0, "a1")
+        j.events.record(11, "prolog", 1001.0, "a1")
     return cfg, db
 
 

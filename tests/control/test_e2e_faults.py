@@ -52,7 +52,7 @@ def test_sigkill_between_intent_and_apply_then_restart(rig: Rig) -> None:
     assert child.exitcode == -signal.SIGKILL
     assert rig.job(job)["job_state"] == "PENDING"  # nothing reached Slurm
     with rig.journal() as j:
-        intents = j.actions(job_id=job)
+        intents = j.intents.rows(job_id=job)
     assert intents and {r.status for r in intents} == {ActionStatus.INTENT}
 
     report = rig.tick()  # the restarted daemon
@@ -61,7 +61,7 @@ def test_sigkill_between_intent_and_apply_then_restart(rig: Rig) -> None:
     update = next(r.action for r in intents if r.action.kind is ActionKind.UPDATE)
     assert update.nodelist is not None and rec["nodes"] == update.nodelist[0]
     with rig.journal() as j:
-        assert [r.id for r in j.actions(job_id=job)] == [r.id for r in intents]  # decided once, applied once
+        assert [r.id for r in j.intents.rows(job_id=job)] == [r.id for r in intents]  # decided once, applied once
 
 
 class _ControllerRestartsDuringApply(SlurmBackend):
@@ -105,10 +105,10 @@ def test_slurmctld_restarted_during_a_tick(rig: Rig) -> None:
     assert report.rolled_forward.applied + report.rolled_forward.stale >= 2
     rig.until(lambda: rig.job(job)["job_state"] == "RUNNING", tick=True, what="job started after the restart")
     with rig.journal() as j:
-        rows = j.actions(job_id=job)
+        rows = j.intents.rows(job_id=job)
         assert ActionStatus.INTENT not in {r.status for r in rows}
         assert all(r.status != ActionStatus.FAILED or "superseded" in r.message for r in rows)
-        assert any(t["error"] and "observe" in t["error"] for t in j.ticks())
+        assert any(t["error"] and "observe" in t["error"] for t in j.ticks.recent())
 
 
 def test_failing_scontrol_is_journaled_and_retried(rig: Rig, tmp_path: Path) -> None:
@@ -124,7 +124,7 @@ def test_failing_scontrol_is_journaled_and_retried(rig: Rig, tmp_path: Path) -> 
     report = rig.tick(SnapshotOkApplyBroken(env=rig.handle.env))
     assert report.applied.retry == 1 and rig.job(job)["job_state"] == "PENDING"
     with rig.journal() as j:
-        first = j.actions(job_id=job)[0]
+        first = j.intents.rows(job_id=job)[0]
         assert first.status == ActionStatus.INTENT and "configuration file" in first.message
     rig.tick()
     rig.handle.wait_state(job, "RUNNING")
@@ -155,7 +155,7 @@ def test_two_ticks_at_once(rig: Rig, tmp_path: Path) -> None:
     assert all(rc == 0 or "another slurmplan tick" in err for rc, err in results), results
     rig.handle.wait_state(job, "RUNNING")
     with rig.journal() as j:
-        kinds = [r.action.kind for r in j.actions(job_id=job)]
+        kinds = [r.action.kind for r in j.intents.rows(job_id=job)]
     assert kinds.count(ActionKind.UPDATE) == 1 and kinds.count(ActionKind.RELEASE) == 1
 
 
@@ -174,7 +174,7 @@ def test_corrupted_then_repaired_hint_and_missing_hint(rig: Rig) -> None:
     assert corrupted["admin_comment"].startswith(f"slurmplan:model=gpt2;gpus=x || {BAD_HINTS_PREFIX}")
     assert BAD_HINTS_PREFIX in rig.job(bare)["admin_comment"]
     with rig.journal() as j:
-        assert j.job(job)["hint_error"] and [e["event"] for e in j.events(job)] == ["bad-hints"]
+        assert j.jobs.get(job)["hint_error"] and [e["event"] for e in j.events.of(job)] == ["bad-hints"]
 
     rig.scontrol("update", f"jobid={job}", f"AdminComment={HINT}")
     report = rig.tick()

@@ -23,7 +23,7 @@ HINT = "slurmplan:model=gpt2;gpus={gpus};min={gpus};max={gpus}"
 
 def _signalled(rig: Rig, job: int) -> bool:
     with rig.journal() as j:
-        return any(r.action.kind is ActionKind.SIGNAL for r in j.actions(job_id=job))
+        return any(r.action.kind is ActionKind.SIGNAL for r in j.intents.rows(job_id=job))
 
 
 def _node_type(node_list: str) -> str:
@@ -59,13 +59,13 @@ def test_held_jobs_start_on_the_preferred_type_others_untouched_journal_matches(
     rig.handle.wait_state(managed, "COMPLETED", timeout=40)
     rig.tick()
     with rig.journal() as j:
-        assert all(r.job_id != plain for r in (row.action for row in j.actions()))
-        assert j.job(managed)["state"] == "completed" and j.job(managed)["finished_at"] is not None
-        for row in j.jobs():
+        assert all(r.job_id != plain for r in (row.action for row in j.intents.rows()))
+        assert j.jobs.get(managed)["state"] == "completed" and j.jobs.get(managed)["finished_at"] is not None
+        for row in j.jobs.all():
             rec = rig.handle.squeue_job(row["job_id"])
             assert rec is not None and row["state"] == rec["job_state"].lower(), row
-        assert {r.status for r in j.actions(job_id=managed)} == {ActionStatus.CONFIRMED}
-        assert [e["event"] for e in j.events(bad)] == ["bad-hints"]
+        assert {r.status for r in j.intents.rows(job_id=managed)} == {ActionStatus.CONFIRMED}
+        assert [e["event"] for e in j.events.of(bad)] == ["bad-hints"]
 
 
 def test_job_moves_between_types_through_signal_requeue_release(rig: Rig) -> None:
@@ -82,9 +82,9 @@ def test_job_moves_between_types_through_signal_requeue_release(rig: Rig) -> Non
     moved = rig.job(job)
     assert _node_type(moved["nodes"]) in ("v100", "t4") and moved["restart_cnt"] == 1
     with rig.journal() as j:
-        kinds = [r.action.kind for r in j.actions(job_id=job)]
+        kinds = [r.action.kind for r in j.intents.rows(job_id=job)]
         assert kinds.count(ActionKind.SIGNAL) == 1 and kinds.count(ActionKind.REQUEUE_HOLD) == 0
-        cells = [d["cell"] for d in j.decisions(job) if d["cell"]]
+        cells = [d["cell"] for d in j.decisions.of(job) if d["cell"]]
         assert cells[0].startswith("a100") and cells[-1].startswith(_node_type(moved["nodes"]))
     # RUNNING in squeue can come before the restarted script has written its first line: wait for it.
     output = rig.path / f"{job}.out"
@@ -104,7 +104,7 @@ def test_job_ignoring_the_signal_is_requeued_held_after_grace(rig: Rig) -> None:
     assert ActionKind.REQUEUE_HOLD in [a.kind for a in report.actions if a.job_id == job]
     rig.handle.wait_for(job, lambda r: r["job_state"] == "PENDING", what="forced requeue-hold")
     with rig.journal() as j:
-        forced = [r for r in j.actions(job_id=job) if r.action.kind is ActionKind.REQUEUE_HOLD]
+        forced = [r for r in j.intents.rows(job_id=job) if r.action.kind is ActionKind.REQUEUE_HOLD]
         assert len(forced) == 1 and forced[0].status in (ActionStatus.APPLIED, ActionStatus.CONFIRMED)
 
 

@@ -61,7 +61,7 @@ def test_health_after_real_ticks(rig: Rig) -> None:
     held = rig.submit(SIGNAL_AWARE, "--hold", "--gres=gpu:1", "--comment", "slurmplan:model=gpt2;gpus=1", seconds=60)
     rig.handle.wait_state(held, "PENDING")
     with rig.journal() as j:  # an intent nobody applied (a tick killed before acting)
-        j.add_intents(0, 0, [Action(ActionKind.RELEASE, held)], time.time())
+        j.intents.add(0, 0, [Action(ActionKind.RELEASE, held)], time.time())
     later = check_health(rig.config, backend, now=time.time() + 45)  # heartbeat 45 s old, limit 3 rounds = 60 s
     assert later.status == WARNING, later.problems
     assert later.held_jobs == 1 and later.oldest_held_s is not None and later.oldest_held_s >= 45

@@ -15,40 +15,40 @@ from slurmplan.domain import Action, ActionKind, ValidationError
 
 def test_record_event_and_read_back(tmp_path: Path) -> None:
     with Journal(tmp_path / "j.db") as j:
-        j.record_event(42, "prolog", 100.0, "node a1")
-        j.record_event(42, "epilog", 160.0)
-        j.record_event(7, "prolog", 120.0)
-        assert [e["event"] for e in j.events(42)] == ["prolog", "epilog"]
-        assert j.events(42)[0]["detail"] == "node a1"
-        assert len(j.events()) == 3
+        j.events.record(42, "prolog", 100.0, "node a1")
+        j.events.record(42, "epilog", 160.0)
+        j.events.record(7, "prolog", 120.0)
+        assert [e["event"] for e in j.events.of(42)] == ["prolog", "epilog"]
+        assert j.events.of(42)[0]["detail"] == "node a1"
+        assert len(j.events.of()) == 3
         assert j.db.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
 def test_record_event_refuses_bad_job_id(tmp_path: Path) -> None:
     with Journal(tmp_path / "j.db") as j, pytest.raises(ValidationError, match="job_id"):
-        j.record_event(0, "prolog", 1.0)
+        j.events.record(0, "prolog", 1.0)
 
 
 def test_events_from_another_process_while_a_transaction_is_open(tmp_path: Path) -> None:
     """The hook writes while the daemon holds a write transaction: it waits, it does not fail."""
     path = tmp_path / "j.db"
     j = Journal(path)
-    code = f"from slurmplan.control.journal import Journal\nJournal({str(path)!r}).record_event(5, 'epilog', 9.0)"
+    code = f"from slurmplan.control.journal import Journal\nJournal({str(path)!r}).events.record(5, 'epilog', 9.0)"
     with j.transaction():
-        j.set_value("x", 1)
+        j.state.set("x", 1)
         child = subprocess.Popen([sys.executable, "-c", code])
         with contextlib.suppress(subprocess.TimeoutExpired):
             child.wait(timeout=1.0)
     assert child.wait(timeout=30) == 0
-    assert [e["job_id"] for e in j.events()] == [5]
+    assert [e["job_id"] for e in j.events.of()] == [5]
     j.close()
 
 
 def test_action_life_intent_applied_confirmed(tmp_path: Path) -> None:
     with Journal(tmp_path / "j.db") as j:
-        tick = j.begin_tick("normal", 10.0)
+        tick = j.ticks.begin("normal", 10.0)
         with j.transaction():
-            ids = j.add_intents(
+            ids = j.intents.add(
                 tick,
                 3,
                 [
@@ -57,35 +57,35 @@ def test_action_life_intent_applied_confirmed(tmp_path: Path) -> None:
                 ],
                 10.0,
             )
-        pending = j.actions(status=ActionStatus.INTENT)
+        pending = j.intents.rows(status=ActionStatus.INTENT)
         assert [r.id for r in pending] == ids
         assert pending[0].action.nodelist == ("n1",)
         assert pending[0].action.kind is ActionKind.UPDATE
-        j.mark_action(ids[0], ActionStatus.APPLIED, 11.0)
-        j.mark_action(ids[1], ActionStatus.FAILED, 11.0, "slurm_update error")
-        j.mark_action(ids[0], ActionStatus.CONFIRMED, 12.0)
-        rows = {r.id: r for r in j.actions(job_id=11)}
+        j.intents.mark(ids[0], ActionStatus.APPLIED, 11.0)
+        j.intents.mark(ids[1], ActionStatus.FAILED, 11.0, "slurm_update error")
+        j.intents.mark(ids[0], ActionStatus.CONFIRMED, 12.0)
+        rows = {r.id: r for r in j.intents.rows(job_id=11)}
         assert rows[ids[0]].status == ActionStatus.CONFIRMED and rows[ids[0]].attempts == 1
         assert rows[ids[1]].status == ActionStatus.FAILED and "slurm_update" in rows[ids[1]].message
-        assert j.actions(status=ActionStatus.INTENT) == []
+        assert j.intents.rows(status=ActionStatus.INTENT) == []
 
 
 def test_rollback_leaves_no_intent(tmp_path: Path) -> None:
     with Journal(tmp_path / "j.db") as j:
         with pytest.raises(RuntimeError), j.transaction():
-            j.add_intents(1, 1, [Action(ActionKind.HOLD, 3)], 1.0)
+            j.intents.add(1, 1, [Action(ActionKind.HOLD, 3)], 1.0)
             raise RuntimeError("killed before commit")
-        assert j.actions() == []
+        assert j.intents.rows() == []
 
 
 def test_jobs_keep_first_seen(tmp_path: Path) -> None:
     with Journal(tmp_path / "j.db") as j:
-        j.upsert_jobs([{"job_id": 1, "state": "pending", "first_seen": 5.0, "last_seen": 5.0}])
-        j.upsert_jobs([{"job_id": 1, "state": "running", "first_seen": 9.0, "last_seen": 9.0}])
-        row = j.job(1)
+        j.jobs.upsert([{"job_id": 1, "state": "pending", "first_seen": 5.0, "last_seen": 5.0}])
+        j.jobs.upsert([{"job_id": 1, "state": "running", "first_seen": 9.0, "last_seen": 9.0}])
+        row = j.jobs.get(1)
         assert row is not None and row["first_seen"] == 5.0 and row["state"] == "running"
-        j.mark_finished([1], "completed", 20.0)
-        assert j.jobs(unfinished_only=True) == []
+        j.jobs.mark_finished([1], "completed", 20.0)
+        assert j.jobs.all(unfinished_only=True) == []
 
 
 def test_only_changed_decisions_between_rounds(tmp_path: Path) -> None:
@@ -94,11 +94,11 @@ def test_only_changed_decisions_between_rounds(tmp_path: Path) -> None:
     a = Assignment(1, Reason.SCHEDULED, Cell("a100", 2), nodes=("a1",))
     b = Assignment(2, Reason.WAITING)
     with Journal(tmp_path / "j.db") as j:
-        assert j.changed_decisions([a, b]) == [a, b]
-        j.record_decision(1, 1, 10.0, [a, b], None, True, "las")
+        assert j.decisions.changed([a, b]) == [a, b]
+        j.decisions.record(1, 1, 10.0, [a, b], None, True, "las")
         kept = Assignment(1, Reason.KEPT, Cell("a100", 2), nodes=("a1",))
-        assert j.changed_decisions([a, b]) == []
-        assert j.changed_decisions([kept, b]) == [kept]
+        assert j.decisions.changed([a, b]) == []
+        assert j.decisions.changed([kept, b]) == [kept]
 
 
 # --------------------------------------------------------------------- the stores (issue 13)
@@ -122,17 +122,20 @@ def test_stores_share_one_transaction(tmp_path: Path) -> None:
         assert j.intents.rows() == [] and j.is_empty()
 
 
-def test_old_methods_and_stores_read_the_same_rows(tmp_path: Path) -> None:
+def test_the_journal_has_no_one_class_api_left(tmp_path: Path) -> None:
+    """Callers go through the stores; the old delegate methods (record_event, actions, ...) are gone."""
     with Journal(tmp_path / "j.db") as j:
-        j.record_event(3, "job-start", 1.0)
+        for old in ("record_event", "upsert_jobs", "add_intents", "mark_action", "actions", "get_value", "job"):
+            assert not hasattr(j, old), old
+        j.events.record(3, "job-start", 1.0)
         j.events.record(3, "job-end", 2.0)
-        assert j.events(3) == j.events.of(3) and len(j.events(3)) == 2
-        ids = j.add_intents(1, 1, [Action(ActionKind.HOLD, 3)], 1.0)
+        assert [e["event"] for e in j.events.of(3)] == ["job-start", "job-end"]
+        ids = j.intents.add(1, 1, [Action(ActionKind.HOLD, 3)], 1.0)
         j.intents.mark(ids[0], ActionStatus.APPLIED, 2.0)
-        assert [r.status for r in j.actions()] == [ActionStatus.APPLIED] == [r.status for r in j.intents.rows()]
-        j.set_value("k", {"a": 1})
-        assert j.state.get("k") == {"a": 1} == j.get_value("k")
-        assert j.ticks() == j.ticks.recent() == []
+        assert [r.status for r in j.intents.rows()] == [ActionStatus.APPLIED]
+        j.state.set("k", {"a": 1})
+        assert j.state.get("k") == {"a": 1}
+        assert j.ticks.recent() == []
 
 
 def test_read_only_journal_cannot_write_and_never_creates(tmp_path: Path) -> None:
@@ -143,13 +146,13 @@ def test_read_only_journal_cannot_write_and_never_creates(tmp_path: Path) -> Non
         Journal(path, readonly=True)
     assert not path.exists()
     with Journal(path) as j:
-        j.record_event(1, "job-start", 1.0)
+        j.events.record(1, "job-start", 1.0)
     with Journal(path, readonly=True) as j:
-        assert len(j.events()) == 1
+        assert len(j.events.of()) == 1
         with pytest.raises(sqlite3.OperationalError, match="readonly"):
-            j.record_event(2, "job-start", 2.0)
+            j.events.record(2, "job-start", 2.0)
     with Journal(path) as j:
-        assert len(j.events()) == 1
+        assert len(j.events.of()) == 1
 
 
 def test_no_sql_outside_the_stores() -> None:

@@ -50,7 +50,7 @@ def test_metrics_from_real_ticks(rig: Rig, tmp_path: Path) -> None:
     metrics.observe_tick(report, rig.config)
     rig.handle.wait_state(job, "RUNNING")
     with rig.journal() as j:
-        decision = j.decisions(job)[-1]
+        decision = j.decisions.of(job)[-1]
     # The job reports its throughput the way the launcher does: 25% below the prediction it was scheduled on.
     report_dir = Path(rig.config.report_dir)
     report_dir.mkdir(parents=True, exist_ok=True)

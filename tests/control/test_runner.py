@@ -66,17 +66,17 @@ def test_tick_manages_only_managed_jobs_and_annotates_bad_hints(tmp_path: Path) 
     assert "gpus" in jobs[3].admin_comment
     assert "unknown-model" in jobs[6].admin_comment
     with Journal(tmp_path / "j.db") as j:
-        assert [e["event"] for e in j.events(3)] == ["bad-hints"]
-        assert {a.status for a in j.actions()} == {ActionStatus.APPLIED}
-        assert j.job(3)["hint_error"] and j.job(1)["managed"] == 1 and j.job(2)["managed"] == 0
+        assert [e["event"] for e in j.events.of(3)] == ["bad-hints"]
+        assert {a.status for a in j.intents.rows()} == {ActionStatus.APPLIED}
+        assert j.jobs.get(3)["hint_error"] and j.jobs.get(1)["managed"] == 1 and j.jobs.get(2)["managed"] == 0
 
     # second tick: applied actions confirmed, no new annotation, the error not journaled again
     backend.advance(backend.now + 30)
     report = _daemon(tmp_path, backend).tick()
     assert report.actions == ()
     with Journal(tmp_path / "j.db") as j:
-        assert {a.status for a in j.actions()} == {ActionStatus.CONFIRMED}
-        assert len(j.events(3)) == 1
+        assert {a.status for a in j.intents.rows()} == {ActionStatus.CONFIRMED}
+        assert len(j.events.of(3)) == 1
 
 
 def test_failed_scontrol_stops_the_job_and_is_rolled_forward(tmp_path: Path) -> None:
@@ -85,7 +85,7 @@ def test_failed_scontrol_stops_the_job_and_is_rolled_forward(tmp_path: Path) -> 
     _daemon(tmp_path, backend).tick()
     assert backend.jobs[1].held and backend.jobs[1].state is JobState.PENDING  # not released with a wrong GRES
     with Journal(tmp_path / "j.db") as j:
-        statuses = [(a.action.kind, a.status) for a in j.actions()]
+        statuses = [(a.action.kind, a.status) for a in j.intents.rows()]
     assert statuses[0] == (ActionKind.HOLD, ActionStatus.APPLIED)
     assert all(s == ActionStatus.INTENT for _, s in statuses[1:])
 
@@ -102,7 +102,7 @@ def test_unreadable_cluster_skips_the_tick(tmp_path: Path) -> None:
     report = _daemon(tmp_path, backend).tick()
     assert "Unable to contact" in report.skipped and report.actions == ()
     with Journal(tmp_path / "j.db") as j:
-        assert "Unable to contact" in j.ticks()[0]["error"]
+        assert "Unable to contact" in j.ticks.recent()[0]["error"]
         assert load_state(j).round_index == 0
 
 
@@ -123,7 +123,7 @@ def test_sigkill_between_intent_and_apply_is_rolled_forward(tmp_path: Path) -> N
     child.join(60)
     assert child.exitcode == -signal.SIGKILL
     with Journal(tmp_path / "j.db") as j:
-        assert [a.status for a in j.actions()] == [ActionStatus.INTENT] * 4
+        assert [a.status for a in j.intents.rows()] == [ActionStatus.INTENT] * 4
         assert load_state(j).jobs[1].current is not None
     backend = _cluster(_jobs()[:1])  # Slurm's view: nothing was applied
     backend.advance(backend.now + 10)
@@ -145,8 +145,8 @@ def test_shadow_journals_without_acting(tmp_path: Path) -> None:
     report = _daemon(tmp_path, backend, shadow=True).tick()
     assert report.actions and backend.applied == []
     with Journal(tmp_path / "j.db") as j:
-        assert {a.status for a in j.actions()} == {ActionStatus.SHADOW}
-        assert j.decisions(1)[0]["reason"] == "scheduled"
+        assert {a.status for a in j.intents.rows()} == {ActionStatus.SHADOW}
+        assert j.decisions.of(1)[0]["reason"] == "scheduled"
 
 
 def test_second_tick_is_refused_while_one_runs(tmp_path: Path) -> None:
@@ -163,7 +163,7 @@ def test_finished_jobs_leave_the_state(tmp_path: Path) -> None:
     _daemon(tmp_path, backend).tick()
     with Journal(tmp_path / "j.db") as j:
         assert 1 not in load_state(j).jobs
-        assert j.job(1)["finished_at"] == backend.now and j.job(1)["state"] == "completed"
+        assert j.jobs.get(1)["finished_at"] == backend.now and j.jobs.get(1)["state"] == "completed"
 
 
 def test_loop_survives_a_failing_tick_and_the_next_one_works(tmp_path: Path) -> None:
@@ -182,5 +182,5 @@ def test_loop_survives_a_failing_tick_and_the_next_one_works(tmp_path: Path) -> 
     assert daemon.run(0.01, max_ticks=2, on_tick=seen.append) == 2
     assert len(seen) == 1 and backend.jobs[1].state is JobState.RUNNING
     with Journal(tmp_path / "j.db") as j:
-        ticks = j.ticks()
+        ticks = j.ticks.recent()
         assert len(ticks) == 2 and "solver crashed" in ticks[-1]["error"] and not ticks[0]["error"]

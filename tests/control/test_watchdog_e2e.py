@@ -124,7 +124,7 @@ def test_sigkilled_daemon_fails_open_then_manages_again(ops: tuple[ClusterHandle
     handle.wait_for(d, _held, 30, "requeue-held")
     with Journal(state / "journal.db") as j:
         move = Action(ActionKind.UPDATE, d, gpus_per_node=2, node_count=1, reason="test: decided move")
-        j.add_intents(0, 0, [move], time.time())
+        j.intents.add(0, 0, [move], time.time())
     early = json.loads(_cli(handle, "watchdog", "--config", str(config), "--json").stdout)
     assert early["fail_open"] is False and early["released"] == []
     assert _held(handle.wait_state(c, "PENDING"))
@@ -148,7 +148,7 @@ def test_sigkilled_daemon_fails_open_then_manages_again(ops: tuple[ClusterHandle
     health = _cli(handle, "health", "--config", str(config), "--json")
     assert health.returncode == 2 and json.loads(health.stdout)["fail_open"]["released"] == sorted([c, d])
     with Journal(state / "journal.db") as j:
-        assert [ev["event"] for ev in j.events(d)][-1:] == ["fail-open-release"]
+        assert [ev["event"] for ev in j.events.of(d)][-1:] == ["fail-open-release"]
         memory = load_state(j).jobs[a]  # a ran under the daemon: its in-flight memory is dropped, its time kept
         assert memory.sent == "" and memory.signalled_at is None and memory.first_seen is not None
 
@@ -161,8 +161,8 @@ def test_sigkilled_daemon_fails_open_then_manages_again(ops: tuple[ClusterHandle
         back = json.loads(_cli(handle, "watchdog", "--config", str(config), "--json").stdout)
         assert back["fail_open"] is False and back["cleared"] is True
         with Journal(state / "journal.db") as j:
-            assert j.job(f) is not None and j.job(f)["managed"] == 1
-            assert {a, c, d, e} <= {r["job_id"] for r in j.jobs() if r["managed"]}
+            assert j.jobs.get(f) is not None and j.jobs.get(f)["managed"] == 1
+            assert {a, c, d, e} <= {r["job_id"] for r in j.jobs.all() if r["managed"]}
     finally:
         daemon.send_signal(signal.SIGTERM)
         daemon.wait(60)

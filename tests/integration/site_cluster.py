@@ -120,7 +120,7 @@ class SiteCluster:
         if not self.journal.exists():
             return []
         with Journal(self.journal) as j:
-            return j.events(job_id)
+            return j.events.of(job_id)
 
     def wait_events(self, job_id: int, *names: str, timeout: float = 30) -> list[dict[str, Any]]:
         deadline = time.monotonic() + timeout

@@ -90,7 +90,7 @@ def test_hook_journals_start_and_end_with_exit_state(tmp_path: Path) -> None:
     assert run_hook("job-start", db, env) == 0
     assert run_hook("job-end", db, {**env, "SLURM_JOB_EXIT_CODE2": "3:0", "SLURM_JOB_EXIT_CODE": "768"}) == 0
     with Journal(db) as j:
-        events = j.events(42)
+        events = j.events.of(42)
     assert [e["event"] for e in events] == ["job-start", "job-end"]
     assert json.loads(events[0]["detail"]) == {"nodes": "a100n[1-2]", "restart_count": "1"}
     assert json.loads(events[1]["detail"])["exit_state"] == "failed:3:0"
@@ -119,7 +119,7 @@ def test_prolog_scripts_record_and_exit_zero_even_when_slurmplan_is_missing(tmp_
     env_file.write_text(env_file.read_text() + f"SLURMPLAN_HOOK_LOG={tmp_path}/hook.log\n")
     assert subprocess.run([str(target)], env=base, timeout=60).returncode == 0
     with Journal(tmp_path / "j.db") as j:
-        assert [e["event"] for e in j.events(11)] == [EVENT_OF[script]]
+        assert [e["event"] for e in j.events.of(11)] == [EVENT_OF[script]]
 
     env_file.write_text(f"SLURMPLAN_CMD=/nonexistent/slurmplan\nSLURMPLAN_HOOK_LOG={tmp_path}/hook2.log\n")
     assert subprocess.run([str(target)], env=base, timeout=60).returncode == 0

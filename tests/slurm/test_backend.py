@@ -363,6 +363,45 @@ def test_restart_into_a_new_configuration_with_slurms_default_cred_expire(devclu
 
 
 @pytest.mark.slurm
+def test_a_cron_ticks_new_backend_restarts_at_once_from_the_nodes_named_in_the_release(devcluster_factory):
+    """A cron ``slurmplan tick`` makes a new backend each tick, so the tick that releases a requeued job never saw
+    it run. The RELEASE names the nodes it ran on (``previous_nodes``, from the journaled scheduler state): the
+    begin-time reset still happens. Without them the new backend keeps Slurm's 121 s wait (shown last)."""
+    cluster = devcluster_factory({"cred_expire": None})
+    trap = "#!/bin/bash\ntrap 'scontrol requeuehold $SLURM_JOB_ID; exit 0' USR2\nsleep 600 & wait\n"
+    job_id = cluster.sbatch(trap, "--gres=gpu:1", "--constraint=a100", "--time=10")
+    first = cluster.wait_state(job_id, "RUNNING")["nodes"]
+    time.sleep(1)  # the trap is set
+
+    def checkpoint() -> None:  # tick N (its own backend) sends the signal; the job requeue-holds itself
+        tick = SlurmBackend(cluster.env)
+        tick.snapshot()
+        assert tick.apply([Action(ActionKind.SIGNAL, job_id, signal="USR2")])[0].ok
+        cluster.wait_for(job_id, lambda j: j["job_state"] == "PENDING" and j["priority"] == 0, what="requeue-held")
+
+    checkpoint()
+    started = time.monotonic()
+    cron = SlurmBackend(cluster.env)  # tick N+1: a new process
+    cron.snapshot()
+    update = Action(ActionKind.UPDATE, job_id, "v100", 1, 1, ("v100n1",))
+    release = Action(ActionKind.RELEASE, job_id, previous_nodes=(first,))
+    assert all(r.ok for r in cron.apply([update, release]))
+    cluster.wait_for(job_id, lambda j: j["job_state"] == "RUNNING" and j["nodes"] == "v100n1", 60, "running on v100")
+    assert time.monotonic() - started < 30, "the restart waited for cred_expire"
+
+    time.sleep(1)
+    checkpoint()
+    cron = SlurmBackend(cluster.env)
+    cron.snapshot()
+    back = Action(ActionKind.UPDATE, job_id, "a100", 1, 1, (first,))
+    assert all(r.ok for r in cron.apply([back, Action(ActionKind.RELEASE, job_id)]))  # nodes it ran on unknown
+    time.sleep(3)
+    waiting = cluster.squeue_job(job_id)
+    assert waiting["job_state"] == "PENDING" and waiting["state_reason"] == "BeginTime"  # Slurm's wait stands
+    cluster.run("scancel", str(job_id))
+
+
+@pytest.mark.slurm
 def test_a_released_job_waiting_its_begin_time_starts_at_once_when_pinned_elsewhere(devcluster_factory):
     """Released onto the node it just left, a requeued job waits Slurm's 121 s (reason BeginTime); when a later
     tick pins it to other nodes, the backend resets its start time there too, so it starts within seconds."""

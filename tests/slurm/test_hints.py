@@ -183,12 +183,14 @@ def test_old_import_places_are_the_formats_module() -> None:
 
 
 def test_decision_text_and_replacing_it_keeps_what_came_before() -> None:
-    from slurmplan.formats import decision_of, decision_text, with_decision
+    from slurmplan.formats import decision_of, decision_text, same_configuration, with_decision
 
     cell = Cell("a100", 8, 1)
-    lease_end = 1_700_000_000.0  # 22:13 UTC
-    text = decision_text(cell, None, 17, lease_end)
-    assert text == "slurmplan: a100x8 dp8 tp1 pp1 mb1 ga1 | round 17 | lease until 22:13"
+    text = decision_text(cell, None, 17)
+    assert text == "slurmplan: a100x8 dp8 tp1 pp1 mb1 ga1 | since round 17"
+    assert same_configuration(f"slurmplan:gpus=8 || {text}", cell, None)
+    assert same_configuration(f"slurmplan:gpus=8 || {decision_text(cell, None, 30)}", cell, Plan(dp=8))
+    assert not same_configuration(text, Cell("a100", 4, 1), None) and not same_configuration("", cell, None)
     assert parse_decision(text) == (cell, Plan(dp=8))
     old = with_decision("slurmplan:gpus=8", "slurmplan: v100x8 dp8 | round 16 | lease until 22:07")
     assert with_decision(old, text) == f"slurmplan:gpus=8 || {text}"

@@ -45,7 +45,3 @@ class CandidateStore(Store):
     def of(self, job_id: int) -> list[dict[str, Any]]:
         """One job's candidates, fastest first."""
         return list(self.db["candidates"].rows_where("job_id = ?", [job_id], order_by="throughput desc"))
-
-    def __call__(self, job_id: int) -> list[dict[str, Any]]:
-        """``journal.candidates(job_id)``: the old Journal method, kept until the parallel branches have merged."""
-        return self.of(job_id)

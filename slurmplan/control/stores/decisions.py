@@ -140,7 +140,3 @@ class DecisionStore(Store):
 
     def rounds(self, limit: int = 20) -> list[dict[str, Any]]:
         return list(self.db["rounds"].rows_where(order_by="round_index desc", limit=limit))
-
-    def __call__(self, job_id: int | None = None, limit: int = 50) -> list[dict[str, Any]]:
-        """``journal.decisions(...)``: the old Journal method, kept until the parallel branches have merged."""
-        return self.of(job_id, limit)

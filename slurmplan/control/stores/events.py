@@ -14,7 +14,7 @@ class EventStore(Store):
     def record(self, job_id: int, event: str, time: float, detail: str = "") -> None:
         """Journal one job event; the hook calls this while a tick may hold the database (it waits)."""
         if not isinstance(job_id, int) or isinstance(job_id, bool) or job_id <= 0:
-            raise ValidationError("job_id", job_id, "a positive integer", "record_event")
+            raise ValidationError("job_id", job_id, "a positive integer", "events.record")
         with self.transaction():
             self.db["events"].insert({"job_id": job_id, "event": str(event), "time": float(time), "detail": detail})
 
@@ -28,7 +28,3 @@ class EventStore(Store):
 
     def count(self) -> int:
         return self.db["events"].count
-
-    def __call__(self, job_id: int | None = None) -> list[dict[str, Any]]:
-        """``journal.events(job_id)``: the old Journal method, kept until the parallel branches have merged."""
-        return self.of(job_id)

@@ -67,7 +67,3 @@ class JobStore(Store):
 
     def count(self) -> int:
         return self.db["jobs"].count
-
-    def __call__(self, *, unfinished_only: bool = False) -> list[dict[str, Any]]:
-        """``journal.jobs()``: the old Journal method, kept until the parallel branches have merged."""
-        return self.all(unfinished_only=unfinished_only)

@@ -42,7 +42,3 @@ class TickStore(Store):
 
     def recent(self, limit: int = 20) -> list[dict[str, Any]]:
         return list(self.db["ticks"].rows_where(order_by="id desc", limit=limit))
-
-    def __call__(self, limit: int = 20) -> list[dict[str, Any]]:
-        """``journal.ticks()``: the old Journal method, kept until the parallel branches have merged."""
-        return self.recent(limit)
