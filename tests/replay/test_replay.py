@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 from slurmplan.cli import main
 from slurmplan.domain import ValidationError
@@ -69,6 +70,8 @@ def test_replay_with_the_daemon_survives_daemon_kills(replay_cluster, tmp_path, 
     assert s["faults"]["kill_daemon"] == 2
     assert s["avg_jct_h"] > 0 and s["predicted_avg_jct_h"] > 0
     assert (tmp_path / "out" / "journal.db").is_file()  # the real daemon ran and journaled
+    daemon = yaml.safe_load((tmp_path / "out" / "daemon.yaml").read_text())
+    assert daemon["requeue_delay_s"] == 11.0  # cred_expire + 1 in wall seconds, not divided by the speedup
     # every job left only plans the daemon decided: its admin comment names a slurmplan decision
     starts = [json.loads(line) for f in (tmp_path / "out" / "jobs").glob("*.events.jsonl") for line in f.open()]
     assert {e["ev"] for e in starts} >= {"start", "done"}
