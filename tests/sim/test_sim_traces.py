@@ -12,7 +12,8 @@ from slurmplan.sim.cluster import parse_cluster
 from slurmplan.sim.generate import LlmTraceConfig, gavel_trace, llm_trace
 from slurmplan.sim.trace import TraceError, TraceJob, parse_lines, read_trace, write_trace
 
-GAVEL_DUMP = Path("/work/shared/data/gavel/trace_single-gpu_rate1.5_seed0.jsonl")
+GAVEL_DUMP = Path(__file__).resolve().parents[2].parent / "shared/data/gavel/trace_single-gpu_rate1.5_seed0.jsonl"
+"""The shared data beside the checkout (``../shared``), where CI and every session have it."""
 
 
 def errors(lines: list[str]) -> TraceError:
