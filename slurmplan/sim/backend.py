@@ -88,6 +88,25 @@ class SimJob:
     configs: list[tuple[float, GpuType | None, int]] = field(default_factory=list)
     cached: Job | None = None
 
+    @classmethod
+    def like(cls, job: Job, work_total: float, **fields: object) -> SimJob:
+        """A record of ``job`` as Slurm shows it (identity and GPU request); ``fields`` sets the rest.
+
+        Tests mirror a real cluster's jobs, or the jobs they describe, into the simulator this way.
+        """
+        return cls(
+            job_id=job.job_id,
+            submit_time=job.submit_time,
+            work_total=work_total,
+            account=job.account,
+            name=job.name,
+            gpu_type=job.gpu_type,
+            gpus_per_node=job.gpus_per_node,
+            node_count=job.node_count,
+            admin_comment=job.admin_comment,
+            **fields,  # type: ignore[arg-type]
+        )
+
     @property
     def gpus(self) -> int:
         return self.gpus_per_node * self.node_count

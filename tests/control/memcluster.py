@@ -59,20 +59,7 @@ class MemBackend(SimBackend):
         self.applied: list[Action] = []
         for job in jobs:
             self.submit_held = True  # placed exactly as the test describes it, then left to Slurm's rules
-            sim = SimJob(
-                job_id=job.job_id,
-                submit_time=job.submit_time,
-                work_total=1e9,
-                account=job.account,
-                name=job.name,
-                partition=job.partition,
-                user=job.user,
-                comment=job.comment,
-                gpu_type=job.gpu_type,
-                gpus_per_node=job.gpus_per_node,
-                node_count=job.node_count,
-                admin_comment=job.admin_comment,
-            )
+            sim = SimJob.like(job, 1e9, partition=job.partition, user=job.user, comment=job.comment)
             self.submit(sim)
             sim.held = job.held
             sim.eligible_at = now + 86_400.0 if job.job_id in later else 0.0

@@ -43,18 +43,11 @@ def _mirror(rig: Rig) -> SimBackend:
             continue
         sim.submit_held = job.held or job.state is not JobState.RUNNING
         sim.submit(
-            SimJob(
-                job_id=job.job_id,
-                submit_time=job.submit_time,
-                work_total=1e9,
-                account=job.account,
-                name=job.name,
-                gpu_type=job.gpu_type,
+            SimJob.like(
+                job,
+                1e9,
                 typed=bool(job.gpu_type) and not job.gpu_type_preferred,
-                gpus_per_node=job.gpus_per_node,
-                node_count=job.node_count,
                 req_nodes=job.nodes if job.state is JobState.RUNNING else (),
-                admin_comment=job.admin_comment,
             )
         )
         assert sim.jobs[job.job_id].state is job.state or job.state is not JobState.RUNNING

@@ -178,18 +178,7 @@ class MiniCluster:
         running = job.state is JobState.RUNNING
         self._managed[job.job_id] = mj
         self.backend.submit_held = not running
-        sim = SimJob(
-            job_id=job.job_id,
-            submit_time=job.submit_time,
-            work_total=1e12,
-            account=job.account,
-            name=job.name,
-            gpu_type=job.gpu_type,
-            gpus_per_node=job.gpus_per_node,
-            node_count=job.node_count,
-            req_nodes=job.nodes,
-            admin_comment=job.admin_comment,
-        )
+        sim = SimJob.like(job, 1e12, req_nodes=job.nodes)
         self.backend.submit(sim)
         self.backend.submit_held = True
         assert sim.state is job.state, f"job {job.job_id} could not be placed as the test said"
