@@ -131,3 +131,22 @@ def test_the_round_keeps_a_requeued_job_off_the_node_it_left_while_slurms_delay_
     got, later = _requeued_tick(full, [job], after, T0 + 121.0)
     assert later.jobs[1].requeued_at is None
     assert got[1].nodes == ("a100-0",)
+
+
+def test_a_job_whose_gpus_went_to_others_is_stopped_rather_than_forced_into_a_same_type_resize() -> None:
+    # Job 1 runs on a100x4; job 2 (a100x2) wins two of its GPUs. Without Slurm's requeue delay job 1 shrinks to
+    # a100x2 at once (test_round). With it, the shrunk job may restart on the node it leaves and hold its GPUs idle
+    # for cred_expire + 1 s; it is stopped instead, and as a requeued job placement keeps it off that node.
+    from slurmplan.domain import AllocationProblem
+    from slurmplan.mechanism.priorities import priorities
+    from slurmplan.mechanism.round import RunningInfo, plan_round
+
+    thr = np.array([[19.0, 20.0], [19.0, 0.0]])
+    p = AllocationProblem((1, 2), (Cell("a100", 2), Cell("a100", 4)), thr, {"a100": 4})
+    x = np.array([[1.0, 0.0], [1.0, 0.0]])
+    info = RunningInfo(np.array([True, False]), np.array([1, -1]), np.zeros(2, bool), np.full(2, 360.0))
+    pri = priorities(x, np.array([[0.0, 0.5], [0.0, 0.0]]))
+    assert plan_round(p, x, pri, info, TickConfig()).col.tolist() == [0, 0]
+    choice = plan_round(p, x, pri, info, TickConfig(requeue_delay_s=121.0))
+    assert choice.col.tolist() == [-1, 0] and choice.reason[0] is Reason.PREEMPTED
+    assert "its a100 GPUs went to job 2" in choice.detail[0]
