@@ -19,8 +19,8 @@ import pytest
 from site_cluster import ROOT, SiteCluster
 
 from slurmplan.domain import Action, ActionKind, Cell, Plan
+from slurmplan.formats import compose_admin_comment, format_decision, parse_hints
 from slurmplan.slurm.backend import action_commands
-from slurmplan.slurm.hints import compose_admin_comment, format_decision, parse_hints
 
 pytestmark = pytest.mark.slurm
 
