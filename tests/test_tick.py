@@ -459,6 +459,7 @@ def test_a_job_that_just_started_is_signalled_once_it_has_run_signal_min_run_s()
     assert outs[0].wake_at == T0 + 10 and by_job(outs[0])[1].reason is Reason.PREEMPTED
     assert outs[1].actions == () and by_job(outs[1])[1].reason is not Reason.KEPT
     assert kinds(outs[2]) == [(1, ActionKind.SIGNAL)] and outs[2].wake_at == T0 + 12 + 120
+    assert outs[2].actions[0].reason.endswith("(signalled once it had run 10 s)")
     assert outs[3].actions == ()  # 123 s after the decision, 113 s after the signal
     assert kinds(outs[4]) == [(1, ActionKind.REQUEUE_HOLD)]  # 123 s after the signal, not after the decision
 

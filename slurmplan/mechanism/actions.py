@@ -129,9 +129,9 @@ def _stop(
         when = st.signalled_at if st.signalled_at is not None else _signal_time(job, now, config)
         if when > now:
             return [], evolve(st, signalled_at=when, sent=f"signal due at {when:.3f}")
-        act = Action(
-            ActionKind.SIGNAL, job.job_id, signal=config.checkpoint_signal, reason=f"{a.reason.value}: {a.detail}"
-        )
+        waited = f" (signalled once it had run {config.signal_min_run_s:.0f} s)" if st.sent == due and due else ""
+        why = f"{a.reason.value}: {a.detail}{waited}"
+        act = Action(ActionKind.SIGNAL, job.job_id, signal=config.checkpoint_signal, reason=why)
         return [act], evolve(st, signalled_at=now, sent="")
     key = f"requeue-hold after signal at {st.signalled_at:.3f}"
     if now - st.signalled_at < config.grace_s or st.sent == key:
