@@ -21,9 +21,19 @@ than on a V100, a ResNet-50 1.6x slower, so the P100 goes to the first). Leftove
 
 No starvation, and a bound an admin can read: a waiting job's due time does not move, and a job submitted later
 has a due time at least its own submit time, so nobody submitted more than ``due - submit`` after a job can go
-ahead of it (deadline jobs and guaranteed jobs excepted, which an admin admits). ``max_wait_s`` makes it a hard
-promise: a job that has waited that long (time since submission not holding GPUs) is served before every job
-that has not, longest wait first. Each job's note in ``slurmplan explain`` says both.
+ahead of it (deadline jobs and guaranteed jobs excepted, which an admin admits, and jobs past the stretch guard).
+``max_wait_s`` makes it a hard promise: a job that has waited that long (time since submission not holding GPUs)
+is served before every job that has not, longest wait first. Each job's note in ``slurmplan explain`` says both.
+
+Stretch guard (``stretch_guard``, measured on Gavel's traces, RESULTS.md section 5): ordering and matching for the
+mean JCT (shortest first onto the fast GPUs) leaves the long jobs on slow GPUs, which is what finish-time fairness
+punishes. A job whose finish-time ratio, if it ran on its fastest GPU from the next round on, would pass the guard
+((time in the system + a round + time left) / its time alone on its fastest GPU; in the order, against its 1/n share
+of a busy cluster as Gavel's FTF counts it) goes before every job that has not (overdue and guaranteed jobs still
+first), and the matching LP puts it on its fastest type first (shorter guarded jobs first). The guard acts only
+when needed, so a job's ratio stays near the guard while the rest keep the mean-JCT order. Time alone is remembered
+per job from the first round the policy saw it (steps left / fastest throughput + time held); a job without a step
+count is never guarded (its length is unknown; LAS order as before).
 
 Elastic jobs and restarts (``hold_s``, ``search_depth``, ``scale_up``; measured on the LLM trace, RESULTS.md
 section 5): a running job keeps its column unless a job due ``hold_s`` sooner needs the GPUs (re-deciding every
@@ -177,7 +187,21 @@ class Slurmplan(Policy):
             "(in due order, same type)",
         ),
         "sla": Param(bool, True, "true (serve guaranteed jobs first, at their SLA) or false"),
+        "stretch_guard": Param(
+            float,
+            0.0,
+            "a number >= 0: a job whose finish-time ratio (time in the system + time left, over its time alone on "
+            "its fastest GPU) would pass this goes first, on its fastest GPU (0: off)",
+            non_negative,
+        ),
     }
+
+    def __init__(self, config: PolicyConfig) -> None:
+        super().__init__(config)
+        # Per job id: its time alone on its fastest GPU, from the first round it was seen (expected remaining +
+        # time held so far, which is exact for a job seen before it ran and an upper bound after a restart of the
+        # daemon, so the guard may come late for such a job, never early). Only read by ``stretch_guard``.
+        self._alone_s: dict = {}
 
     def allocate(self, problem: AllocationProblem) -> Allocation:
         if problem.num_jobs == 0:
@@ -194,13 +218,29 @@ class Slurmplan(Policy):
         urgent = np.isfinite(latest) & (latest >= now) & (latest < due)
         due = np.where(urgent, latest, due)
         floors = sla_floors(problem) if self.params["sla"] else np.zeros(n)
+        # Stretch guard: on a share of a busy cluster (who runs), and alone (who gets the fast GPUs among those).
+        stretch, plain = self._projected_stretch(problem, est)
+        cap = self.params["stretch_guard"]
+        guarded = (stretch >= cap) if cap > 0 else np.zeros(n, bool)
+        fast_first = np.where((plain >= cap) & (cap > 0), plain, 0.0)
         running = self._running(problem)
         overdue = (waited >= self.params["max_wait_s"]) & ~running
         hold = self.params["hold_s"]
         # Hysteresis: a running job counts hold_s earlier, so only a job due that much sooner displaces it.
         key = due - hold * running if hold > 0 else due
-        # Order: overdue jobs (longest wait first), guaranteed jobs, then everyone by due time.
-        order = np.lexsort((np.arange(n), key, ~(floors > 0), np.where(overdue, -waited, 0.0), ~overdue))
+        # Order: overdue jobs (longest wait first), guaranteed jobs, jobs at their stretch guard (most stretched
+        # first), then everyone by due time.
+        order = np.lexsort(
+            (
+                np.arange(n),
+                key,
+                np.where(guarded, -stretch, 0.0),
+                ~guarded,
+                ~(floors > 0),
+                np.where(overdue, -waited, 0.0),
+                ~overdue,
+            )
+        )
         pack = Packing.empty(problem)
         search = None
         if self.params["search_depth"] > 0:
@@ -219,7 +259,7 @@ class Slurmplan(Policy):
             elif fit:
                 pack.assign(j, self._stay_or_move(problem, j, fit))
         if self.params["match_types"]:
-            self._match_types(problem, pack, floors, est)
+            self._match_types(problem, pack, floors, est, fast_first)
         if self.params["scale_up"]:
             climb(pack, np.asarray(problem.throughput, dtype=float) / reference_throughput(problem)[:, None])
         elif self.params["grow"]:
@@ -227,7 +267,7 @@ class Slurmplan(Policy):
         rank = np.empty(n, dtype=int)
         rank[order] = np.arange(n)
         lead = np.maximum(due - submit, 0.0) + hold  # a running job may stay ahead while due hold_s later
-        notes = self._notes(problem, pack, rank, est, source, lead, waited, overdue, floors, urgent)
+        notes = self._notes(problem, pack, rank, est, source, lead, waited, overdue, floors, urgent, guarded, stretch)
         x = pack.x()
         unmet = int(((floors > 0) & ((x * problem.throughput).sum(axis=1) < floors - 1e-9)).sum())
         alloc = self.result(problem, x, float((pack.col >= 0).sum()), f"sla-unmet:{unmet}" if unmet else "optimal")
@@ -263,7 +303,35 @@ class Slurmplan(Policy):
                 return cur
         return best
 
-    def _match_types(self, problem: AllocationProblem, pack: Packing, floors: np.ndarray, est: np.ndarray) -> None:
+    def _projected_stretch(self, problem: AllocationProblem, est: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per job: its finish-time ratio if it ran on its fastest GPU after the next round, (time in the system +
+        a round + time left) / time alone on its fastest GPU, against its share of the cluster (first) and alone
+        (second); 1 for a job whose length is unknown (no steps told)."""
+        known = np.ones(problem.num_jobs, bool) if problem.steps_known is None else np.asarray(problem.steps_known)
+        age = problem.column("time_since_start")
+        attained = problem.column("attained_time")
+        ids = problem.job_ids
+        alone = np.array([self._alone_s.setdefault(i, e + a) for i, e, a in zip(ids, est, attained, strict=True)])
+        if len(self._alone_s) > 4 * max(problem.num_jobs, 1024):  # forget jobs that left
+            live = set(ids)
+            self._alone_s = {i: v for i, v in self._alone_s.items() if i in live}
+        # As finish-time fairness counts it (Gavel, sim/metrics.py): against the job alone on its 1/n share of
+        # the cluster when n jobs share it and its GPUs exceed that share (a busy cluster stretches everyone).
+        total = max(float(sum(problem.capacity.values())), 1.0)
+        gpus = np.ones(problem.num_jobs)
+        if problem.requested is not None:
+            req = np.asarray(problem.requested, dtype=int)
+            gpus = np.array([problem.cells[r].gpus if r >= 0 else 1 for r in req.tolist()], dtype=float)
+        ok = known & np.isfinite(alone) & (alone > 0)
+        # One round ahead: the ratio the job would have after one more round without progress, so that a short
+        # job is moved before it passes the guard, not a round after.
+        ahead = age + self.config.round_s + np.minimum(est, 1e12)
+        plain = np.where(ok, ahead / np.where(ok, alone, 1.0), 1.0)
+        return plain / np.maximum(1.0, gpus * problem.num_jobs / total), plain
+
+    def _match_types(
+        self, problem: AllocationProblem, pack: Packing, floors: np.ndarray, est: np.ndarray, guard: np.ndarray
+    ) -> None:
         """Re-place the chosen jobs, same sizes, so that the sum of their speeds relative to their fastest
         type is largest (Gavel's heterogeneity lever: a Recommendation job is 2.3x faster on a P100 than on a
         V100, a ResNet-50 1.6x slower, so the P100 goes to the first). A transportation LP over the chosen jobs
@@ -278,6 +346,9 @@ class Slurmplan(Policy):
         age = problem.column("time_since_start")
         left = np.maximum(np.minimum(est, 1e12), 360.0)
         weight = 1.0 + (self.params["stretch_weight"] * age + self.params["short_bias_s"]) / left
+        # A job at its stretch guard outweighs every unguarded one: it gets its fastest type; among guarded jobs the
+        # same weights decide (shorter first: a short job on a slow GPU passes the guard within a round or two).
+        weight = np.where(guard > 0, 1e3 * weight.max(initial=1.0) * weight, weight)
         rows, cols, vals = [], [], []
         for j in chosen.tolist():
             size = problem.cells[pack.col[j]].gpus
@@ -335,10 +406,13 @@ class Slurmplan(Policy):
                     pack.assign(j, k)
                     break
 
-    def _notes(self, problem, pack, rank, est, source, lead, waited, overdue, floors, urgent) -> tuple[str, ...]:
+    def _notes(
+        self, problem, pack, rank, est, source, lead, waited, overdue, floors, urgent, guarded, stretch
+    ) -> tuple[str, ...]:
         """One admin-readable line per job: why it is where it is in the queue, and its wait bound."""
         out = []
         cap = self.params["max_wait_s"]
+        unless = " unless past its stretch guard" if self.params["stretch_guard"] > 0 else ""
         for j in range(problem.num_jobs):
             if overdue[j]:
                 why = f"first: waited {_hm(waited[j])}, over the {_hm(cap)} bound"
@@ -349,8 +423,14 @@ class Slurmplan(Policy):
             else:
                 why = f"queue place {rank[j] + 1}: {_hm(est[j])} left ({source[j]})"
             start = "" if pack.col[j] >= 0 else "; not this round"
+            guard = ""
+            if guarded[j] and not (overdue[j] or urgent[j] or floors[j] > 0):
+                guard = (
+                    f"; ahead of the due order, fastest GPU first: it would finish {stretch[j]:.1f}x its time "
+                    f"alone, guard {self.params['stretch_guard']:.1f}x"
+                )
             out.append(
                 f"{why}; waited {_hm(waited[j])}, bound {_hm(cap)}; "
-                f"no job submitted over {_hm(min(lead[j], cap))} after it can go ahead{start}"
+                f"no job submitted over {_hm(min(lead[j], cap))} after it can go ahead{unless}{guard}{start}"
             )
         return tuple(out)

@@ -233,3 +233,54 @@ def test_scale_up_gives_idle_gpus_to_the_job_gaining_most_per_gpu():
                 requested=np.array([0]), current=np.array([0]))  # fmt: skip
     np.testing.assert_array_equal(flagship(scale_up=False, grow=False).allocate(p).x, [[1, 0]])
     np.testing.assert_array_equal(flagship(scale_up=True).allocate(p).x, [[0, 1]])
+
+
+def test_stretch_guard_puts_a_job_about_to_pass_it_first_on_its_fastest_gpu():
+    # One v100, one k80 (half speed). Job 1 (10 h alone) was first seen fresh, then spent 10 h on the k80 (5 h of
+    # work done): 5 h left, ratio (10 h + a round + 5 h) / 10 h > 1.5. Job 0 (1 h) is fresh: shortest-first
+    # would give it the v100, the guard gives it to job 1 and says why.
+    policy = flagship(stretch_guard=1.5, short_bias_s=3600.0)
+    fresh = one_gpu_problem([[10.0, 5.0], [10.0, 5.0]], {"v100": 1, "k80": 1},
+                            steps_remaining=np.array([36_000.0, 360_000.0]), time_since_start=np.zeros(2),
+                            submit_time=np.zeros(2), current=np.array([-1, -1]))  # fmt: skip
+    np.testing.assert_array_equal(policy.allocate(fresh).x, [[1, 0], [0, 1]])  # short job on the v100
+    later = replace(fresh, steps_remaining=np.array([36_000.0, 180_000.0]), time_since_start=np.array([0.0, 36_000.0]),
+                    attained_time=np.array([0.0, 36_000.0]), current=np.array([-1, 1]))  # fmt: skip
+    alloc = policy.allocate(later)
+    np.testing.assert_array_equal(alloc.x, [[0, 1], [1, 0]])
+    assert "fastest GPU first: it would finish 1.5x its time alone, guard 1.5x" in alloc.notes[1]
+    assert "unless past its stretch guard" in alloc.notes[0]
+    # A fresh policy (a restarted daemon) sees job 1 for the first time: its time alone is taken as 5 h left +
+    # 10 h held, an upper bound, so the guard does not fire early; shortest-first again.
+    np.testing.assert_array_equal(flagship(stretch_guard=1.5, short_bias_s=3600.0).allocate(later).x, [[1, 0], [0, 1]])
+    # Unknown length (no steps told): never guarded.
+    blind = flagship(stretch_guard=1.5, short_bias_s=3600.0)
+    blind.allocate(replace(fresh, steps_known=np.array([True, False])))
+    unknown = blind.allocate(replace(later, steps_known=np.array([True, False])))
+    assert "stretch guard" in unknown.notes[0] and "fastest GPU first" not in unknown.notes[1]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problem=problems(), pick=st.integers(0, 6))
+def test_invariant_a_job_past_the_stretch_guard_runs_when_it_fits(problem, pick):
+    # Capacity and one-column invariants hold with the guard on; and a job past the guard (seen fresh first, then
+    # 10x its time alone later, every other job fresh) runs whenever one of its columns fits the empty cluster and
+    # no guaranteed job or other guarded job competes.
+    n = problem.num_jobs
+    j = pick % n
+    problem = replace(problem, time_since_start=np.zeros(n), attained_time=np.zeros(n), current=None,
+                      job_class=tuple(JobClass.BEST_EFFORT for _ in range(n)))  # fmt: skip
+    policy = flagship(stretch_guard=1.5)
+    assert not violations(problem, policy.allocate(problem))
+    best = problem.throughput.max(axis=1)
+    alone = np.where(best > 0, problem.steps_remaining / np.where(best > 0, best, 1.0), 0.0)
+    aged = replace(problem, time_since_start=np.where(np.arange(n) == j, 10.0 * alone[j] * n + 1e4, 0.0))
+    alloc = policy.allocate(aged)
+    assert not violations(aged, alloc)
+    fits = any(aged.throughput[j, c] > 0 and aged.cells[c].gpus <= aged.capacity.get(aged.cells[c].gpu_type, 0)
+               for c in range(len(aged.cells)))  # fmt: skip
+    if fits and aged.candidates is None and best[j] > 0:
+        assert "fastest GPU first" in alloc.notes[j]
+        # it runs, or another job past the guard (a short one is, a round ahead) took the GPUs it could use
+        others = [k for k in range(n) if k != j and alloc.x[k].sum() > 0 and "fastest GPU first" in alloc.notes[k]]
+        assert alloc.x[j].sum() == 1.0 or others
