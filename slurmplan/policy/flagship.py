@@ -32,8 +32,8 @@ punishes. A job whose finish-time ratio, if it ran on its fastest GPU from the n
 of a busy cluster as Gavel's FTF counts it) goes before every job that has not (overdue and guaranteed jobs still
 first), and the matching LP puts it on its fastest type first (shorter guarded jobs first). The guard acts only
 when needed, so a job's ratio stays near the guard while the rest keep the mean-JCT order. Time alone is remembered
-per job from the first round the policy saw it (steps left / fastest throughput + time held); a job without a step
-count is never guarded (its length is unknown; LAS order as before).
+per job from the first round the policy saw it (steps left / fastest throughput + time held); for a job without a
+step count, time in the system over time it held GPUs stands in (a waiting job passes the guard within rounds).
 
 Elastic jobs and restarts (``hold_s``, ``search_depth``, ``scale_up``; measured on the LLM trace, RESULTS.md
 section 5): a running job keeps its column unless a job due ``hold_s`` sooner needs the GPUs (re-deciding every
@@ -306,7 +306,7 @@ class Slurmplan(Policy):
     def _projected_stretch(self, problem: AllocationProblem, est: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per job: its finish-time ratio if it ran on its fastest GPU after the next round, (time in the system +
         a round + time left) / time alone on its fastest GPU, against its share of the cluster (first) and alone
-        (second); 1 for a job whose length is unknown (no steps told)."""
+        (second). For a job whose length is unknown (no steps told): time in the system / time served."""
         known = np.ones(problem.num_jobs, bool) if problem.steps_known is None else np.asarray(problem.steps_known)
         age = problem.column("time_since_start")
         attained = problem.column("attained_time")
@@ -326,7 +326,10 @@ class Slurmplan(Policy):
         # One round ahead: the ratio the job would have after one more round without progress, so that a short
         # job is moved before it passes the guard, not a round after.
         ahead = age + self.config.round_s + np.minimum(est, 1e12)
-        plain = np.where(ok, ahead / np.where(ok, alone, 1.0), 1.0)
+        # Unknown length: time in the system over time served, a round ahead (the ratio it would have if it
+        # finished right after that round); a job left waiting passes the guard within rounds, as under LAS.
+        unknown = (age + self.config.round_s) / (attained + self.config.round_s)
+        plain = np.where(ok, ahead / np.where(ok, alone, 1.0), np.where(known, 1.0, unknown))
         return plain / np.maximum(1.0, gpus * problem.num_jobs / total), plain
 
     def _match_types(

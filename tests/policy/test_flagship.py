@@ -253,11 +253,14 @@ def test_stretch_guard_puts_a_job_about_to_pass_it_first_on_its_fastest_gpu():
     # A fresh policy (a restarted daemon) sees job 1 for the first time: its time alone is taken as 5 h left +
     # 10 h held, an upper bound, so the guard does not fire early; shortest-first again.
     np.testing.assert_array_equal(flagship(stretch_guard=1.5, short_bias_s=3600.0).allocate(later).x, [[1, 0], [0, 1]])
-    # Unknown length (no steps told): never guarded.
+    # Unknown length (no steps told): time in the system over time held stands in. Job 1 held GPUs all along
+    # (ratio ~1): not guarded; left waiting 10 h it is.
     blind = flagship(stretch_guard=1.5, short_bias_s=3600.0)
     blind.allocate(replace(fresh, steps_known=np.array([True, False])))
     unknown = blind.allocate(replace(later, steps_known=np.array([True, False])))
     assert "stretch guard" in unknown.notes[0] and "fastest GPU first" not in unknown.notes[1]
+    waiting = replace(later, steps_known=np.array([True, False]), attained_time=np.zeros(2), current=np.array([-1, -1]))
+    assert "fastest GPU first" in blind.allocate(waiting).notes[1]
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -270,7 +273,7 @@ def test_invariant_a_job_past_the_stretch_guard_runs_when_it_fits(problem, pick)
     j = pick % n
     problem = replace(problem, time_since_start=np.zeros(n), attained_time=np.zeros(n), current=None,
                       job_class=tuple(JobClass.BEST_EFFORT for _ in range(n)))  # fmt: skip
-    policy = flagship(stretch_guard=1.5)
+    policy = flagship(stretch_guard=1.5, max_wait_s=1e12)  # the wait bound is the other test's
     assert not violations(problem, policy.allocate(problem))
     best = problem.throughput.max(axis=1)
     alone = np.where(best > 0, problem.steps_remaining / np.where(best > 0, best, 1.0), 0.0)
