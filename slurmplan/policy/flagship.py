@@ -194,6 +194,12 @@ class Slurmplan(Policy):
             "its fastest GPU) would pass this goes first, on its fastest GPU (0: off)",
             non_negative,
         ),
+        "guard_ahead_s": Param(
+            float,
+            360.0,
+            "a positive number of seconds: how far ahead the stretch guard looks (a round: the daemon's round_s)",
+            positive,
+        ),
     }
 
     def __init__(self, config: PolicyConfig) -> None:
@@ -325,10 +331,11 @@ class Slurmplan(Policy):
         ok = known & np.isfinite(alone) & (alone > 0)
         # One round ahead: the ratio the job would have after one more round without progress, so that a short
         # job is moved before it passes the guard, not a round after.
-        ahead = age + self.config.round_s + np.minimum(est, 1e12)
+        step = self.params["guard_ahead_s"]
+        ahead = age + step + np.minimum(est, 1e12)
         # Unknown length: time in the system over time served, a round ahead (the ratio it would have if it
         # finished right after that round); a job left waiting passes the guard within rounds, as under LAS.
-        unknown = (age + self.config.round_s) / (attained + self.config.round_s)
+        unknown = (age + step) / (attained + step)
         plain = np.where(ok, ahead / np.where(ok, alone, 1.0), np.where(known, 1.0, unknown))
         return plain / np.maximum(1.0, gpus * problem.num_jobs / total), plain
 
