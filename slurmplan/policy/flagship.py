@@ -34,6 +34,9 @@ first), and the matching LP puts it on its fastest type first (shorter guarded j
 when needed, so a job's ratio stays near the guard while the rest keep the mean-JCT order. Time alone is remembered
 per job from the first round the policy saw it (steps left / fastest throughput + time held); for a job without a
 step count, time in the system over time it held GPUs stands in (a waiting job passes the guard within rounds).
+A job past its guard (or its wait bound) that does not fit reserves the GPU types it could use: no job after it
+starts there (gang jobs were starved by one-GPU backfill). When the matching LP's shares do not round to whole
+columns (gang jobs), the jobs are matched greedily by the same values instead (the guarded first).
 
 Elastic jobs and restarts (``hold_s``, ``search_depth``, ``scale_up``; measured on the LLM trace, RESULTS.md
 section 5): a running job keeps its column unless a job due ``hold_s`` sooner needs the GPUs (re-deciding every
@@ -208,6 +211,7 @@ class Slurmplan(Policy):
         # time held so far, which is exact for a job seen before it ran and an upper bound after a restart of the
         # daemon, so the guard may come late for such a job, never early). Only read by ``stretch_guard``.
         self._alone_s: dict = {}
+        self._blocked = np.zeros(0, dtype=bool)  # GPU types reserved this round (see allocate)
 
     def allocate(self, problem: AllocationProblem) -> Allocation:
         if problem.num_jobs == 0:
@@ -254,16 +258,32 @@ class Slurmplan(Policy):
             search = _Search(PolicyConfig(name="crius", objective="crius", params=depth))
             search.protected = floors > 0
             score = np.asarray(problem.throughput, dtype=float) / reference_throughput(problem)[:, None]
+        # Reservation: a job past its guard or its wait bound that does not fit blocks the GPU types it could use,
+        # so that no job after it starts there and the GPUs free up for it (backfill alone starves a gang job
+        # behind one-GPU jobs; a job already running there keeps its GPUs).
+        blocked = np.zeros(len(pack.free), dtype=bool)
+        first = guarded | overdue
         for j in order.tolist():
             choices = self._choices(problem, j, floors[j])
             fit = [c for c in choices if pack.fits(j, c)]
             cur = int(problem.current[j]) if running[j] else -1
+            if blocked.any() and not first[j]:
+                fit = [c for c in fit if c == cur or pack.cell_type[c] < 0 or not blocked[pack.cell_type[c]]]
+                if fit:
+                    pack.assign(j, cur if hold > 0 and cur in fit else self._stay_or_move(problem, j, fit))
+                continue
             if hold > 0 and cur in fit:
                 pack.assign(j, cur)
             elif search is not None and floors[j] <= 0:
                 search._place(pack, j, score)
             elif fit:
                 pack.assign(j, self._stay_or_move(problem, j, fit))
+            if first[j] and pack.col[j] < 0:
+                size = problem.cells[choices[0]].gpus if choices else 0
+                for c in choices:
+                    if problem.cells[c].gpus == size and pack.cell_type[c] >= 0:
+                        blocked[pack.cell_type[c]] = True
+        self._blocked = blocked
         if self.params["match_types"]:
             self._match_types(problem, pack, floors, est, fast_first)
         if self.params["scale_up"]:
@@ -363,7 +383,10 @@ class Slurmplan(Policy):
         for j in chosen.tolist():
             size = problem.cells[pack.col[j]].gpus
             floor = floors[j] if thr[j, pack.col[j]] >= floors[j] else 0.0  # never re-placed below its SLA
+            here = pack.cell_type[pack.col[j]]
             for c in self._choices(problem, j, floors[j]):
+                if pack.cell_type[c] >= 0 and self._blocked[pack.cell_type[c]] and pack.cell_type[c] != here:
+                    continue  # reserved for a job past its guard
                 if problem.cells[c].gpus == size and pack.cell_type[c] >= 0 and thr[j, c] >= floor:
                     rows.append(j)
                     cols.append(c)
@@ -391,11 +414,36 @@ class Slurmplan(Policy):
         for j in chosen.tolist():
             if not placed[j]:
                 if not trial.fits(j, int(pack.col[j])):
-                    return  # rounding left no room: keep the greedy placement
+                    trial = self._greedy_match(pack, chosen, rows_a, cols_a, np.array(vals))
+                    if trial is None:
+                        return  # no room either way: keep the selection's placement
+                    break
                 trial.assign(j, int(pack.col[j]))
         pack.col[:], pack.free[:] = trial.col, trial.free
         for (_, free), (_, tfree) in zip(pack.host, trial.host, strict=True):
             free[:] = tfree
+
+    @staticmethod
+    def _greedy_match(pack: Packing, chosen: np.ndarray, rows: np.ndarray, cols: np.ndarray, vals: np.ndarray):
+        """When the LP's shares do not round (gang jobs of several sizes): jobs by their best value (the guarded
+        first), each to its best-valued column with room, else its old one; None if some job fits nowhere."""
+        trial = pack.copy()
+        for j in chosen.tolist():
+            trial.release(j)
+        best = {}
+        for k in np.argsort(-vals, kind="stable").tolist():
+            best.setdefault(int(rows[k]), []).append(int(cols[k]))
+        for j in sorted(best, key=lambda j: -vals[rows == j].max()):
+            c = next((c for c in best[j] if trial.fits(j, c)), int(pack.col[j]))
+            if not trial.fits(j, c):
+                return None
+            trial.assign(j, c)
+        for j in chosen.tolist():
+            if j not in best:
+                if not trial.fits(j, int(pack.col[j])):
+                    return None
+                trial.assign(j, int(pack.col[j]))
+        return trial
 
     @staticmethod
     def _grow(problem: AllocationProblem, pack: Packing, order: np.ndarray) -> None:

@@ -287,3 +287,22 @@ def test_invariant_a_job_past_the_stretch_guard_runs_when_it_fits(problem, pick)
         # it runs, or another job past the guard (a short one is, a round ahead) took the GPUs it could use
         others = [k for k in range(n) if k != j and alloc.x[k].sum() > 0 and "fastest GPU first" in alloc.notes[k]]
         assert alloc.x[j].sum() == 1.0 or others
+
+
+def test_a_gang_job_past_its_guard_reserves_its_gpu_type():
+    # Two v100s. Job 0 (guaranteed) holds one; job 1 needs both and is past its guard; job 2 (one GPU, fresh)
+    # could backfill the free v100, but that would keep job 1 out for its whole run: the v100s are reserved.
+    cells = (Cell("v100", 1), Cell("v100", 2))
+    p = AllocationProblem(
+        job_ids=(0, 1, 2), cells=cells, throughput=np.array([[10.0, 0.0], [0.0, 20.0], [10.0, 0.0]]),
+        capacity={"v100": 2}, steps_remaining=np.array([1e6, 36_000.0, 36_000.0]), time_since_start=np.zeros(3),
+        submit_time=np.zeros(3), job_class=(JobClass.GUARANTEED, JobClass.BEST_EFFORT, JobClass.BEST_EFFORT),
+        sla_throughput=np.array([10.0, 0.0, 0.0]), current=np.array([0, -1, -1]), requested=np.array([0, 1, 0]),
+    )  # fmt: skip
+    policy = flagship(stretch_guard=1.5)
+    policy.allocate(p)
+    later = replace(p, time_since_start=np.array([0.0, 36_000.0, 0.0]))
+    alloc = policy.allocate(later)
+    assert alloc.x[0, 0] == 1.0 and alloc.x[1].sum() == 0.0
+    assert alloc.x[2].sum() == 0.0  # reserved for job 1
+    assert flagship().allocate(later).x[2, 0] == 1.0  # without the guard: backfilled
