@@ -49,6 +49,7 @@ import numpy as np
 from slurmplan.domain import Allocation, AllocationProblem, JobClass
 from slurmplan.policy.base import Param, Policy, PolicyConfig, non_negative, positive
 from slurmplan.policy.crius import Crius
+from slurmplan.policy.flagship_sizing import weighted_climb
 from slurmplan.policy.greedy import Packing, climb, reference_throughput
 
 INF = math.inf
@@ -176,6 +177,19 @@ class Slurmplan(Policy):
             "true (leftover GPUs go to the job gaining most speed per added GPU, Crius's climb) or false "
             "(in due order, same type)",
         ),
+        "climb_by": Param(
+            str,
+            "speed",
+            "'speed' (Crius's climb: relative speed gained per added GPU), 'short' (that gain / expected "
+            "remaining time: shortest first) or 'time_saved' (hours of the job's remaining time saved per GPU)",
+            lambda v: v in ("speed", "short", "time_saved"),
+        ),
+        "climb_floor_s": Param(
+            float,
+            600.0,
+            "a positive number of seconds: expected remaining times below this count as this in climb_by",
+            positive,
+        ),
         "sla": Param(bool, True, "true (serve guaranteed jobs first, at their SLA) or false"),
     }
 
@@ -221,7 +235,11 @@ class Slurmplan(Policy):
         if self.params["match_types"]:
             self._match_types(problem, pack, floors, est)
         if self.params["scale_up"]:
-            climb(pack, np.asarray(problem.throughput, dtype=float) / reference_throughput(problem)[:, None])
+            score = np.asarray(problem.throughput, dtype=float) / reference_throughput(problem)[:, None]
+            if self.params["climb_by"] == "speed":
+                climb(pack, score)
+            else:
+                weighted_climb(pack, score, est, self.params["climb_floor_s"], self.params["climb_by"])
         elif self.params["grow"]:
             self._grow(problem, pack, order)
         rank = np.empty(n, dtype=int)

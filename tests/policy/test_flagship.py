@@ -233,3 +233,24 @@ def test_scale_up_gives_idle_gpus_to_the_job_gaining_most_per_gpu():
                 requested=np.array([0]), current=np.array([0]))  # fmt: skip
     np.testing.assert_array_equal(flagship(scale_up=False, grow=False).allocate(p).x, [[1, 0]])
     np.testing.assert_array_equal(flagship(scale_up=True).allocate(p).x, [[0, 1]])
+
+
+def test_climb_by_remaining_time_picks_which_job_grows():
+    """Two running jobs gain the same relative speed from a second GPU, one idle GPU: ``short`` grows the job
+    with less time left, ``time_saved`` the one with more (it saves more hours); plain ``speed`` ties."""
+    p = AllocationProblem(
+        job_ids=(0, 1),
+        cells=(Cell("a100", 1), Cell("a100", 2)),
+        throughput=np.array([[10.0, 18.0], [10.0, 18.0]]),
+        capacity={"a100": 3},
+        steps_remaining=np.array([1e6, 1e4]),  # job 0: ~28 h left, job 1: ~17 min
+        requested=np.array([0, 0]),
+        current=np.array([0, 0]),
+    )
+    short = flagship(hold_s=3600.0, scale_up=True, climb_by="short").allocate(p)
+    saved = flagship(hold_s=3600.0, scale_up=True, climb_by="time_saved").allocate(p)
+    np.testing.assert_array_equal(short.x, [[1, 0], [0, 1]])
+    np.testing.assert_array_equal(saved.x, [[0, 1], [1, 0]])
+    assert not violations(p, short) and not violations(p, saved)
+    with pytest.raises(ValidationError, match="climb_by"):
+        flagship(climb_by="fastest")
