@@ -49,7 +49,7 @@ import numpy as np
 from slurmplan.domain import Allocation, AllocationProblem, JobClass
 from slurmplan.policy.base import Param, Policy, PolicyConfig, non_negative, positive
 from slurmplan.policy.crius import Crius
-from slurmplan.policy.flagship_sizing import weighted_climb
+from slurmplan.policy.flagship_sizing import catch_up_floors, deadline_floors, weighted_climb
 from slurmplan.policy.greedy import Packing, climb, reference_throughput
 
 INF = math.inf
@@ -177,6 +177,12 @@ class Slurmplan(Policy):
             "true (leftover GPUs go to the job gaining most speed per added GPU, Crius's climb) or false "
             "(in due order, same type)",
         ),
+        "grow_first": Param(
+            bool,
+            False,
+            "true (with scale_up: first grow jobs within their type in due order, then climb with what is "
+            "left) or false (climb only)",
+        ),
         "climb_by": Param(
             str,
             "speed",
@@ -189,6 +195,18 @@ class Slurmplan(Policy):
             600.0,
             "a positive number of seconds: expected remaining times below this count as this in climb_by",
             positive,
+        ),
+        "sla_catch_up": Param(
+            bool,
+            False,
+            "true (a guaranteed job that waited for a round starts in a column fast enough to still meet its "
+            "SLA) or false (a column at its SLA rate)",
+        ),
+        "deadline_floor": Param(
+            bool,
+            False,
+            "true (a job with a deadline ahead is placed and protected like a guaranteed job, at the rate that "
+            "meets its deadline or its fastest column when its length is unknown) or false",
         ),
         "sla": Param(bool, True, "true (serve guaranteed jobs first, at their SLA) or false"),
     }
@@ -209,6 +227,17 @@ class Slurmplan(Policy):
         due = np.where(urgent, latest, due)
         floors = sla_floors(problem) if self.params["sla"] else np.zeros(n)
         running = self._running(problem)
+        sla_floor = floors
+        if self.params["sla_catch_up"]:  # a guaranteed job that waited takes a column that makes up the wait
+            known = np.ones(n, bool) if problem.steps_known is None else np.asarray(problem.steps_known, bool)
+            floors = catch_up_floors(floors, problem.column("steps_remaining"), known, waited, running)
+        if self.params["deadline_floor"]:  # a job with a deadline ahead is sized and protected as guaranteed
+            known = np.ones(n, bool) if problem.steps_known is None else np.asarray(problem.steps_known, bool)
+            cur = np.where(running, np.asarray(problem.current if problem.current is not None else np.zeros(n), int), 0)
+            rate = np.where(running, np.asarray(problem.throughput, dtype=float)[np.arange(n), cur], 0.0)
+            dl = problem.column("deadline")
+            ref = reference_throughput(problem)
+            floors = deadline_floors(floors, problem.column("steps_remaining"), known, dl, rate, running, ref)
         overdue = (waited >= self.params["max_wait_s"]) & ~running
         hold = self.params["hold_s"]
         # Hysteresis: a running job counts hold_s earlier, so only a job due that much sooner displaces it.
@@ -234,20 +263,16 @@ class Slurmplan(Policy):
                 pack.assign(j, self._stay_or_move(problem, j, fit))
         if self.params["match_types"]:
             self._match_types(problem, pack, floors, est)
-        if self.params["scale_up"]:
-            score = np.asarray(problem.throughput, dtype=float) / reference_throughput(problem)[:, None]
-            if self.params["climb_by"] == "speed":
-                climb(pack, score)
-            else:
-                weighted_climb(pack, score, est, self.params["climb_floor_s"], self.params["climb_by"])
-        elif self.params["grow"]:
+        if self.params["grow"] and (not self.params["scale_up"] or self.params["grow_first"]):
             self._grow(problem, pack, order)
+        if self.params["scale_up"]:
+            self._climb(problem, pack, est)
         rank = np.empty(n, dtype=int)
         rank[order] = np.arange(n)
         lead = np.maximum(due - submit, 0.0) + hold  # a running job may stay ahead while due hold_s later
         notes = self._notes(problem, pack, rank, est, source, lead, waited, overdue, floors, urgent)
         x = pack.x()
-        unmet = int(((floors > 0) & ((x * problem.throughput).sum(axis=1) < floors - 1e-9)).sum())
+        unmet = int(((sla_floor > 0) & ((x * problem.throughput).sum(axis=1) < sla_floor - 1e-9)).sum())
         alloc = self.result(problem, x, float((pack.col >= 0).sum()), f"sla-unmet:{unmet}" if unmet else "optimal")
         return Allocation(alloc.job_ids, alloc.cells, alloc.x, alloc.policy, alloc.objective, alloc.status, notes)
 
@@ -268,6 +293,8 @@ class Slurmplan(Policy):
         req = -1 if problem.requested is None else int(problem.requested[j])
         size = problem.cells[req].gpus if req >= 0 else None
         other = np.array([size is not None and problem.cells[c].gpus != size for c in usable], dtype=bool)
+        if math.isinf(floor):  # a guaranteed job catching up on its wait (sla_catch_up): fastest of any size
+            other[:] = False
         below = row[usable] < floor - 1e-12 if floor > 0 else np.zeros(usable.size, dtype=bool)
         return usable[np.lexsort((-row[usable], other, below))].tolist()
 
@@ -333,6 +360,14 @@ class Slurmplan(Policy):
         pack.col[:], pack.free[:] = trial.col, trial.free
         for (_, free), (_, tfree) in zip(pack.host, trial.host, strict=True):
             free[:] = tfree
+
+    def _climb(self, problem: AllocationProblem, pack: Packing, est: np.ndarray) -> None:
+        """Idle GPUs by gain per added GPU, weighted as ``climb_by`` says (flagship_sizing.py)."""
+        score = np.asarray(problem.throughput, dtype=float) / reference_throughput(problem)[:, None]
+        if self.params["climb_by"] == "speed":
+            climb(pack, score)
+        else:
+            weighted_climb(pack, score, est, self.params["climb_floor_s"], self.params["climb_by"])
 
     @staticmethod
     def _grow(problem: AllocationProblem, pack: Packing, order: np.ndarray) -> None:
