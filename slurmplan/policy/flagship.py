@@ -228,9 +228,10 @@ class Slurmplan(Policy):
         floors = sla_floors(problem) if self.params["sla"] else np.zeros(n)
         running = self._running(problem)
         sla_floor = floors
+        catch = floors
         if self.params["sla_catch_up"]:  # a guaranteed job that waited takes a column that makes up the wait
             known = np.ones(n, bool) if problem.steps_known is None else np.asarray(problem.steps_known, bool)
-            floors = catch_up_floors(floors, problem.column("steps_remaining"), known, waited, running)
+            catch = catch_up_floors(floors, problem.column("steps_remaining"), known, waited, running)
         if self.params["deadline_floor"]:  # a job with a deadline ahead is sized and protected as guaranteed
             known = np.ones(n, bool) if problem.steps_known is None else np.asarray(problem.steps_known, bool)
             cur = np.where(running, np.asarray(problem.current if problem.current is not None else np.zeros(n), int), 0)
@@ -251,7 +252,10 @@ class Slurmplan(Policy):
             search = _Search(PolicyConfig(name="crius", objective="crius", params=depth))
             search.protected = floors > 0
             score = np.asarray(problem.throughput, dtype=float) / reference_throughput(problem)[:, None]
+        caught = False
         for j in order.tolist():
+            if not caught and floors[j] <= 0:  # every guaranteed job placed at its SLA: now make up waits
+                floors, caught = self._catch_up(problem, pack, order, floors, catch), True
             choices = self._choices(problem, j, floors[j])
             fit = [c for c in choices if pack.fits(j, c)]
             cur = int(problem.current[j]) if running[j] else -1
@@ -261,6 +265,8 @@ class Slurmplan(Policy):
                 search._place(pack, j, score)
             elif fit:
                 pack.assign(j, self._stay_or_move(problem, j, fit))
+        if not caught:
+            floors = self._catch_up(problem, pack, order, floors, catch)
         if self.params["match_types"]:
             self._match_types(problem, pack, floors, est)
         if self.params["grow"] and (not self.params["scale_up"] or self.params["grow_first"]):
@@ -360,6 +366,25 @@ class Slurmplan(Policy):
         pack.col[:], pack.free[:] = trial.col, trial.free
         for (_, free), (_, tfree) in zip(pack.host, trial.host, strict=True):
             free[:] = tfree
+
+    def _catch_up(self, problem, pack: Packing, order: np.ndarray, floors: np.ndarray, catch: np.ndarray) -> np.ndarray:
+        """Guaranteed jobs that waited (``catch`` above their SLA floor), in order, move to the first column of
+        ``_choices`` for the raised floor that has room and is faster than where they are, once every
+        guaranteed job has its SLA column (so one job's catch-up never costs another's SLA). Returns the
+        floors with those jobs' new speed as their floor (the matching keeps them that fast)."""
+        out = floors.copy()
+        thr = problem.throughput
+        for j in order.tolist():
+            if catch[j] <= floors[j]:
+                continue
+            now = thr[j, pack.col[j]] if pack.col[j] >= 0 else 0.0
+            for c in self._choices(problem, j, catch[j]):
+                if thr[j, c] > now and pack.fits(j, c):
+                    pack.assign(j, c)
+                    break
+            if pack.col[j] >= 0:
+                out[j] = max(out[j], thr[j, pack.col[j]])
+        return out
 
     def _climb(self, problem: AllocationProblem, pack: Packing, est: np.ndarray) -> None:
         """Idle GPUs by gain per added GPU, weighted as ``climb_by`` says (flagship_sizing.py)."""

@@ -327,3 +327,25 @@ def test_invariants_with_the_sizing_rules(problem, waited):
                 if problem.throughput[j, c] >= problem.sla_throughput[j] and problem.candidates is None:
                     back = problem.cells[c_now].gpus if problem.cells[c_now].gpu_type == cell.gpu_type else 0
                     assert cell.gpus > problem.capacity.get(cell.gpu_type, 0) - used[cell.gpu_type] + back
+
+
+def test_sla_catch_up_never_costs_another_guaranteed_job_its_sla():
+    # two waiting guaranteed jobs, 2 GPUs: job 0 waited a round (would take both GPUs to catch up), job 1 is
+    # fresh; each gets its 1-GPU SLA column, and the catch-up only uses GPUs left after that
+    p = guaranteed_problem(
+        240.0,
+        job_ids=(0, 1),
+        throughput=np.array([[10.0, 18.0], [10.0, 18.0]]),
+        requested=np.array([0, 0]),
+        current=np.array([-1, -1]),
+        job_class=(JobClass.GUARANTEED, JobClass.GUARANTEED),
+        sla_throughput=np.array([10.0, 10.0]),
+        submit_time=np.array([0.0, 230.0]),
+        time_since_start=np.array([240.0, 10.0]),
+        steps_known=np.array([False, False]),
+        steps_remaining=np.array([1.0, 1.0]),
+    )
+    alloc = flagship(sla_catch_up=True, grow=False).allocate(p)
+    np.testing.assert_array_equal(alloc.x, [[1, 0], [1, 0]])
+    bigger = replace(p, capacity={"a100": 3})
+    np.testing.assert_array_equal(flagship(sla_catch_up=True, grow=False).allocate(bigger).x, [[0, 1], [1, 0]])
