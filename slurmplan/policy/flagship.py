@@ -30,6 +30,8 @@ section 5): a running job keeps its column unless a job due ``hold_s`` sooner ne
 round from scratch swapped jobs between A100 and A40 each round, 8 restarts per job); a waiting job is placed
 the way Crius places it, at its best column of any size, shrinking or moving up to ``search_depth`` placed
 jobs (never a guaranteed one) to make room; GPUs still idle go to the job gaining most speed per added GPU.
+A guaranteed job that waited for the round starts, once every guaranteed job has its SLA column, in a column
+fast enough to make up that wait (``sla_catch_up``; the other sizing options are in ``flagship_sizing.py``).
 
 Restarts: the order of running jobs is stable (their due time only falls as they progress), so a running job is
 displaced only by a job due earlier; ties keep the current column, and ``move_gain`` keeps a running job where
