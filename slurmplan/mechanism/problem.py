@@ -21,6 +21,7 @@ from slurmplan.domain import (
     Cluster,
     GpuType,
     JobId,
+    Node,
     Reason,
     ValidationError,
 )
@@ -142,14 +143,8 @@ def build_pool(cluster: Cluster, managed_holding: tuple[ManagedJob, ...]) -> Nod
 
     Unmanaged usage on a node = observed usage minus what the managed jobs on it hold.
     """
-    nodes = [n for n in cluster.nodes if n.gpus > 0 and n.gpu_type and n.state.schedulable]
-    nodes.sort(key=lambda n: n.name)
-    names = tuple(n.name for n in nodes)
-    gpu_type = tuple(str(n.gpu_type) for n in nodes)
-    # One pass over the nodes for all six numbers (a 2-D array), not one per attribute: it runs every tick.
-    table = np.array(
-        [(n.gpus, n.cpus, n.memory_mb, n.gpus_used, n.cpus_used, n.memory_used_mb) for n in nodes], dtype=np.int64
-    ).reshape(len(nodes), 6)
+    nodes = _node_table(cluster)
+    names, gpu_type, table = nodes.names, nodes.gpu_type, nodes.table
     have, other = table[:, :3], table[:, 3:] - _per_node_usage(managed_holding, _layout(names, gpu_type).index)
     left = np.maximum(have - np.maximum(other, 0), 0)
     return NodePool(
@@ -159,6 +154,81 @@ def build_pool(cluster: Cluster, managed_holding: tuple[ManagedJob, ...]) -> Nod
         cpus=np.ascontiguousarray(left[:, 1]),
         memory_mb=np.ascontiguousarray(left[:, 2]),
     )
+
+
+@dataclass(frozen=True, eq=False)
+class _NodeTable:
+    """The pool's nodes (schedulable GPU nodes, sorted by name) and their six numbers, for one ``cluster.nodes``.
+
+    ``table`` rows: GPUs, CPUs, memory, and the same three in use. ``pos`` maps a position in ``cluster.nodes`` to
+    its row (-1: not in the pool). ``total`` is ``cluster.gpus_by_type()``.
+    """
+
+    nodes: tuple[Node, ...]
+    names: tuple[str, ...]
+    gpu_type: tuple[GpuType, ...]
+    table: np.ndarray
+    pos: tuple[int, ...]
+    total: dict[GpuType, int]
+
+
+def _static(n: Node) -> tuple:
+    """What decides a node's place in the pool and its totals (its usage is the rest)."""
+    return (n.name, n.state.schedulable, n.gpu_type, n.gpus, n.cpus, n.memory_mb)
+
+
+class _LastNodes:
+    """The previous tick's ``_NodeTable``: a tick usually changes the usage of a few nodes out of hundreds (the
+    simulator and a daemon reading an unchanged node reuse its value), so only those rows are re-read.
+
+    A pure memo: the table is rebuilt in full whenever a changed node differs in anything but its usage, and is
+    never changed in place (a new table per tick that changed a node).
+    """
+
+    value: _NodeTable | None = None
+
+
+_last_nodes = _LastNodes()
+
+
+def _node_table(cluster: Cluster) -> _NodeTable:
+    nodes = cluster.nodes
+    last = _last_nodes.value  # read once: another thread may replace it, never change it
+    if last is not None and len(last.nodes) == len(nodes):
+        changed = [i for i, (a, b) in enumerate(zip(last.nodes, nodes, strict=True)) if a is not b]
+        few = len(changed) <= len(nodes) // 4  # a daemon reads every node anew: then a full pass is as quick
+        if few and all(_static(last.nodes[i]) == _static(nodes[i]) for i in changed):
+            table = last.table
+            if changed:
+                table = table.copy()
+                for i in changed:
+                    row = last.pos[i]
+                    if row >= 0:
+                        n = nodes[i]
+                        table[row, 3:] = (n.gpus_used, n.cpus_used, n.memory_used_mb)
+            out = _NodeTable(nodes, last.names, last.gpu_type, table, last.pos, last.total)
+            _last_nodes.value = out
+            return out
+    keep = sorted((i for i, n in enumerate(nodes) if n.gpus > 0 and n.gpu_type and n.state.schedulable),
+                  key=lambda i: nodes[i].name)  # fmt: skip
+    pos = [-1] * len(nodes)
+    for row, i in enumerate(keep):
+        pos[i] = row
+    pool = [nodes[i] for i in keep]
+    # One pass over the nodes for all six numbers (a 2-D array), not one per attribute.
+    table = np.array(
+        [(n.gpus, n.cpus, n.memory_mb, n.gpus_used, n.cpus_used, n.memory_used_mb) for n in pool], dtype=np.int64
+    ).reshape(len(pool), 6)
+    out = _NodeTable(
+        nodes,
+        tuple(n.name for n in pool),
+        tuple(str(n.gpu_type) for n in pool),
+        table,
+        tuple(pos),
+        cluster.gpus_by_type(),
+    )
+    _last_nodes.value = out
+    return out
 
 
 def _exclusion(mj: ManagedJob, capacity: Mapping[GpuType, int]) -> Assignment | None:
@@ -203,7 +273,7 @@ def build_problem(inp: TickInput, states: Mapping[JobId, JobState]) -> ProblemCo
     holding = tuple(mj for mj in inp.jobs if mj.hints.managed and mj.job.state.active)
     pool = build_pool(inp.cluster, holding)
     raw_capacity = pool.capacity()
-    total = inp.cluster.gpus_by_type()
+    total = dict(_node_table(inp.cluster).total)  # the pool's memo: no second pass over every node
     rows: list[ManagedJob] = []
     excluded: list[tuple[ManagedJob, Assignment]] = []
     for mj in sorted(inp.jobs, key=lambda m: (m.job.submit_time, m.job.job_id)):
