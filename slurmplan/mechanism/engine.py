@@ -45,16 +45,21 @@ def align(allocation: Allocation | None, problem: AllocationProblem) -> np.ndarr
     shape = (problem.num_jobs, len(problem.cells))
     if allocation is None:
         return np.zeros(shape)
-    x = np.asarray(allocation.x, dtype=float)
-    if x.shape != (len(allocation.job_ids), len(allocation.cells)):
-        want = f"shape {(len(allocation.job_ids), len(allocation.cells))}"
-        raise ValidationError("allocation.x", x.shape, want, f"policy {allocation.policy}")
-    x = np.clip(np.nan_to_num(x, nan=0.0), 0.0, 1.0)  # a share is in [0, 1]; solver noise must not leak on
+    last = _last_aligned.value  # read once: another thread may replace it, never change it
+    if last is not None and last[0] is allocation:
+        x, rows, cols = last[1], last[2], last[3]
+    else:
+        x = np.asarray(allocation.x, dtype=float)
+        if x.shape != (len(allocation.job_ids), len(allocation.cells)):
+            want = f"shape {(len(allocation.job_ids), len(allocation.cells))}"
+            raise ValidationError("allocation.x", x.shape, want, f"policy {allocation.policy}")
+        x = np.clip(np.nan_to_num(x, nan=0.0), 0.0, 1.0)  # a share is in [0, 1]; solver noise must not leak on
+        rows = {j: i for i, j in enumerate(allocation.job_ids)}
+        cols = {c: i for i, c in enumerate(allocation.cells)}
+        _last_aligned.value = (allocation, x, rows, cols)
     if allocation.job_ids == problem.job_ids and allocation.cells == problem.cells:
-        return x
+        return x.copy()
     out = np.zeros(shape)
-    rows = {j: i for i, j in enumerate(allocation.job_ids)}
-    cols = {c: i for i, c in enumerate(allocation.cells)}
     src_r = [(i, rows[j]) for i, j in enumerate(problem.job_ids) if j in rows]
     src_c = [(i, cols[c]) for i, c in enumerate(problem.cells) if c in cols]
     if src_r and src_c:
@@ -62,6 +67,17 @@ def align(allocation: Allocation | None, problem: AllocationProblem) -> np.ndarr
         dc, sc = map(list, zip(*src_c, strict=True))
         out[np.ix_(dr, dc)] = x[np.ix_(sr, sc)]
     return out
+
+
+class _LastAligned:
+    """The round's allocation with its clipped X and row/column positions: every tick of a round aligns the same
+    allocation to that tick's problem. A pure memo keyed by the allocation's identity (an Allocation is frozen;
+    its X is copied out, never handed out)."""
+
+    value: tuple | None = None
+
+
+_last_aligned = _LastAligned()
 
 
 def running_info(ctx: ProblemContext, states: Mapping[JobId, JobState], config: TickConfig) -> RunningInfo:

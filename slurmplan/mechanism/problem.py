@@ -384,15 +384,53 @@ def _build_matrix(
 ) -> tuple[tuple[Cell, ...], np.ndarray, tuple[tuple[Candidate | None, ...], ...]]:
     """The body of ``_matrix`` for one row of candidates per job."""
     lines = [_row_of(k) for k in keys]
-    order = sorted(set().union(*(r.keys for r in lines)))
-    col = {k: i for i, k in enumerate(order)}
-    throughput = np.zeros((len(keys), len(order)))
-    table = np.full((len(keys), len(order)), None, dtype=object)
-    for j, r in enumerate(lines):
-        cols = np.fromiter(map(col.__getitem__, r.keys), dtype=np.int64, count=len(r.keys))
-        throughput[j, cols] = r.throughput
-        table[j, cols] = r.candidates
-    return tuple(Cell(*k) for k in order), throughput, tuple(map(tuple, table))
+    dense = _dense.value  # read once: another thread may replace it, never change it
+    order = tuple(sorted(set().union(*(r.keys for r in lines))))
+    if dense is None or dense.order != order:
+        dense = _DenseRows(order)
+        _dense.value = dense
+    spread = [dense.line(r) for r in lines]
+    throughput = np.array([t for t, _ in spread]) if spread else np.zeros((0, len(order)))
+    return dense.cells, throughput.reshape(len(keys), len(order)), tuple(c for _, c in spread)
+
+
+class _DenseRows:
+    """Each job's row spread over one column order: its throughputs and its candidate per column (None if none).
+
+    Jobs come and go between ticks while the columns (the distinct Cells over all jobs) mostly stay: a job's row
+    over the same columns is the same, so it is spread once, not every tick. A pure memo keyed by the identity
+    of the job's ``_Row`` (kept alive with it) and built afresh when the columns change.
+    """
+
+    def __init__(self, order: tuple[CellKey, ...], limit: int = 50_000) -> None:
+        self.order = order
+        self.cells = tuple(Cell(*k) for k in order)
+        self.col = {k: i for i, k in enumerate(order)}
+        self.limit = limit
+        self.rows: dict[int, tuple[_Row, np.ndarray, tuple[Candidate | None, ...]]] = {}
+
+    def line(self, r: _Row) -> tuple[np.ndarray, tuple[Candidate | None, ...]]:
+        hit = self.rows.get(id(r))
+        if hit is not None and hit[0] is r:
+            return hit[1], hit[2]
+        cols = [self.col[k] for k in r.keys]
+        thr = np.zeros(len(self.order))
+        thr[cols] = r.throughput
+        cands: list[Candidate | None] = [None] * len(self.order)
+        for c, cand in zip(cols, r.candidates.tolist(), strict=True):
+            cands[c] = cand
+        if len(self.rows) >= self.limit:
+            self.rows.clear()
+        out = (r, thr, tuple(cands))
+        self.rows[id(r)] = out
+        return out[1], out[2]
+
+
+class _Dense:
+    value: _DenseRows | None = None
+
+
+_dense = _Dense()
 
 
 def _assemble(
