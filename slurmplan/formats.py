@@ -52,7 +52,8 @@ Admin comment layout (the daemon owns the part after the separator)::
 
 The hints come first and are never rewritten by the daemon; the decision follows `` || ``. A comment without
 the separator is all hints when it starts with ``slurmplan:`` and has a ``=`` or nothing after the prefix, and
-all decision when it starts with ``slurmplan:`` otherwise.
+all decision when it starts with ``slurmplan:`` otherwise, or with ``slurmplan! bad hints:`` (the decision of a
+job left alone because its hints were refused; not ``slurmplan:``, so no launcher reads it as a plan).
 """
 
 from __future__ import annotations
@@ -69,6 +70,8 @@ from slurmplan.domain import Cell, Hints, JobClass, Plan, ValidationError
 # ------------------------------------------------------------------------------------------------------ hints
 
 PREFIX = "slurmplan:"
+BAD_HINTS_PREFIX = "slurmplan! bad hints:"
+"""Decision of a job left alone because its hints were refused (``bad_hints_decision``)."""
 SEPARATOR = " || "
 WHERE = "hints"
 _BLANK = " \t"
@@ -277,6 +280,8 @@ def split_admin_comment(text: str) -> AdminComment:
     if "||" in stripped:
         left, _, right = stripped.partition("||")
         return AdminComment(left.strip(_BLANK), right.strip(_BLANK))
+    if stripped.startswith(BAD_HINTS_PREFIX):
+        return AdminComment(decision=stripped)
     if not stripped.startswith(PREFIX):
         return AdminComment()
     rest = stripped[len(PREFIX) :].strip(_BLANK)
@@ -377,11 +382,16 @@ def with_decision(existing: str, decision: str) -> str:
     stripped = (existing or "").strip()
     if "||" in stripped:
         keep = stripped.partition("||")[0].strip()
-    elif stripped.startswith(PREFIX):
+    elif stripped.startswith((PREFIX, BAD_HINTS_PREFIX)):
         keep = split_admin_comment(stripped).hints
     else:
         keep = stripped
     return f"{keep}{SEPARATOR}{decision}" if keep else decision
+
+
+def bad_hints_decision(error: str) -> str:
+    """``slurmplan! bad hints: <error>``: what a job whose hints were refused shows in its admin comment."""
+    return f"{BAD_HINTS_PREFIX} {error}"
 
 
 def decision_of(admin_comment: str) -> str:

@@ -82,6 +82,10 @@ class TickConfig:
     round_s: float = 360.0
     checkpoint_signal: str = "USR2"
     grace_s: float = 120.0
+    signal_min_run_s: float = 0.0
+    """A running job gets the checkpoint signal only once it has run this long (since Slurm's ``start_time``); an
+    earlier stop decision waits (``JobState.signalled_at`` is then the due time). A job's batch script and launcher
+    need a moment to take the signal over; the daemon sets it (``DaemonConfig``), the simulator leaves it at 0."""
     reconfig_threshold: float = 0.97
     """Rubick's rule: move a running job only if ``(T - N*delta)/T > threshold``."""
     reconfig_cost_s: float = 78.0
@@ -106,6 +110,7 @@ class TickConfig:
         checks = (
             ("round_s", self.round_s > 0, "a number of seconds > 0"),
             ("grace_s", self.grace_s >= 0, "a number of seconds >= 0"),
+            ("signal_min_run_s", self.signal_min_run_s >= 0, "a number of seconds >= 0"),
             ("reconfig_threshold", 0 < self.reconfig_threshold <= 1, "a number in (0, 1]"),
             ("reconfig_cost_s", self.reconfig_cost_s >= 0, "a number of seconds >= 0"),
             ("requeue_delay_s", self.requeue_delay_s >= 0, "a number of seconds >= 0"),

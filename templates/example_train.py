@@ -8,9 +8,11 @@ scheduler assigned) is the launcher's. Ways to run it:
     python -m slurmplan.launch --nproc 2 templates/example_train.py:make_spec -- --steps 50
     srun python templates/example_train.py --checkpoint-dir $SCRATCH/ckpt             # in an sbatch script
 
-In an sbatch script add ``#SBATCH --signal=B:USR2@120`` (or ``--signal=USR2@120`` under srun) and
-``#SBATCH --requeue``: two minutes before the time limit the job checkpoints after its current step, requeues
-and later resumes on however many GPUs it gets, learning exactly what it would have learned without the break.
+In an sbatch script add ``#SBATCH --signal=B:USR2@120`` and ``#SBATCH --requeue``: two minutes before the time
+limit the job checkpoints after its current step, requeues and later resumes on however many GPUs it gets,
+learning exactly what it would have learned without the break. The signal (Slurm's, and the daemon's
+``scancel --batch``) reaches the batch script's process: ``exec`` the training there, or, under srun, trap and
+forward it as ``templates/elastic_dp.sbatch`` does.
 """
 
 from __future__ import annotations

@@ -439,3 +439,31 @@ def test_a_restart_release_names_the_nodes_it_ran_on_even_from_a_new_daemon(tmp_
     again = cron_tick()
     (release,) = [a for a in again.actions if a.kind is ActionKind.RELEASE]
     assert release.previous_nodes == ("a1",)
+
+
+def test_a_job_that_just_started_is_signalled_once_it_has_run_signal_min_run_s() -> None:
+    """Stopped the moment it started, a job is signalled only after ``signal_min_run_s`` (its batch script and
+    launcher take the signal over in that time); meanwhile it counts as stopping: its GPUs go to the winner, later
+    ticks do not keep it, and the grace period runs from the signal actually sent."""
+    running = mjob(1, {"a100": {1: 10.0}}, state=JobState.RUNNING, nodes=("a100-0",))  # started at T0
+    mini = MiniCluster(cluster(a100=(1, 1)), [running, mjob(2, {"a100": {1: 10.0}})], exit_on_signal=False)
+    policy = FixedPolicy({2: {Cell("a100", 1): 1.0}})
+    config = TickConfig(grace_s=120.0, signal_min_run_s=10.0)
+    state, outs = SchedulerState(), []
+    for now in (T0 + 2, T0 + 6, T0 + 12, T0 + 125, T0 + 135):
+        out = decide(TickInput(now, mini.snapshot_cluster(), mini.managed(), config), policy, state)
+        mini.apply(out.actions, now)
+        state = out.state
+        outs.append(out)
+    assert kinds(outs[0]) == [(2, ActionKind.UPDATE), (2, ActionKind.RELEASE)]  # no signal at 2 s
+    assert outs[0].wake_at == T0 + 10 and by_job(outs[0])[1].reason is Reason.PREEMPTED
+    assert outs[1].actions == () and by_job(outs[1])[1].reason is not Reason.KEPT
+    assert kinds(outs[2]) == [(1, ActionKind.SIGNAL)] and outs[2].wake_at == T0 + 12 + 120
+    assert outs[2].actions[0].reason.endswith("(signalled once it had run 10 s)")
+    assert outs[3].actions == ()  # 123 s after the decision, 113 s after the signal
+    assert kinds(outs[4]) == [(1, ActionKind.REQUEUE_HOLD)]  # 123 s after the signal, not after the decision
+
+
+def test_signal_min_run_s_must_not_be_negative() -> None:
+    with pytest.raises(ValidationError, match="signal_min_run_s"):
+        TickConfig(signal_min_run_s=-1.0)

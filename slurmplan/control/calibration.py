@@ -5,6 +5,8 @@ signal (the daemon's SIGNAL action, applied) -> requeued (the EpilogSlurmctld ``
 -> running (the PrologSlurmctld ``job-start`` event after that). The size is the job's GPUs in its new
 configuration (the UPDATE the daemon applied in between; without one, the size it had). Pure functions over
 :meth:`Journal.restart_timeline` rows, so they are tested on rows and ``slurmplan explain`` shows the result.
+Those rows cover the latest ``RECENT_RESTARTS`` (500) checkpoint signals, not the journal's whole history: the
+tick's cost stays flat as a site's journal grows, and restarts from long ago (another era of the cluster) age out.
 
 What it does not measure: the job's own restore (loading the checkpoint) after it starts; the launcher's
 reports carry that, and a site that wants it in the cost adds it to ``reconfig_cost_s``'s default.

@@ -39,6 +39,10 @@ class DaemonConfig:
     config (``tick_config()``); the simulator takes them from its options. A policy file's copies are not read."""
     checkpoint_signal: str = "USR2"
     grace_s: float = 120.0
+    signal_min_run_s: float = 10.0
+    """Least seconds a job has run before it is sent the checkpoint signal (``TickConfig.signal_min_run_s``): a job
+    signalled in its first moments, before its batch script and launcher have taken the signal over, could die of
+    it; a stop decided earlier is carried out when the job reaches this age. 0 signals at once."""
     reconfig_threshold: float = 0.97
     reconfig_cost_s: float = 78.0
     requeue_delay_s: float = 121.0
@@ -90,6 +94,7 @@ class DaemonConfig:
             round_s=self.round_s,
             checkpoint_signal=self.checkpoint_signal,
             grace_s=self.grace_s,
+            signal_min_run_s=self.signal_min_run_s,
             reconfig_threshold=self.reconfig_threshold,
             reconfig_cost_s=self.reconfig_cost_s,
             requeue_delay_s=self.requeue_delay_s,
@@ -161,6 +166,7 @@ _FIELDS: dict[str, Any] = {
     "round_s": lambda v, w: _seconds("round_s", v, w),
     "checkpoint_signal": _signal,
     "grace_s": lambda v, w: _seconds("grace_s", v, w),
+    "signal_min_run_s": lambda v, w: _seconds("signal_min_run_s", v, w, zero_ok=True),
     "reconfig_threshold": _threshold,
     "reconfig_cost_s": lambda v, w: _seconds("reconfig_cost_s", v, w, zero_ok=True),
     "requeue_delay_s": lambda v, w: _seconds("requeue_delay_s", v, w, zero_ok=True),

@@ -25,7 +25,15 @@ from slurmplan.domain import (
     Measurement,
     SlurmplanError,
 )
-from slurmplan.formats import compose_admin_comment, find_hints, split_admin_comment
+from slurmplan.formats import (
+    BAD_HINTS_PREFIX,
+    bad_hints_decision,
+    compose_admin_comment,
+    decision_of,
+    find_hints,
+    split_admin_comment,
+    with_decision,
+)
 from slurmplan.pipeline import Observed, _one_line, with_node_gpu_type, with_request
 from slurmplan.pipeline import managed_jobs as _pipeline_managed_jobs
 from slurmplan.tick import ManagedJob
@@ -49,9 +57,6 @@ log = logging.getLogger(__name__)
 
 CandidateFn = Callable[[Hints, Cluster, Sequence[Measurement]], tuple[Candidate, ...]]
 """Per job, every configuration it may run in. Injectable so tests and the benchmark can price jobs cheaply."""
-
-BAD_HINTS_PREFIX = "slurmplan! bad hints:"
-"""Decision text of a job left alone. Not ``slurmplan:`` on purpose, so no launcher reads it as a plan."""
 
 _MAX_ERROR_CHARS = 200
 
@@ -82,22 +87,15 @@ def default_candidates(hints: Hints, cluster: Cluster, measurements: Sequence[Me
 
 
 def bad_hint_annotation(ob: Observed) -> Action | None:
-    """The ANNOTATE that shows a refused job's error in its admin comment, or None if it already shows it."""
-    parts = split_admin_comment(ob.job.admin_comment)
-    decision = f"{BAD_HINTS_PREFIX} {ob.error}"
-    if parts.decision == decision:
+    """The ANNOTATE that shows a refused job's error in its admin comment, or None if it already shows it.
+
+    The user's part (hints that do not parse included) is kept verbatim; only the decision is replaced.
+    """
+    decision = bad_hints_decision(ob.error or "")
+    if decision_of(ob.job.admin_comment) == decision:
         return None
-    hints_text = _raw_hints_part(ob.job.admin_comment)
-    text = f"{hints_text} || {decision}" if hints_text else decision
+    text = with_decision(ob.job.admin_comment, decision)
     return Action(ActionKind.ANNOTATE, ob.job.job_id, admin_comment=text, reason="bad hints: job left alone")
-
-
-def _raw_hints_part(admin_comment: str) -> str:
-    """The user's part of an admin comment kept verbatim (even when it does not parse), without our decision."""
-    text = (admin_comment or "").strip()
-    if "||" in text:
-        return text.partition("||")[0].strip()
-    return "" if text.startswith(BAD_HINTS_PREFIX) or split_admin_comment(text).decision else text
 
 
 def managed_jobs(

@@ -95,8 +95,8 @@ class Daemon:
         """Reconfiguration seconds per job size measured from the journal's restarts on this cluster
         (``control.calibration``; sizes with too few restarts are left out and cost the configured constant).
 
-        Recomputed at most once a round by a long-running daemon: restarts are rare and the query reads every
-        signal and job start; a cron ``slurmplan tick`` is a new process and computes it once."""
+        Recomputed at most once a round by a long-running daemon: restarts are rare; a cron ``slurmplan tick`` is
+        a new process and computes it once, from the latest ``RECENT_RESTARTS`` signals (not the whole history)."""
         now = time.monotonic()
         if self._costs is None or now - self._costs[0] >= self.config.round_s:
             calibration = calibrate(restart_samples(journal.intents.restart_timeline()), self.config.reconfig_cost_s)

@@ -16,8 +16,8 @@ from slurmplan.control.journal import ActionStatus, Journal
 from slurmplan.control.reports import ingest_reports
 from slurmplan.control.state_store import load_state, save_state
 from slurmplan.domain import ActionResult, Job, Snapshot
+from slurmplan.formats import split_admin_comment
 from slurmplan.pipeline import ApplyReport, Backend, Observed, RecordedTick
-from slurmplan.slurm.hints import split_admin_comment
 from slurmplan.tick import SchedulerState
 
 

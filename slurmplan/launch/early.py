@@ -5,6 +5,12 @@ window (or while a ``--nproc`` parent is still starting its workers) would kill 
 the entry points call :func:`catch_early` first: it installs a handler that only *remembers* the signal, and
 :class:`slurmplan.launch.signals.StopFlag` takes the remembered signal over when the training loop starts.
 This module imports nothing but the standard library, so it costs nothing to import first.
+
+The first ~30 ms of the interpreter, before any Python line runs, cannot be covered from inside. Whoever starts
+the process closes that window: with the signal *blocked* (``env --block-signal=USR2``, as the elastic template
+does, or the ``--nproc`` parent's mask) it waits, pending, and :func:`catch_early` lets it in once the handler is
+there; with the signal *ignored* (``trap '' USR2`` before ``exec``) it is dropped in that window, and
+:func:`catch_early` takes the signal over from the ignore.
 """
 
 from __future__ import annotations
@@ -37,12 +43,16 @@ def _remember(signum: int, frame: FrameType | None) -> None:
 def catch_early(signum: int | None = None) -> signal.Signals:
     """Remember ``signum`` (default: the configured checkpoint signal) instead of dying of it; returns it.
 
-    Leaves a handler someone else installed (submitit's) alone: that one already survives the signal.
+    Takes over from the default action and from an ignore (a shell's ``trap '' USR2`` that bridged ``exec``: the
+    launcher replaces it anyway once it trains), then unblocks the signal, so one held back by an inherited mask
+    arrives now and is remembered. Leaves a handler someone else installed (submitit's) alone: that one already
+    survives the signal.
     """
     sig = signal.Signals(signum) if signum is not None else default_signal()
     current = signal.getsignal(sig)
-    if current in (signal.SIG_DFL, None) or current is _remember:
+    if current in (signal.SIG_DFL, signal.SIG_IGN, None) or current is _remember:
         signal.signal(sig, _remember)
+        unblock(sig)
     return sig
 
 

@@ -3,7 +3,8 @@
 Work inside a signal handler would interrupt a training step at any instruction. The training loop instead
 reads the flag at a step boundary and all ranks agree (an all-reduce) to stop after the same step. The signal is
 configurable: USR2 by default, like submitit, because NCCL uses USR1; ``SLURMPLAN_CHECKPOINT_SIGNAL`` or
-``SUBMITIT_PREEMPT_SIGNAL`` override it. Slurm sends it before the time limit with ``--signal=USR2@SECONDS``.
+``SUBMITIT_PREEMPT_SIGNAL`` override it. Slurm sends it before the time limit (``--signal=B:USR2@SECONDS``) and
+the daemon when it moves a job (``scancel --signal=USR2 --batch``), both to the batch script's process.
 """
 
 from __future__ import annotations

@@ -111,15 +111,28 @@ def _hold(job: Job, a: Assignment, st: JobState, stamp: RoundStamp) -> tuple[lis
     return acts, (evolve(st, sent=key) if acts else st)
 
 
+def _signal_time(job: Job, now: float, config: TickConfig) -> float:
+    """When a job decided to stop now may be signalled: once it has run ``signal_min_run_s``."""
+    return now if job.start_time is None else max(now, job.start_time + config.signal_min_run_s)
+
+
 def _stop(
     job: Job, a: Assignment, st: JobState, now: float, config: TickConfig, stamp: RoundStamp
 ) -> tuple[list[Action], JobState]:
-    """Checkpoint signal first; requeue-hold once the grace period has passed and the job still runs."""
-    if st.signalled_at is None:
-        act = Action(
-            ActionKind.SIGNAL, job.job_id, signal=config.checkpoint_signal, reason=f"{a.reason.value}: {a.detail}"
-        )
-        return [act], evolve(st, signalled_at=now)
+    """Checkpoint signal first; requeue-hold once the grace period has passed and the job still runs.
+
+    A job that has run less than ``config.signal_min_run_s`` is signalled once it has: until then it is marked as
+    stopping (``signalled_at`` = the due time, so the mechanism does not keep it), and nothing is sent.
+    """
+    due = f"signal due at {st.signalled_at:.3f}" if st.signalled_at is not None else ""
+    if st.signalled_at is None or st.sent == due:
+        when = st.signalled_at if st.signalled_at is not None else _signal_time(job, now, config)
+        if when > now:
+            return [], evolve(st, signalled_at=when, sent=f"signal due at {when:.3f}")
+        waited = f" (signalled once it had run {config.signal_min_run_s:.0f} s)" if st.sent == due and due else ""
+        why = f"{a.reason.value}: {a.detail}{waited}"
+        act = Action(ActionKind.SIGNAL, job.job_id, signal=config.checkpoint_signal, reason=why)
+        return [act], evolve(st, signalled_at=now, sent="")
     key = f"requeue-hold after signal at {st.signalled_at:.3f}"
     if now - st.signalled_at < config.grace_s or st.sent == key:
         return [], st

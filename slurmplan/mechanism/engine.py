@@ -284,8 +284,9 @@ def decide(inp: TickInput, policy: Policy, state: SchedulerState) -> TickOutput:
     if new_round:
         log.info("round %d: %d jobs, %d actions", round_index, problem.num_jobs, len(actions))
     out_state = SchedulerState(round_index, round_start, new_states, inp.now, allocation, epoch_start)
-    grace_ends = [s.signalled_at + config.grace_s for s in new_states.values() if s.signalled_at is not None]
-    wake = min((t for t in grace_ends if t > inp.now), default=None)
+    signalled = [s.signalled_at for s in new_states.values() if s.signalled_at is not None]
+    ends = [t + config.grace_s for t in signalled] + signalled  # grace ends; signals due (``signal_min_run_s``)
+    wake = min((t for t in ends if t > inp.now), default=None)
     return TickOutput(tuple(actions), tuple(assignments), allocation, out_state, new_round, wake)
 
 

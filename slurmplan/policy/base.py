@@ -29,16 +29,12 @@ SOLVERS: tuple[str, ...] = ("highs", "CLARABEL", "HIGHS", "SCS", "SCIPY", "OSQP"
 class PolicyConfig:
     """What a YAML file in ``policies/`` says about one policy.
 
-    ``round_s``, ``reconfig_threshold`` and ``reconfig_cost_s`` are read by the mechanism (round length and
-    Rubick's rule ``(T - N*delta)/T > threshold``); ``objective`` picks the policy class; ``params`` are that
-    class's own options (checked against its ``PARAMS``).
+    ``objective`` picks the policy class; ``params`` are that class's own options (checked against its
+    ``PARAMS``). Round settings are not a policy's: the tick's config owns them (``registry.TICK_SETTINGS``).
     """
 
     name: str
     objective: str
-    round_s: float = 360.0
-    reconfig_threshold: float = 0.97
-    reconfig_cost_s: float = 78.0
     solver: str = "highs"
     params: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     description: str = ""

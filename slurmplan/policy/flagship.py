@@ -30,6 +30,8 @@ section 5): a running job keeps its column unless a job due ``hold_s`` sooner ne
 round from scratch swapped jobs between A100 and A40 each round, 8 restarts per job); a waiting job is placed
 the way Crius places it, at its best column of any size, shrinking or moving up to ``search_depth`` placed
 jobs (never a guaranteed one) to make room; GPUs still idle go to the job gaining most speed per added GPU.
+A guaranteed job that waited for the round starts, once every guaranteed job has its SLA column, in a column
+fast enough to make up that wait (``sla_catch_up``; the other sizing options are in ``flagship_sizing.py``).
 
 Restarts: the order of running jobs is stable (their due time only falls as they progress), so a running job is
 displaced only by a job due earlier; ties keep the current column, and ``move_gain`` keeps a running job where
@@ -49,6 +51,7 @@ import numpy as np
 from slurmplan.domain import Allocation, AllocationProblem, JobClass
 from slurmplan.policy.base import Param, Policy, PolicyConfig, non_negative, positive
 from slurmplan.policy.crius import Crius
+from slurmplan.policy.flagship_sizing import catch_up_floors, deadline_floors, weighted_climb
 from slurmplan.policy.greedy import Packing, climb, reference_throughput
 
 INF = math.inf
@@ -176,6 +179,37 @@ class Slurmplan(Policy):
             "true (leftover GPUs go to the job gaining most speed per added GPU, Crius's climb) or false "
             "(in due order, same type)",
         ),
+        "grow_first": Param(
+            bool,
+            False,
+            "true (with scale_up: first grow jobs within their type in due order, then climb with what is "
+            "left) or false (climb only)",
+        ),
+        "climb_by": Param(
+            str,
+            "speed",
+            "'speed' (Crius's climb: relative speed gained per added GPU), 'short' (that gain / expected "
+            "remaining time: shortest first) or 'time_saved' (hours of the job's remaining time saved per GPU)",
+            lambda v: v in ("speed", "short", "time_saved"),
+        ),
+        "climb_floor_s": Param(
+            float,
+            600.0,
+            "a positive number of seconds: expected remaining times below this count as this in climb_by",
+            positive,
+        ),
+        "sla_catch_up": Param(
+            bool,
+            False,
+            "true (a guaranteed job that waited for a round starts in a column fast enough to still meet its "
+            "SLA) or false (a column at its SLA rate)",
+        ),
+        "deadline_floor": Param(
+            bool,
+            False,
+            "true (a job with a deadline ahead is placed and protected like a guaranteed job, at the rate that "
+            "meets its deadline or its fastest column when its length is unknown) or false",
+        ),
         "sla": Param(bool, True, "true (serve guaranteed jobs first, at their SLA) or false"),
     }
 
@@ -195,6 +229,18 @@ class Slurmplan(Policy):
         due = np.where(urgent, latest, due)
         floors = sla_floors(problem) if self.params["sla"] else np.zeros(n)
         running = self._running(problem)
+        sla_floor = floors
+        catch = floors
+        if self.params["sla_catch_up"]:  # a guaranteed job that waited takes a column that makes up the wait
+            known = np.ones(n, bool) if problem.steps_known is None else np.asarray(problem.steps_known, bool)
+            catch = catch_up_floors(floors, problem.column("steps_remaining"), known, waited, running)
+        if self.params["deadline_floor"]:  # a job with a deadline ahead is sized and protected as guaranteed
+            known = np.ones(n, bool) if problem.steps_known is None else np.asarray(problem.steps_known, bool)
+            cur = np.where(running, np.asarray(problem.current if problem.current is not None else np.zeros(n), int), 0)
+            rate = np.where(running, np.asarray(problem.throughput, dtype=float)[np.arange(n), cur], 0.0)
+            dl = problem.column("deadline")
+            ref = reference_throughput(problem)
+            floors = deadline_floors(floors, problem.column("steps_remaining"), known, dl, rate, running, ref)
         overdue = (waited >= self.params["max_wait_s"]) & ~running
         hold = self.params["hold_s"]
         # Hysteresis: a running job counts hold_s earlier, so only a job due that much sooner displaces it.
@@ -208,7 +254,10 @@ class Slurmplan(Policy):
             search = _Search(PolicyConfig(name="crius", objective="crius", params=depth))
             search.protected = floors > 0
             score = np.asarray(problem.throughput, dtype=float) / reference_throughput(problem)[:, None]
+        caught = False
         for j in order.tolist():
+            if not caught and floors[j] <= 0:  # every guaranteed job placed at its SLA: now make up waits
+                floors, caught = self._catch_up(problem, pack, order, floors, catch), True
             choices = self._choices(problem, j, floors[j])
             fit = [c for c in choices if pack.fits(j, c)]
             cur = int(problem.current[j]) if running[j] else -1
@@ -218,18 +267,20 @@ class Slurmplan(Policy):
                 search._place(pack, j, score)
             elif fit:
                 pack.assign(j, self._stay_or_move(problem, j, fit))
+        if not caught:
+            floors = self._catch_up(problem, pack, order, floors, catch)
         if self.params["match_types"]:
             self._match_types(problem, pack, floors, est)
-        if self.params["scale_up"]:
-            climb(pack, np.asarray(problem.throughput, dtype=float) / reference_throughput(problem)[:, None])
-        elif self.params["grow"]:
+        if self.params["grow"] and (not self.params["scale_up"] or self.params["grow_first"]):
             self._grow(problem, pack, order)
+        if self.params["scale_up"]:
+            self._climb(problem, pack, est)
         rank = np.empty(n, dtype=int)
         rank[order] = np.arange(n)
         lead = np.maximum(due - submit, 0.0) + hold  # a running job may stay ahead while due hold_s later
         notes = self._notes(problem, pack, rank, est, source, lead, waited, overdue, floors, urgent)
         x = pack.x()
-        unmet = int(((floors > 0) & ((x * problem.throughput).sum(axis=1) < floors - 1e-9)).sum())
+        unmet = int(((sla_floor > 0) & ((x * problem.throughput).sum(axis=1) < sla_floor - 1e-9)).sum())
         alloc = self.result(problem, x, float((pack.col >= 0).sum()), f"sla-unmet:{unmet}" if unmet else "optimal")
         return Allocation(alloc.job_ids, alloc.cells, alloc.x, alloc.policy, alloc.objective, alloc.status, notes)
 
@@ -250,6 +301,8 @@ class Slurmplan(Policy):
         req = -1 if problem.requested is None else int(problem.requested[j])
         size = problem.cells[req].gpus if req >= 0 else None
         other = np.array([size is not None and problem.cells[c].gpus != size for c in usable], dtype=bool)
+        if math.isinf(floor):  # a guaranteed job catching up on its wait (sla_catch_up): fastest of any size
+            other[:] = False
         below = row[usable] < floor - 1e-12 if floor > 0 else np.zeros(usable.size, dtype=bool)
         return usable[np.lexsort((-row[usable], other, below))].tolist()
 
@@ -315,6 +368,33 @@ class Slurmplan(Policy):
         pack.col[:], pack.free[:] = trial.col, trial.free
         for (_, free), (_, tfree) in zip(pack.host, trial.host, strict=True):
             free[:] = tfree
+
+    def _catch_up(self, problem, pack: Packing, order: np.ndarray, floors: np.ndarray, catch: np.ndarray) -> np.ndarray:
+        """Guaranteed jobs that waited (``catch`` above their SLA floor), in order, move to the first column of
+        ``_choices`` for the raised floor that has room and is faster than where they are, once every
+        guaranteed job has its SLA column (so one job's catch-up never costs another's SLA). Returns the
+        floors with those jobs' new speed as their floor (the matching keeps them that fast)."""
+        out = floors.copy()
+        thr = problem.throughput
+        for j in order.tolist():
+            if catch[j] <= floors[j]:
+                continue
+            now = thr[j, pack.col[j]] if pack.col[j] >= 0 else 0.0
+            for c in self._choices(problem, j, catch[j]):
+                if thr[j, c] > now and pack.fits(j, c):
+                    pack.assign(j, c)
+                    break
+            if pack.col[j] >= 0:
+                out[j] = max(out[j], thr[j, pack.col[j]])
+        return out
+
+    def _climb(self, problem: AllocationProblem, pack: Packing, est: np.ndarray) -> None:
+        """Idle GPUs by gain per added GPU, weighted as ``climb_by`` says (flagship_sizing.py)."""
+        score = np.asarray(problem.throughput, dtype=float) / reference_throughput(problem)[:, None]
+        if self.params["climb_by"] == "speed":
+            climb(pack, score)
+        else:
+            weighted_climb(pack, score, est, self.params["climb_floor_s"], self.params["climb_by"])
 
     @staticmethod
     def _grow(problem: AllocationProblem, pack: Packing, order: np.ndarray) -> None:

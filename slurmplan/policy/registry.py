@@ -1,7 +1,7 @@
 """Policies by name: the YAML files shipped in ``policies/`` (or any path), validated before anything runs.
 
-A YAML file names a policy and the class that implements it (``objective``), plus the mechanism's knobs and
-the class's own ``params``. Every field is checked here (unknown names, wrong types, impossible values) and
+A YAML file names a policy and the class that implements it (``objective``), its solver and the class's own
+``params``. Every field is checked here (unknown names, wrong types, impossible values) and
 the error names the file, the field and what is allowed, k8s ``NewFramework`` style: a bad file fails at
 start-up rather than in the middle of a simulation.
 
@@ -12,7 +12,7 @@ searched first, so a site can add or override policies without touching the pack
 
 from __future__ import annotations
 
-import math
+import logging
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -24,15 +24,27 @@ import yaml
 from slurmplan.domain import ValidationError
 from slurmplan.policy.base import SOLVERS, Policy, PolicyConfig
 
+log = logging.getLogger(__name__)
+
 PRESET_DIR = Path(__file__).resolve().parent / "presets"
+
+TICK_SETTINGS: Mapping[str, str] = MappingProxyType(
+    {
+        "round_s": "round_s in the daemon's config (/etc/slurmplan/slurmplan.yaml), --round for simulate/compare",
+        "reconfig_threshold": "reconfig_threshold in the daemon's config (/etc/slurmplan/slurmplan.yaml)",
+        "reconfig_cost_s": (
+            "reconfig_cost_s in the daemon's config (/etc/slurmplan/slurmplan.yaml), --reconfig-cost or "
+            "--zero-cost for simulate/compare"
+        ),
+    }
+)
+"""Keys older policy files carried: round settings, which have one owner, the tick's config. A file that still
+sets them loads, with a warning saying where each belongs; the value is not read."""
 
 _FIELDS: dict[str, tuple[type | tuple[type, ...], str]] = {
     "name": (str, "a non-empty string"),
     "objective": (str, "one of the objectives"),  # the names: _objectives(), which imports every policy class
     "description": (str, "a string"),
-    "round_s": ((int, float), "a number of seconds > 0"),
-    "reconfig_threshold": ((int, float), "a number in (0, 1]"),
-    "reconfig_cost_s": ((int, float), "a number of seconds >= 0"),
     "solver": (str, "one of " + ", ".join(SOLVERS)),
     "params": (dict, "a mapping of parameter names to values"),
 }
@@ -90,6 +102,9 @@ def parse_config(data: Any, where: str) -> PolicyConfig:
     if not isinstance(data, Mapping):
         raise ValidationError("document", type(data).__name__, "a mapping of policy fields", where)
     for key, value in data.items():
+        if key in TICK_SETTINGS:
+            log.warning("%s: %s: %r is not read from a policy file; set %s", where, key, value, TICK_SETTINGS[key])
+            continue
         if key not in _FIELDS:
             raise ValidationError(str(key), value, f"a known field: {', '.join(_FIELDS)}", where)
         kinds, _ = _FIELDS[key]
@@ -102,9 +117,6 @@ def parse_config(data: Any, where: str) -> PolicyConfig:
     cfg = PolicyConfig(
         name=data["name"],
         objective=data["objective"],
-        round_s=float(data.get("round_s", 360.0)),
-        reconfig_threshold=float(data.get("reconfig_threshold", 0.97)),
-        reconfig_cost_s=float(data.get("reconfig_cost_s", 78.0)),
         solver=data.get("solver", "highs"),
         params=MappingProxyType(dict(data.get("params") or {})),
         description=data.get("description", ""),
@@ -117,9 +129,6 @@ def parse_config(data: Any, where: str) -> PolicyConfig:
 def _check_values(data: Mapping[str, Any], where: str) -> None:
     checks = {
         "objective": lambda v: v in _classes(),
-        "round_s": lambda v: math.isfinite(v) and v > 0,
-        "reconfig_threshold": lambda v: 0 < v <= 1,
-        "reconfig_cost_s": lambda v: math.isfinite(v) and v >= 0,
         "solver": lambda v: v in SOLVERS,
     }
     for key, ok in checks.items():
@@ -150,4 +159,13 @@ def _missing(path: str) -> Path:
     raise ValidationError("policy", path, "an existing YAML file")
 
 
-__all__ = ["PRESET_DIR", "build_policy", "list_policies", "load_config", "load_policy", "parse_config", "policy_dirs"]
+__all__ = [
+    "PRESET_DIR",
+    "TICK_SETTINGS",
+    "build_policy",
+    "list_policies",
+    "load_config",
+    "load_policy",
+    "parse_config",
+    "policy_dirs",
+]

@@ -80,6 +80,7 @@ def _daemon_config(cfg: ReplayConfig, out: Path, requeue_delay_wall_s: float) ->
         "round_s": cfg.round_s / k,
         "interval_s": cfg.tick_s / k,
         "grace_s": max(1.0, cfg.grace_s / k),
+        "signal_min_run_s": 0.0,  # the payload takes the signal from exec (trap ''); the simulator signals at once
         "reconfig_cost_s": cfg.reconfig_cost_s / k,
         "requeue_delay_s": requeue_delay_wall_s,  # Slurm's own delay: wall seconds, not scaled
         "priority_reset_s": cfg.priority_reset_s / k,

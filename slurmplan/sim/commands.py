@@ -26,6 +26,15 @@ def _run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--throughputs", default=None, help="Gavel-format throughput table (default: shipped copy)")
     p.add_argument("--reconfig-cost", type=float, default=78.0, help="seconds per reconfiguration (default 78)")
     p.add_argument("--zero-cost", action="store_true", help="no reconfiguration cost (Gavel's simulator's model)")
+    p.add_argument(
+        "--requeue-delay",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="Slurm's wait before a requeued job may start again on a node it just left: cred_expire + 1 seconds "
+        "(121 with Slurm's default cred_expire of 120); a move to another GPU type does not wait (the daemon resets "
+        "the begin time). Default 0: only --reconfig-cost charges a move",
+    )
     p.add_argument("--tick", type=float, default=30.0, help="daemon tick interval in seconds (0: every event)")
     p.add_argument("--no-arrival-ticks", action="store_true", help="see arrivals at the next round or completion")
     p.add_argument("--round-ticks-only", action="store_true", help="tick only at round boundaries (Gavel's rule)")
@@ -115,6 +124,7 @@ def _preflight(args: argparse.Namespace, policies: list[str]) -> None:
     for name, value, ok, allowed in (
         ("--round", args.round, args.round is None or args.round > 0, "a number of seconds > 0"),
         ("--reconfig-cost", args.reconfig_cost, args.reconfig_cost >= 0, "a number of seconds >= 0"),
+        ("--requeue-delay", args.requeue_delay, args.requeue_delay >= 0, "a number of seconds >= 0 (e.g. 121)"),
         ("--tick", args.tick, args.tick >= 0, "a number of seconds >= 0 (0: every event)"),
         ("--max-jobs", args.max_jobs, args.max_jobs is None or args.max_jobs > 0, "a number of jobs > 0"),
         ("--max-hours", args.max_hours, args.max_hours is None or args.max_hours > 0, "a number of hours > 0"),
@@ -161,6 +171,7 @@ def _spec(args: argparse.Namespace, policy: str):  # -> RunSpec
     windowed = any(not j.in_window for j in jobs) and not args.run_all
     options = SimOptions(
         reconfig_cost_s=0.0 if args.zero_cost else args.reconfig_cost,
+        requeue_delay_s=args.requeue_delay,
         round_s=args.round,
         event_ticks=not args.round_ticks_only,
         tick_s=args.tick,

@@ -45,6 +45,7 @@ def test_empty_file_gives_defaults(tmp_path: Path) -> None:
         ("priority_reset_s: -1\n", "priority_reset_s"),
         ("reconfig_cost_s: fast\n", "reconfig_cost_s"),
         ("requeue_delay_s: -5\n", "requeue_delay_s"),
+        ("signal_min_run_s: -1\n", "signal_min_run_s"),
     ],
 )
 def test_bad_field_is_named_with_file(tmp_path: Path, text: str, field_name: str) -> None:
@@ -60,11 +61,13 @@ def test_bad_field_is_named_with_file(tmp_path: Path, text: str, field_name: str
 def test_zero_seconds_are_allowed_where_they_mean_something(tmp_path: Path) -> None:
     # priority_reset_s: 0 resets priorities at every change of the allocation; reconfig_cost_s: 0 moves for free.
     path = tmp_path / "zero.yaml"
-    path.write_text("priority_reset_s: 0\nreconfig_cost_s: 0\nrequeue_delay_s: 0\n")
+    path.write_text("priority_reset_s: 0\nreconfig_cost_s: 0\nrequeue_delay_s: 0\nsignal_min_run_s: 0\n")
     tick = load_config(path).tick_config()
     assert tick.priority_reset_s == 0.0 and tick.reconfig_cost_s == 0.0 and tick.requeue_delay_s == 0.0
+    assert tick.signal_min_run_s == 0.0  # signal a job the moment it is decided
     path.write_text("policy: las\n")  # Slurm's default cred_expire + 1 unless the site says otherwise
     assert load_config(path).tick_config().requeue_delay_s == 121.0
+    assert load_config(path).tick_config().signal_min_run_s == 10.0  # the daemon never signals a job in its first 10 s
 
 
 def test_missing_explicit_file_is_an_error(tmp_path: Path) -> None:

@@ -41,6 +41,22 @@ def test_bad_hint_annotation_keeps_user_text_and_is_written_once() -> None:
     assert again.error == ob.error and bad_hint_annotation(again) is None
 
 
+def test_bad_hint_annotation_of_a_comment_hint_is_written_once_and_replaced_when_the_error_changes() -> None:
+    """Hints in ``--comment``, admin comment empty: the annotation is the decision alone. Before, that text read as
+    neither hints nor decision, so the same ANNOTATE went to Slurm on every tick."""
+    ob = classify(Job(8, comment="slurmplan:gpus=0"), ())
+    first = bad_hint_annotation(ob)
+    assert first is not None and first.admin_comment == f"{BAD_HINTS_PREFIX} {ob.error}"
+    shown = Job(8, comment="slurmplan:gpus=0", admin_comment=first.admin_comment)
+    assert bad_hint_annotation(classify(shown, ())) is None
+    changed = classify(replace(shown, comment="slurmplan:gpus=2;max=1"), ())
+    second = bad_hint_annotation(changed)
+    assert second is not None and second.admin_comment == f"{BAD_HINTS_PREFIX} {changed.error}"  # replaced
+    # an admin's own text before it is kept, as with_decision keeps it for every decision
+    noted = classify(Job(9, comment="slurmplan:gpus=0", admin_comment="ticket 42"), ())
+    assert bad_hint_annotation(noted).admin_comment == f"ticket 42 || {BAD_HINTS_PREFIX} {noted.error}"
+
+
 def test_request_fills_hints_and_typed_pending_request_restricts_types() -> None:
     untyped = Job(1, gpus_per_node=2, node_count=2)
     assert with_request(Hints(model="m"), untyped) == Hints(model="m", gpus=4)

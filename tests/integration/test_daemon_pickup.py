@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from site_cluster import SiteCluster
 
-from slurmplan.slurm.hints import find_hints, parse_decision, split_admin_comment
+from slurmplan.formats import find_hints, parse_decision, split_admin_comment
 
 pytestmark = pytest.mark.slurm
 

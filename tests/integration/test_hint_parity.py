@@ -1,4 +1,4 @@
-"""Hint fuzzer: site/job_submit.lua and slurmplan.slurm.hints accept and refuse the same strings.
+"""Hint fuzzer: site/job_submit.lua and slurmplan.formats accept and refuse the same strings.
 
 The lua side runs in real lua interpreters through ``hint_driver.lua``, which loads the very job_submit.lua
 that slurmctld loads: lua5.3, and lua5.1 where installed (Debian's slurmctld links liblua5.1, so that is the
@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from slurmplan.domain import ValidationError
-from slurmplan.slurm.hints import KEYS, format_hints, parse_hints
+from slurmplan.formats import KEYS, format_hints, parse_hints
 
 ROOT = Path(__file__).resolve().parents[2]
 LUAS = [path for name in ("lua5.3", "lua5.1") if (path := shutil.which(name))]

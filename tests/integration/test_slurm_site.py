@@ -14,7 +14,7 @@ from site_cluster import SiteCluster
 
 from slurmplan.control.hook import write_plan_file
 from slurmplan.domain import Cell, Plan
-from slurmplan.slurm.hints import compose_admin_comment, format_decision
+from slurmplan.formats import compose_admin_comment, format_decision
 
 pytestmark = pytest.mark.slurm
 

@@ -11,15 +11,18 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
 from site_cluster import ROOT, SiteCluster
 
-from slurmplan.domain import Cell, Plan
-from slurmplan.slurm.hints import compose_admin_comment, format_decision, parse_hints
+from slurmplan.domain import Action, ActionKind, Cell, Plan
+from slurmplan.formats import compose_admin_comment, format_decision, parse_hints
+from slurmplan.slurm.backend import action_commands
 
 pytestmark = pytest.mark.slurm
 
@@ -71,7 +74,8 @@ def test_every_template_has_an_expected_hint_line() -> None:
     for name, text in EXPECTED.items():
         parse_hints(text)  # the expectation itself is valid grammar
         body = (TEMPLATES / name).read_text()
-        assert "#SBATCH --requeue" in body and "#SBATCH --signal=USR2@" in body, name
+        assert "#SBATCH --requeue" in body and "#SBATCH --signal=B:USR2@" in body, name
+        assert body.index("\ntrap '") < body.index("\nset -euo pipefail"), f"{name}: trap the signal first"
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
@@ -164,3 +168,115 @@ def test_elastic_template_trains_with_the_launcher(site: SiteCluster, workdir: P
     assert job["job_state"] == "COMPLETED", log
     assert f"elastic-dp: job {job_id} restart 0 on 2 GPUs (a100, dp 2, grad accum 4)" in log
     assert ckpt.exists() and any(ckpt.iterdir()), log
+
+
+SLOW_STAND_IN = STAND_IN + "import time\ntime.sleep(60)\n"
+"""Records, then trains for a minute and has no handler for USR2 (as Megatron-LM has none): the signal kills it."""
+
+
+def _batch_shell_catches_usr2(site: SiteCluster, job_id: int, timeout: float = 60) -> None:
+    """Wait until the job's batch shell has a USR2 handler (its first line ran: ``SigCgt`` in /proc).
+
+    Signalled earlier, the signal is lost while slurmstepd has not started the script yet, and kills bash in the
+    few milliseconds between its exec and the trap line; no script can close that window, the daemon does
+    (``signal_min_run_s``). From here on the step is being started, which is the window the templates close.
+    """
+    script = f"{site.cluster.paths.root}/spool/"
+    suffix = f"/job{job_id:05d}/slurm_script"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for proc in Path("/proc").glob("[0-9]*"):
+            try:
+                argv = (proc / "cmdline").read_bytes().split(b"\0")
+                if not any(a.decode().startswith(script) and a.decode().endswith(suffix) for a in argv):
+                    continue
+                caught = next(ln for ln in (proc / "status").read_text().splitlines() if ln.startswith("SigCgt:"))
+            except (OSError, StopIteration, UnicodeDecodeError):
+                continue
+            if int(caught.split()[1], 16) & (1 << (signal.SIGUSR2 - 1)):
+                return
+        time.sleep(0.002)
+    raise AssertionError(f"job {job_id}: no batch shell catching USR2 within {timeout} s")
+
+
+def _signal_as_the_daemon_does(site: SiteCluster, job_id: int) -> None:
+    """The daemon's checkpoint signal, built by the daemon's own code (``scancel --signal=USR2 --batch``), the
+    moment the batch shell can take it."""
+    _batch_shell_catches_usr2(site, job_id)
+    for argv in action_commands(Action(ActionKind.SIGNAL, job_id, signal="USR2")):
+        site.run(*argv, check=True)
+
+
+def _requeued_not_failed(site: SiteCluster, job_id: int, log: Path, timeout: float) -> dict:
+    """Wait until the job is back in the queue (requeued, held) after the signal; a FAILED job fails the test."""
+    try:
+        job = site.wait_for(
+            job_id,
+            lambda j: (
+                j["job_state"] in ("FAILED", "COMPLETED", "CANCELLED")
+                or (j["job_state"] == "PENDING" and j["restart_cnt"] >= 1)
+            ),
+            timeout,
+            "requeued after the checkpoint signal",
+        )
+    finally:
+        text = log.read_text() if log.exists() else "<no output>"
+        print(text)  # pytest shows it when the test fails
+    assert (job["job_state"], job["restart_cnt"]) == ("PENDING", 1), text
+    assert job["priority"] == 0, "requeued held: the daemon decides where it runs next"
+    return job
+
+
+@pytest.mark.parametrize("name", ["megatron.sbatch", "deepspeed.sbatch"])
+def test_template_signalled_the_moment_it_runs_is_requeued_not_failed(
+    site: SiteCluster, workdir: Path, name: str
+) -> None:
+    """The daemon may signal a job it started a moment ago. The batch shell traps the signal from its first line,
+    forwards it to the training step once that exists, and requeues the job when the step ends; before, USR2
+    killed the batch shell and the job FAILED (ExitCode 0:12) whenever the daemon moved it."""
+    program = workdir / "train.py"
+    program.write_text(SLOW_STAND_IN)
+    (workdir / "records").mkdir()
+    env = {"MEGATRON": str(workdir), "DATA": "/data/none"} if name == "megatron.sbatch" else {}
+    if name == "megatron.sbatch":
+        (workdir / "pretrain_gpt.py").write_text(SLOW_STAND_IN)
+    gres = "--gres=gpu:a100:2" if name == "megatron.sbatch" else "--gres=gpu:v100:2"
+    log = workdir / "out.txt"
+    job_id = site.sbatch(
+        TEMPLATES / name, *FIT, gres, f"--chdir={site.jobs_dir}", f"--output={log}",
+        RECORD_DIR=str(workdir / "records"), TRAIN_SCRIPT=str(program), CKPT=str(workdir / "ckpt"), **env,
+    )  # fmt: skip
+    site.wait_state(job_id, "PENDING")
+    cell = Cell("a100", 2, 2) if name == "megatron.sbatch" else Cell("v100", 2)
+    plan = Plan(dp=1, pp=2, micro_batch=2, grad_accum=16) if name == "megatron.sbatch" else Plan(dp=2, grad_accum=8)
+    site.release_with(job_id, compose_admin_comment(EXPECTED[name], format_decision(cell, plan, "round 1")))
+    _signal_as_the_daemon_does(site, job_id)  # as soon as it runs
+    _requeued_not_failed(site, job_id, log, timeout=90)
+    assert "checkpoint signal: requeueing the job" in log.read_text()
+    site.run("scancel", str(job_id), check=True)
+
+
+@pytest.mark.slow
+def test_elastic_template_signalled_the_moment_it_runs_checkpoints_and_requeues(
+    site: SiteCluster, workdir: Path
+) -> None:
+    """The real launcher: the signal reaches the tasks while Python is still starting (blocked by
+    ``env --block-signal`` until the launcher's first line takes it), so they checkpoint after the first step and
+    the launcher requeues the job held."""
+    pytest.importorskip("torch")
+    ckpt, log = workdir / "ckpt", workdir / "out.txt"
+    job_id = site.sbatch(
+        TEMPLATES / "elastic_dp.sbatch", *ELASTIC_FIT, "--gres=gpu:a100:2", f"--chdir={ROOT}", f"--output={log}",
+        STEPS="200", CKPT=str(ckpt), MASTER_ADDR="127.0.0.1",
+        PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+    )  # fmt: skip
+    site.wait_state(job_id, "PENDING")
+    decision = format_decision(Cell("a100", 2), Plan(dp=2, grad_accum=4), "round 1")
+    site.release_with(job_id, compose_admin_comment(EXPECTED["elastic_dp.sbatch"], decision))
+    _signal_as_the_daemon_does(site, job_id)  # as soon as it runs
+    _requeued_not_failed(site, job_id, log, timeout=240)
+    text = log.read_text()
+    assert "arrived while starting up" in text, text
+    steps = sorted(p.name for p in ckpt.iterdir() if p.name.startswith("step-"))
+    assert steps and steps[-1] < "step-00000200", text  # stopped early, after a checkpoint
+    site.run("scancel", str(job_id), check=True)

@@ -7,6 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from slurmplan.domain import Cell, Plan, ValidationError
+from slurmplan.formats import compose_admin_comment, format_decision
 from slurmplan.launch.plan_env import (
     PlanSource,
     load_assigned_plan,
@@ -14,7 +15,6 @@ from slurmplan.launch.plan_env import (
     parse_plan_short,
     plan_from_env,
 )
-from slurmplan.slurm.hints import compose_admin_comment, format_decision
 
 plans = st.builds(
     Plan,

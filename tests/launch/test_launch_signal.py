@@ -6,14 +6,19 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
+from typing import Any
 
+import pytest
 import torch
-from launch_helpers import assert_same_params, saved, start_method, start_training, train
+from launch_helpers import EXAMPLE, assert_same_params, saved, start_method, start_training, train
 
 from slurmplan.launch.checkpoint import CheckpointStore
 from slurmplan.launch.local import start_local
+from slurmplan.launch.spec import EXIT_CHECKPOINTED
 
 
 def _wait_for(pred, timeout: float, what: str) -> None:  # noqa: ANN001
@@ -108,3 +113,43 @@ def test_kill_during_checkpoint_write_leaves_previous_usable(tmp_path: Path) -> 
     reference = tmp_path / "reference"
     train(1, 4, reference)
     assert_same_params(saved(ckpt)["model"], saved(reference)["model"])
+
+
+def _start_with(bridge: str, cmd: list[str], **popen: Any) -> subprocess.Popen:
+    """Start ``cmd`` with USR2 blocked or ignored from its first instruction: set in this process around the
+    fork, inherited through exec (as ``env --block-signal=USR2`` or a shell's ``trap '' USR2`` leave it)."""
+    if bridge == "blocked":
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR2})
+        try:
+            return subprocess.Popen(cmd, **popen)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)
+    previous = signal.signal(signal.SIGUSR2, signal.SIG_IGN)
+    try:
+        return subprocess.Popen(cmd, **popen)
+    finally:
+        signal.signal(signal.SIGUSR2, previous)
+
+
+@pytest.mark.parametrize("bridge", ["blocked", "ignored"])
+def test_signal_at_exec_never_kills_the_launcher(tmp_path: Path, bridge: str) -> None:
+    """USR2 sent the moment the process exists, before Python has run a line (the window early.py cannot cover
+    from inside): blocked, it waits and the early handler takes it (checkpoint after the first step); ignored, it
+    is dropped while ignored or remembered after. Either way the process never dies of it."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SLURMPLAN_"))}
+    env["SLURMPLAN_REPORT_DIR"] = str(tmp_path / "reports")
+    ckpt, log = tmp_path / "ckpt", tmp_path / "launch.log"
+    cmd = [sys.executable, "-m", "slurmplan.launch", str(EXAMPLE), "--", "--steps", "3", "--checkpoint-dir", str(ckpt)]
+    with open(log, "w") as err:
+        proc = _start_with(bridge, cmd, env=env, stdout=subprocess.DEVNULL, stderr=err)
+        proc.send_signal(signal.SIGUSR2)
+        code = proc.wait(180)
+    text = log.read_text()
+    assert code >= 0, f"died of signal {-code}: {text[-2000:]}"
+    if bridge == "blocked":
+        assert code == EXIT_CHECKPOINTED, text[-2000:]
+        assert "arrived while starting up" in text
+        assert saved(ckpt)["step"] == 1
+    else:
+        assert code in (0, EXIT_CHECKPOINTED), text[-2000:]
+        assert saved(ckpt)["step"] == (1 if code == EXIT_CHECKPOINTED else 3)

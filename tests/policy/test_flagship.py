@@ -233,3 +233,119 @@ def test_scale_up_gives_idle_gpus_to_the_job_gaining_most_per_gpu():
                 requested=np.array([0]), current=np.array([0]))  # fmt: skip
     np.testing.assert_array_equal(flagship(scale_up=False, grow=False).allocate(p).x, [[1, 0]])
     np.testing.assert_array_equal(flagship(scale_up=True).allocate(p).x, [[0, 1]])
+
+
+def test_climb_by_remaining_time_picks_which_job_grows():
+    """Two running jobs gain the same relative speed from a second GPU, one idle GPU: ``short`` grows the job
+    with less time left, ``time_saved`` the one with more (it saves more hours); plain ``speed`` ties."""
+    p = AllocationProblem(
+        job_ids=(0, 1),
+        cells=(Cell("a100", 1), Cell("a100", 2)),
+        throughput=np.array([[10.0, 18.0], [10.0, 18.0]]),
+        capacity={"a100": 3},
+        steps_remaining=np.array([1e6, 1e4]),  # job 0: ~28 h left, job 1: ~17 min
+        requested=np.array([0, 0]),
+        current=np.array([0, 0]),
+    )
+    short = flagship(hold_s=3600.0, scale_up=True, climb_by="short").allocate(p)
+    saved = flagship(hold_s=3600.0, scale_up=True, climb_by="time_saved").allocate(p)
+    np.testing.assert_array_equal(short.x, [[1, 0], [0, 1]])
+    np.testing.assert_array_equal(saved.x, [[0, 1], [1, 0]])
+    assert not violations(p, short) and not violations(p, saved)
+    with pytest.raises(ValidationError, match="climb_by"):
+        flagship(climb_by="fastest")
+
+
+def guaranteed_problem(waited: float, **fields) -> AllocationProblem:
+    """One waiting guaranteed job asking for 1 A100 (SLA 10/s); a 2-GPU column runs it at 18/s; 2 GPUs free."""
+    base = dict(
+        job_ids=(0,),
+        cells=(Cell("a100", 1), Cell("a100", 2)),
+        throughput=np.array([[10.0, 18.0]]),
+        capacity={"a100": 2},
+        requested=np.array([0]),
+        current=np.array([-1]),
+        job_class=(JobClass.GUARANTEED,),
+        sla_throughput=np.array([10.0]),
+        submit_time=np.zeros(1),
+        time_since_start=np.array([waited]),
+    )
+    return AllocationProblem(**{**base, **fields})
+
+
+def test_sla_catch_up_starts_a_guaranteed_job_that_waited_fast_enough_to_meet_its_sla():
+    # unknown length: a few seconds' wait keeps the requested column, a round's wait takes the fastest one
+    unknown = {"steps_known": np.array([False]), "steps_remaining": np.array([1.0])}
+    np.testing.assert_array_equal(
+        flagship(sla_catch_up=True, grow=False).allocate(guaranteed_problem(10.0, **unknown)).x, [[1, 0]]
+    )
+    np.testing.assert_array_equal(
+        flagship(sla_catch_up=True, grow=False).allocate(guaranteed_problem(240.0, **unknown)).x, [[0, 1]]
+    )
+    np.testing.assert_array_equal(
+        flagship(sla_catch_up=False, grow=False).allocate(guaranteed_problem(240.0, **unknown)).x, [[1, 0]]
+    )
+    # known length 10,000 steps: SLA time 10,000 / 9.5 = 1,053 s; after 20 s at 10/s it still fits (1,020 s),
+    # after 100 s it needs 10,000 / 953 = 10.5/s, which only the 2-GPU column gives
+    known = {"steps_remaining": np.array([10_000.0])}
+    np.testing.assert_array_equal(
+        flagship(sla_catch_up=True, grow=False).allocate(guaranteed_problem(20.0, **known)).x, [[1, 0]]
+    )
+    np.testing.assert_array_equal(
+        flagship(sla_catch_up=True, grow=False).allocate(guaranteed_problem(100.0, **known)).x, [[0, 1]]
+    )
+
+
+def test_deadline_floor_protects_a_running_deadline_job_from_the_search():
+    # elastic_problem: job 0 runs grown to 2 GPUs; with a deadline ahead the search may not shrink it for job 1
+    p = elastic_problem(deadline=np.array([7200.0, np.inf]))
+    np.testing.assert_array_equal(flagship(hold_s=3600.0, search_depth=3).allocate(p).x, [[1, 0], [1, 0]])
+    alloc = flagship(hold_s=3600.0, search_depth=3, deadline_floor=True).allocate(p)
+    np.testing.assert_array_equal(alloc.x, [[0, 1], [0, 0]])
+    assert not violations(p, alloc)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problem=problems(), waited=st.lists(st.floats(0, 3e5), min_size=7, max_size=7))
+def test_invariants_with_the_sizing_rules(problem, waited):
+    """Capacity and SLA floors hold with the preset's sizing (search, grow, SLA catch-up) and the options."""
+    n = problem.num_jobs
+    deadline = np.where(np.arange(n) % 3 == 0, 3600.0, np.inf)
+    problem = replace(problem, time_since_start=np.array(waited[:n]), current=None, deadline=deadline)
+    for params in ({"sla_catch_up": True}, {"sla_catch_up": True, "deadline_floor": True, "scale_up": True}):
+        alloc = flagship(hold_s=3600.0, search_depth=6, **params).allocate(problem)
+        assert not violations(problem, alloc)
+        assert set(np.unique(alloc.x)) <= {0.0, 1.0} and (alloc.x.sum(axis=1) <= 1).all()
+        thr = alloc.effective_throughput(problem)
+        guaranteed = np.array([c is JobClass.GUARANTEED for c in problem.job_class])
+        used = {t: 0 for t in problem.capacity}
+        for _j, c in zip(*np.nonzero(alloc.x), strict=True):
+            used[problem.cells[c].gpu_type] += problem.cells[c].gpus
+        for j in np.flatnonzero(guaranteed & (thr > 0) & (thr < problem.sla_throughput - 1e-9)):
+            c_now = int(np.argmax(alloc.x[j]))
+            for c, cell in enumerate(problem.cells):
+                if problem.throughput[j, c] >= problem.sla_throughput[j] and problem.candidates is None:
+                    back = problem.cells[c_now].gpus if problem.cells[c_now].gpu_type == cell.gpu_type else 0
+                    assert cell.gpus > problem.capacity.get(cell.gpu_type, 0) - used[cell.gpu_type] + back
+
+
+def test_sla_catch_up_never_costs_another_guaranteed_job_its_sla():
+    # two waiting guaranteed jobs, 2 GPUs: job 0 waited a round (would take both GPUs to catch up), job 1 is
+    # fresh; each gets its 1-GPU SLA column, and the catch-up only uses GPUs left after that
+    p = guaranteed_problem(
+        240.0,
+        job_ids=(0, 1),
+        throughput=np.array([[10.0, 18.0], [10.0, 18.0]]),
+        requested=np.array([0, 0]),
+        current=np.array([-1, -1]),
+        job_class=(JobClass.GUARANTEED, JobClass.GUARANTEED),
+        sla_throughput=np.array([10.0, 10.0]),
+        submit_time=np.array([0.0, 230.0]),
+        time_since_start=np.array([240.0, 10.0]),
+        steps_known=np.array([False, False]),
+        steps_remaining=np.array([1.0, 1.0]),
+    )
+    alloc = flagship(sla_catch_up=True, grow=False).allocate(p)
+    np.testing.assert_array_equal(alloc.x, [[1, 0], [1, 0]])
+    bigger = replace(p, capacity={"a100": 3})
+    np.testing.assert_array_equal(flagship(sla_catch_up=True, grow=False).allocate(bigger).x, [[0, 1], [1, 0]])

@@ -138,3 +138,20 @@ def test_an_output_folder_that_is_a_file_is_refused_before_the_run(tmp_path: Pat
     write_trace([hours_job(table, 0, 1.0)], trace)
     assert main(["simulate", "--trace", str(trace), "--policy", "las", "--out", str(trace)]) == 1
     assert "invalid --out" in capsys.readouterr().err
+
+
+def test_requeue_delay_flag_reaches_the_simulation_and_is_validated(tmp_path: Path, capsys, table):
+    """``--requeue-delay`` models Slurm's cred_expire + 1 wait: jobs that LAS swaps on one GPU type restart later."""
+    trace = tmp_path / "t.jsonl"
+    write_trace([hours_job(table, i, 1.0, arrival=60.0 * i) for i in range(4)], trace)
+    args = ["simulate", "--trace", str(trace), "--cluster", "v100:2", "--policy", "las", "--round", "360", "--json"]
+    summaries = {}
+    for delay in ("0", "600"):
+        assert main([*args, "--requeue-delay", delay]) == 0
+        (summaries[delay],) = json.loads(capsys.readouterr().out)
+    assert summaries["0"]["restarts_per_job"] > 0  # jobs were moved: the wait applies
+    assert summaries["600"]["finished"] == summaries["0"]["finished"] == 4
+    assert summaries["600"]["avg_jct_h"] > summaries["0"]["avg_jct_h"]
+    assert main([*args, "--requeue-delay", "-1"]) == 1
+    err = capsys.readouterr().err
+    assert "--requeue-delay" in err and "-1" in err and ">= 0" in err

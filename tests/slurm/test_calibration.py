@@ -84,6 +84,25 @@ def _journal_with_restarts(path, seconds, gpus=2):
     return journal
 
 
+def test_restart_timeline_covers_only_the_latest_signals(tmp_path):
+    """A long-running site's tick reads the last ``recent`` restarts, not its whole history: old, slow restarts
+    (another era of the cluster) drop out of the median once enough newer ones exist."""
+    old, new = [300.0] * 6, [3.0, 4.0, 5.0]
+    with _journal_with_restarts(tmp_path / "j.db", old + new) as journal:
+        everything = journal.intents.restart_timeline(recent=None)
+        latest = journal.intents.restart_timeline(recent=3)
+        assert len(everything) == 4 * 9 and len(latest) == 4 * 3
+        assert {r["job_id"] for r in latest} == {106, 107, 108}
+        assert calibrate(restart_samples(latest)).costs() == {2: 4.0}
+        assert calibrate(restart_samples(everything)).costs() == {2: 300.0}
+        assert journal.intents.restart_timeline(recent=50) == everything  # fewer signals than asked: all of them
+        assert journal.intents.restart_timeline() == everything  # the default (500) bounds only a long history
+        plan = journal.db.execute(
+            "EXPLAIN QUERY PLAN SELECT job_id FROM events WHERE event IN ('job-start', 'job-end') AND time >= 5"
+        ).fetchall()
+        assert any("USING INDEX" in str(row) or "USING COVERING INDEX" in str(row) for row in plan), plan
+
+
 def test_daemon_feeds_measured_cost_per_size_into_the_tick_config(tmp_path):
     from slurmplan.control.config import DaemonConfig
     from slurmplan.control.runner import Daemon

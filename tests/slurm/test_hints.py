@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from slurmplan.domain import Cell, Hints, JobClass, Plan, ValidationError
-from slurmplan.slurm.hints import (
+from slurmplan.formats import (
     AdminComment,
     compose_admin_comment,
     find_hints,
@@ -173,13 +173,15 @@ def test_decision_round_trip_and_environment() -> None:
 
 
 def test_old_import_places_are_the_formats_module() -> None:
-    """slurm.hints, launch.plan_env and the mechanism all use the one implementation in ``slurmplan.formats``."""
+    """launch.plan_env and the mechanism use the one implementation in ``slurmplan.formats``; slurm.hints, which
+    only re-exported it, is gone."""
+    import importlib.util
+
     from slurmplan import formats
     from slurmplan.launch import plan_env
-    from slurmplan.slurm import hints
 
-    assert hints.parse_hints is formats.parse_hints and hints.parse_decision is formats.parse_decision
     assert plan_env.parse_plan_short is formats.parse_plan_short and plan_env.PLAN_VARS == formats.PLAN_VARS
+    assert importlib.util.find_spec("slurmplan.slurm.hints") is None
 
 
 def test_decision_text_and_replacing_it_keeps_what_came_before() -> None:

@@ -9,7 +9,13 @@ from slurmplan.domain import ValidationError
 
 
 class EventStore(Store):
-    TABLES = (Table("events", {"job_id": int, "event": str, "time": float, "detail": str}, indexes=(["job_id"],)),)
+    TABLES = (
+        Table(
+            "events",
+            {"job_id": int, "event": str, "time": float, "detail": str},
+            indexes=(["job_id"], ["event", "time"]),  # (event, time): the restart timeline's window
+        ),
+    )
 
     def record(self, job_id: int, event: str, time: float, detail: str = "") -> None:
         """Journal one job event; the hook calls this while a tick may hold the database (it waits)."""

@@ -58,8 +58,13 @@ _COLUMNS = {
 }
 
 
+RECENT_RESTARTS = 500
+"""How many of the latest checkpoint signals the restart timeline covers (``restart_timeline``): enough restarts for
+the calibration's per-size medians, while a long-running site's tick does not read its whole history."""
+
+
 class IntentStore(Store):
-    TABLES = (Table("actions", _COLUMNS, pk="id", indexes=(["status"], ["job_id"])),)
+    TABLES = (Table("actions", _COLUMNS, pk="id", indexes=(["status"], ["job_id"], ["kind", "applied_at"])),)
 
     def add(
         self, tick_id: int, round_index: int, actions: Sequence[Action], now: float, status: str = ActionStatus.INTENT
@@ -161,15 +166,28 @@ class IntentStore(Store):
     def count(self) -> int:
         return self.db["actions"].count
 
-    def restart_timeline(self) -> list[dict[str, Any]]:
+    def restart_timeline(self, recent: int | None = RECENT_RESTARTS) -> list[dict[str, Any]]:
         """Applied checkpoint signals and GPU updates plus job start/end events, ordered by job and time: the raw
-        rows ``control.calibration`` measures restarts from (``what`` is the action kind or the event name)."""
-        sql = (
-            "SELECT job_id, applied_at AS time, kind AS what, payload AS detail FROM actions "
-            "WHERE kind IN ('signal', 'update') AND status IN ('applied', 'confirmed') AND applied_at IS NOT NULL "
-            "UNION ALL SELECT job_id, time, event AS what, detail FROM events WHERE event IN ('job-start', 'job-end') "
-            "ORDER BY job_id, time"
-        )
+        rows ``control.calibration`` measures restarts from (``what`` is the action kind or the event name).
+
+        Only rows from the ``recent``-th latest applied signal on (``None``: all history), read through the
+        ``(kind, applied_at)`` and ``(event, time)`` indexes, so the cost follows ``recent``, not the journal's age.
+        """
         if "events" not in self.db.table_names():
             return []
-        return [dict(zip(("job_id", "time", "what", "detail"), r, strict=True)) for r in self.db.execute(sql)]
+        applied = "kind = ? AND status IN ('applied', 'confirmed') AND applied_at IS NOT NULL"
+        since = float("-inf")
+        if recent is not None:
+            row = self.db.execute(
+                f"SELECT applied_at FROM actions WHERE {applied} ORDER BY applied_at DESC LIMIT 1 OFFSET ?",
+                ["signal", max(0, recent - 1)],
+            ).fetchone()
+            since = float(row[0]) if row is not None else since
+        sql = (
+            "SELECT job_id, applied_at AS time, kind AS what, payload AS detail FROM actions "
+            "WHERE kind IN ('signal', 'update') AND applied_at >= ? AND status IN ('applied', 'confirmed') "
+            "UNION ALL SELECT job_id, time, event AS what, detail FROM events "
+            "WHERE event IN ('job-start', 'job-end') AND time >= ? ORDER BY job_id, time"
+        )
+        rows = self.db.execute(sql, [since, since])
+        return [dict(zip(("job_id", "time", "what", "detail"), r, strict=True)) for r in rows]
