@@ -44,11 +44,22 @@ class Crius(Policy):
         return self.result(problem, pack.x(), pack.value(score))
 
     def _place(self, pack: Packing, j: int, score: np.ndarray) -> None:
+        """Job j at its best column of any size, making room by up to ``search_depth`` scaling steps.
+
+        The steps that make room on a type do not depend on which column of that type is tried (the cheapest
+        step is chosen over the other jobs on the type), so each type's step sequence is computed once and a
+        column uses its prefix until it fits: same choices as trying each column on its own copy, ~4x fewer
+        searches (bench_policies: 16 columns on 4 types)."""
         best_value, best_state = -np.inf, None
+        states: dict[int, list[Packing | None]] = {}  # type -> packing after 0, 1, ... steps (None: no step)
         for c in np.nonzero(pack.problem.throughput[j] > 0)[0]:
-            trial = pack.copy()
-            if pack.cell_type[c] < 0 or not self._make_room(trial, j, int(c), score):
+            t = pack.cell_type[c]
+            if t < 0:
                 continue
+            trial = self._room_for(pack, states.setdefault(int(t), [pack]), j, int(c), score)
+            if trial is None:
+                continue
+            trial = trial.copy()
             trial.assign(j, int(c))
             value = trial.value(score)
             if value > best_value:
@@ -58,7 +69,32 @@ class Crius(Policy):
             for (_, free), (_, best_free) in zip(pack.host, best_state.host, strict=True):
                 free[:] = best_free
 
+    def _room_for(self, pack: Packing, chain: list[Packing | None], j: int, c: int, score) -> Packing | None:
+        """The first packing of type c's step chain (extended on demand) where j fits in c, as ``_make_room``
+        would reach it; None when the search depth or the steps run out first."""
+        t = pack.cell_type[c]
+        for k in range(self.params["search_depth"] + 1):
+            if k == len(chain):
+                prev = chain[-1]
+                step = None if prev is None else self._cheapest_step(prev, t, j, score)
+                if step is None:
+                    chain.append(None)
+                else:
+                    nxt = prev.copy()
+                    if step[1] < 0:
+                        nxt.release(step[0])
+                    else:
+                        nxt.assign(step[0], step[1])
+                    chain.append(nxt)
+            state = chain[k]
+            if state is None:
+                return None
+            if state.fits(j, c):
+                return state
+        return None
+
     def _make_room(self, pack: Packing, j: int, c: int, score: np.ndarray) -> bool:
+        """Up to ``search_depth`` scaling steps on pack until j fits in c (the reference ``_place`` follows)."""
         t = pack.cell_type[c]
         for _ in range(self.params["search_depth"]):
             if pack.fits(j, c):

@@ -312,6 +312,7 @@ def _record_for(w: Workload, sim: SimJob | None, reason: Reason | None) -> JobRe
         in_window=t.in_window,
         dedicated_s=w.dedicated_s,
         fastest_s=w.fastest_s,
+        best_s=w.best_s,
         deadline_s=t.deadline_s,
         state="not-arrived",
         last_reason=reason.value if reason else "",

@@ -19,6 +19,15 @@ Definitions (the papers' where they agree, stated here where they do not):
   daemon's ticks, at its next tick. For fixed-size jobs (Gavel's traces) no schedule, however clairvoyant, beats
   it; an elastic job that scales past its request can (the LLM trace's excess can be negative). *excess* = avg
   JCT - bound is what a policy can still win (nan while any measured job is unfinished).
+- elastic bound = the same with each job alone at its fastest candidate of *any* size, type and plan (a model
+  job's candidates span N/2..2N GPUs, Crius's counts): the limit for a scheduler that resizes jobs, which the
+  fixed-size bound is not (crius beats it on the LLM trace). nan when no measured job can run faster at
+  another size (Gavel's table jobs: the two bounds are the same). Like the fixed one it ignores contention:
+  every job gets its best configuration the moment it may start. *elastic excess* = avg JCT - elastic bound.
+- where the excess goes (finished jobs, hours per job, summing to avg JCT - elastic bound, or - fixed bound
+  when no job is elastic): ``lost_queue_h`` waiting past the first start instant, ``lost_off_h`` off GPUs
+  between a requeue and the next start, ``lost_restart_h`` restarts x the reconfiguration cost (paid while
+  holding GPUs), ``lost_config_h`` running slower than the job's best configuration (size, type, plan).
 - arrivals cover the window = jobs kept arriving until the last measured job finished. Gavel keeps adding jobs
   until its window (jobs 4000-5000) is done; a trace that ends with its window lets the cluster drain under the
   window's last jobs, which flatters a saturated policy most. Always true without a window.
@@ -86,19 +95,51 @@ def fairness(result: SimResult, jobs: Sequence[JobRecord]) -> np.ndarray:
     return np.asarray(out, dtype=float)
 
 
-def lower_bound_s(result: SimResult, jobs: Sequence[JobRecord]) -> np.ndarray:
-    """Each job's physical limit on its JCT (see the module docstring), in seconds."""
+def first_wait_s(result: SimResult, jobs: Sequence[JobRecord]) -> np.ndarray:
+    """Each job's wait from its arrival to the first instant it can start (the next point of the start grid,
+    counted from the first arrival; 0 without a grid)."""
     if not jobs:
         return np.zeros(0)
     origin = min(j.arrival_s for j in result.jobs)
     grid = result.start_grid_s
-    out = []
-    for j in jobs:
-        wait = 0.0
-        if grid > 0:
-            wait = origin + math.ceil((j.arrival_s - origin) / grid - 1e-9) * grid - j.arrival_s
-        out.append(wait + j.fastest_s)
-    return np.asarray(out, dtype=float)
+    if grid <= 0:
+        return np.zeros(len(jobs))
+    return np.array([origin + math.ceil((j.arrival_s - origin) / grid - 1e-9) * grid - j.arrival_s for j in jobs])
+
+
+def lower_bound_s(result: SimResult, jobs: Sequence[JobRecord]) -> np.ndarray:
+    """Each job's physical limit on its JCT at its own GPU count (see the module docstring), in seconds."""
+    return first_wait_s(result, jobs) + np.array([j.fastest_s for j in jobs], dtype=float)
+
+
+def elastic_bound_s(result: SimResult, jobs: Sequence[JobRecord]) -> np.ndarray:
+    """Each job's physical limit on its JCT at its best size of any candidate (see the module docstring)."""
+    best = [j.fastest_s if math.isnan(j.best_s) else min(j.best_s, j.fastest_s) for j in jobs]
+    return first_wait_s(result, jobs) + np.array(best, dtype=float)
+
+
+def excess_parts(result: SimResult, jobs: Sequence[JobRecord], elastic: bool) -> dict[str, float]:
+    """Mean hours per finished job lost to queueing, time off GPUs, restarts and a slower configuration."""
+    done = [j for j in jobs if j.finished and j.first_start_s is not None]
+    if not done:
+        return {k: math.nan for k in ("lost_queue_h", "lost_off_h", "lost_restart_h", "lost_config_h")}
+    wait = first_wait_s(result, done)
+    limit = elastic_bound_s(result, done) if elastic else lower_bound_s(result, done)
+    queue = np.array([j.queue_s for j in done]) - wait
+    off = np.array([j.finish_s - j.first_start_s - j.run_s for j in done])
+    restart = np.array([min(j.restarts * result.reconfig_cost_s, j.run_s) for j in done])
+    config = np.array([j.run_s for j in done]) - restart - (limit - wait)
+    return {
+        "lost_queue_h": float(queue.mean()) / HOUR,
+        "lost_off_h": float(off.mean()) / HOUR,
+        "lost_restart_h": float(restart.mean()) / HOUR,
+        "lost_config_h": float(config.mean()) / HOUR,
+    }
+
+
+def _is_elastic(jobs: Sequence[JobRecord]) -> bool:
+    """True when some measured job can run faster at another size than at its own (the bounds differ)."""
+    return any(not math.isnan(j.best_s) and j.best_s < j.fastest_s * (1 - 1e-9) for j in jobs)
 
 
 def _pct(values: np.ndarray, q: float) -> float:
@@ -123,6 +164,9 @@ def summarize(result: SimResult) -> dict[str, float | int | str]:
     bound_h = float(bound.mean()) if len(bound) else math.nan
     avg = float(jct.mean()) if len(jct) else math.nan
     excess = avg - bound_h if len(done) == len(jobs) else math.nan
+    elastic = _is_elastic(jobs)
+    elastic_h = float(elastic_bound_s(result, jobs).mean()) / HOUR if elastic else math.nan
+    elastic_excess = avg - elastic_h if len(done) == len(jobs) else math.nan
     covered = not windowed or max(j.arrival_s for j in result.jobs) >= window_end
     return {
         "policy": result.policy,
@@ -135,6 +179,9 @@ def summarize(result: SimResult) -> dict[str, float | int | str]:
         "avg_jct_h": avg,
         "bound_h": bound_h,
         "excess_h": excess,
+        "elastic_bound_h": elastic_h,
+        "elastic_excess_h": elastic_excess,
+        **excess_parts(result, jobs, elastic),
         "median_jct_h": _pct(jct, 50),
         "p99_jct_h": _pct(jct, 99),
         "makespan_h": makespan,

@@ -24,6 +24,7 @@ TABLE_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("avg_jct_h", "avg JCT h", "{:.2f}"),
     ("bound_h", "bound h", "{:.2f}"),
     ("excess_h", "excess h", "{:.2f}"),
+    ("elastic_bound_h", "elastic bound h", "{:.2f}"),
     ("median_jct_h", "median h", "{:.2f}"),
     ("p99_jct_h", "p99 h", "{:.1f}"),
     ("makespan_h", "makespan h", "{:.1f}"),

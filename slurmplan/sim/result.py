@@ -32,6 +32,9 @@ class JobRecord:
     configs: tuple[tuple[float, str | None, int], ...] = ()
     fastest_s: float = math.nan
     """Seconds the job needs alone on its fastest GPU type at its own GPU count (for the lower bound)."""
+    best_s: float = math.nan
+    """Seconds the job needs alone on its fastest candidate of any size (for the elastic bound; nan: as
+    ``fastest_s``)."""
 
     @property
     def finished(self) -> bool:

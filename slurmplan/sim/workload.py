@@ -51,6 +51,13 @@ class Workload:
         thr = max((c.throughput for c in self.candidates if c.cell.gpus == self.trace.gpus), default=0.0)
         return self.work_total / thr if thr > 0 else self.dedicated_s
 
+    @property
+    def best_s(self) -> float:
+        """Seconds the job needs alone on its fastest candidate of any size, type and plan (the physical limit
+        for a scheduler that may resize it: an elastic job, or any model job whose candidates span N/2..2N)."""
+        thr = max((c.throughput for c in self.candidates), default=0.0)
+        return self.work_total / thr if thr > 0 else self.fastest_s
+
     def rate(self, gpu_type: GpuType | None, gpus: int, admin_comment: str = "") -> float:
         """Throughput of the configuration the job was started in (its admin comment may name the stages)."""
         matches = [c for c in self.candidates if c.cell.gpu_type == gpu_type and c.cell.gpus == gpus]

@@ -63,3 +63,72 @@ def test_simulate_prints_bound_and_excess(tmp_path, capsys, table):
     (s,) = json.loads(capsys.readouterr().out)
     assert s["bound_h"] > 0 and s["excess_h"] == pytest.approx(s["avg_jct_h"] - s["bound_h"])
     assert f"{s['bound_h']:.2f}" in row and s["excess_h"] >= -1e-9
+
+
+def _elastic(job_id: int, arrival: float, fastest: float, best: float, finish: float, restarts: int = 0, run=None):
+    return JobRecord(job_id, arrival, 2, "a", "best-effort", True, fastest, first_start_s=arrival,
+                     finish_s=finish, state="completed", fastest_s=fastest, best_s=best, restarts=restarts,
+                     run_s=finish - arrival if run is None else run)  # fmt: skip
+
+
+def test_elastic_bound_uses_each_jobs_best_size_and_the_fixed_bound_is_unchanged():
+    # job 0 runs 1000 s at its own size, 400 s at its best size; job 1 cannot go faster at another size
+    jobs = [_elastic(0, 0.0, 1000.0, 400.0, 700.0), _elastic(1, 0.0, 300.0, 300.0, 300.0)]
+    s = summarize(_result(jobs, 0.0))
+    assert math.isclose(s["bound_h"], 650.0 / 3600)  # the fixed-size bound as before
+    assert math.isclose(s["elastic_bound_h"], 350.0 / 3600)
+    assert math.isclose(s["excess_h"], -150.0 / 3600)  # this policy beats the fixed-size bound ...
+    assert math.isclose(s["elastic_excess_h"], 150.0 / 3600)  # ... but not the elastic one
+    assert s["elastic_excess_h"] >= 0
+
+
+def test_no_elastic_bound_for_fixed_size_jobs():
+    jobs = [_record(0, 100.0, 1000.0, 2000.0)]  # best_s unknown (nan): a table job
+    s = summarize(_result(jobs, 360.0))
+    assert math.isnan(s["elastic_bound_h"]) and math.isnan(s["elastic_excess_h"])
+    jobs = [_elastic(0, 0.0, 1000.0, 1000.0, 1500.0)]  # known, no faster size
+    assert math.isnan(summarize(_result(jobs, 0.0))["elastic_bound_h"])
+
+
+def test_excess_parts_sum_to_the_excess():
+    # job 0: queued 200 s past its start instant, 2 restarts at 78 s, off GPUs 100 s, ran 900 s (best 400 s)
+    jobs = [
+        JobRecord(
+            0,
+            0.0,
+            2,
+            "a",
+            "best-effort",
+            True,
+            1000.0,
+            first_start_s=200.0,
+            finish_s=1200.0,
+            state="completed",
+            fastest_s=1000.0,
+            best_s=400.0,
+            restarts=2,
+            run_s=900.0,
+        ),  # fmt: skip
+        _elastic(1, 0.0, 300.0, 300.0, 300.0),
+    ]
+    r = SimResult("p", "a100:4", 4, 78.0, 300.0, tuple(jobs), (0.0,), (0,), (0,), 10_000.0)
+    s = summarize(r)
+    assert math.isclose(s["lost_queue_h"], 100.0 / 3600)
+    assert math.isclose(s["lost_off_h"], 50.0 / 3600)
+    assert math.isclose(s["lost_restart_h"], 78.0 / 3600)
+    assert math.isclose(s["lost_config_h"], (900.0 - 156.0 - 400.0) / 2 / 3600)
+    parts = s["lost_queue_h"] + s["lost_off_h"] + s["lost_restart_h"] + s["lost_config_h"]
+    assert math.isclose(parts, s["elastic_excess_h"])
+
+
+def test_llm_trace_job_has_an_elastic_bound_below_its_fixed_one():
+    """A model job's candidates span N/2..2N: its best size beats its own size, so the bounds differ."""
+    from slurmplan.domain import Cluster
+    from slurmplan.sim.cluster import parse_cluster
+    from slurmplan.sim.trace import TraceJob
+    from slurmplan.sim.workload import hint_workload, perf_candidates_fn
+
+    job = TraceJob(job_id=0, arrival_s=0.0, gpus=8, gpu_type="v100", model="gpt2-1.5b", duration_s=2564.5)
+    cluster = Cluster(parse_cluster("a100:80x4,a40:160x2,v100:20x16").nodes())
+    w = hint_workload(job, cluster, perf_candidates_fn())
+    assert w.best_s < w.fastest_s <= w.dedicated_s

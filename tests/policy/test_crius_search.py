@@ -1,0 +1,49 @@
+"""Crius's placement search shares each GPU type's scaling steps among that type's columns (a speed change for
+the 2,048-job decision time): it must choose exactly what trying every column on its own copy chooses."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from slurmplan.policy.base import PolicyConfig
+from slurmplan.policy.crius import Crius
+from slurmplan.policy.problem import synthetic_problem
+from slurmplan.policy.registry import build_policy
+
+
+class ReferenceCrius(Crius):
+    """Crius's search as first written: every column on a fresh copy of the packing, steps searched anew."""
+
+    def _place(self, pack, j, score):
+        best_value, best_state = -np.inf, None
+        for c in np.nonzero(pack.problem.throughput[j] > 0)[0]:
+            trial = pack.copy()
+            if pack.cell_type[c] < 0 or not self._make_room(trial, j, int(c), score):
+                continue
+            trial.assign(j, int(c))
+            value = trial.value(score)
+            if value > best_value:
+                best_value, best_state = value, trial
+        if best_state is not None:
+            pack.col[:], pack.free[:] = best_state.col, best_state.free
+            for (_, free), (_, best_free) in zip(pack.host, best_state.host, strict=True):
+                free[:] = best_free
+
+
+@pytest.mark.parametrize("depth", [0, 1, 3, 6])
+@pytest.mark.parametrize(("jobs", "gpus", "seed"), [(64, 64, 0), (200, 128, 1), (300, 256, 2)])
+def test_shared_step_chains_choose_what_the_reference_search_chooses(depth, jobs, gpus, seed):
+    problem = synthetic_problem(jobs, gpus=gpus, seed=seed)
+    params = {"search_depth": depth, "scale_up": True}
+    fast = Crius(PolicyConfig(name="crius", objective="crius", params=params)).allocate(problem)
+    ref = ReferenceCrius(PolicyConfig(name="crius", objective="crius", params=params)).allocate(problem)
+    np.testing.assert_array_equal(fast.x, ref.x)
+
+
+def test_flagship_search_is_unchanged_by_the_shared_chains(monkeypatch):
+    problem = synthetic_problem(300, gpus=256, seed=3)
+    fast = build_policy(PolicyConfig("slurmplan", "slurmplan", params={"search_depth": 6})).allocate(problem)
+    monkeypatch.setattr(Crius, "_place", ReferenceCrius._place)
+    ref = build_policy(PolicyConfig("slurmplan", "slurmplan", params={"search_depth": 6})).allocate(problem)
+    np.testing.assert_array_equal(fast.x, ref.x)
