@@ -12,7 +12,7 @@ from __future__ import annotations
 from mechanism.helpers import T0, MiniCluster, cluster, mjob
 from slurmplan.domain import ActionKind, Assignment, Cell, JobState, Plan, Reason
 from slurmplan.formats import decision_text
-from slurmplan.mechanism.actions import RoundStamp, job_actions, pinned_to
+from slurmplan.mechanism.actions import RoundStamp, job_actions
 from slurmplan.tick_types import JobState as SchedState
 from slurmplan.tick_types import TickConfig
 
@@ -39,7 +39,7 @@ def test_a_waiting_job_redecided_onto_other_nodes_of_its_cell_is_pinned_again_an
     mini.apply(tuple(acts), T0)
     job = mini.jobs[2].job
     assert job.state is JobState.PENDING and not job.held and job.nodes == ()  # waits for a100-0
-    assert pinned_to(st) == ("a100-0",)
+    assert st.sent.endswith(" @ a100-0")  # the pin it was sent, journaled with the state
 
     acts, st = job_actions(mini.jobs[2], scheduled(2, "a100-1"), st, T0 + 360, RoundStamp(2), config)
     assert kinds(acts) == [ActionKind.UPDATE]  # on main: [] (same Cell and plan), left pinned to a100-0
@@ -47,7 +47,7 @@ def test_a_waiting_job_redecided_onto_other_nodes_of_its_cell_is_pinned_again_an
     mini.apply(tuple(acts), T0 + 360)
     job = mini.jobs[2].job
     assert job.state is JobState.RUNNING and job.nodes == ("a100-1",)
-    assert pinned_to(st) == ("a100-1",)
+    assert st.sent.endswith(" @ a100-1")
 
 
 def test_a_pending_job_already_pinned_as_decided_is_not_updated_again_in_a_later_round() -> None:
@@ -64,8 +64,7 @@ def test_a_job_requeued_from_under_its_decision_is_pinned_and_started_again() ->
     comment = decision_text(A100, Plan(dp=1), 1)
     mj = mjob(2, TABLE, held=True, admin_comment=comment)
     st = SchedState(sent="", ran_on=("a100-0",))
-    assert pinned_to(st) is None
     acts, st = job_actions(mj, scheduled(2, "a100-1"), st, T0 + 400, RoundStamp(2), TickConfig())
     assert kinds(acts) == [ActionKind.UPDATE, ActionKind.RELEASE]
     assert acts[0].nodelist == ("a100-1",) and acts[1].previous_nodes == ("a100-0",)
-    assert pinned_to(st) == ("a100-1",)
+    assert st.sent.endswith(" @ a100-1")
