@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import fields, replace
 
 import numpy as np
 
@@ -45,16 +45,21 @@ def align(allocation: Allocation | None, problem: AllocationProblem) -> np.ndarr
     shape = (problem.num_jobs, len(problem.cells))
     if allocation is None:
         return np.zeros(shape)
-    x = np.asarray(allocation.x, dtype=float)
-    if x.shape != (len(allocation.job_ids), len(allocation.cells)):
-        want = f"shape {(len(allocation.job_ids), len(allocation.cells))}"
-        raise ValidationError("allocation.x", x.shape, want, f"policy {allocation.policy}")
-    x = np.clip(np.nan_to_num(x, nan=0.0), 0.0, 1.0)  # a share is in [0, 1]; solver noise must not leak on
+    last = _last_aligned.value  # read once: another thread may replace it, never change it
+    if last is not None and last[0] is allocation:
+        x, rows, cols = last[1], last[2], last[3]
+    else:
+        x = np.asarray(allocation.x, dtype=float)
+        if x.shape != (len(allocation.job_ids), len(allocation.cells)):
+            want = f"shape {(len(allocation.job_ids), len(allocation.cells))}"
+            raise ValidationError("allocation.x", x.shape, want, f"policy {allocation.policy}")
+        x = np.clip(np.nan_to_num(x, nan=0.0), 0.0, 1.0)  # a share is in [0, 1]; solver noise must not leak on
+        rows = {j: i for i, j in enumerate(allocation.job_ids)}
+        cols = {c: i for i, c in enumerate(allocation.cells)}
+        _last_aligned.value = (allocation, x, rows, cols)
     if allocation.job_ids == problem.job_ids and allocation.cells == problem.cells:
-        return x
+        return x.copy()
     out = np.zeros(shape)
-    rows = {j: i for i, j in enumerate(allocation.job_ids)}
-    cols = {c: i for i, c in enumerate(allocation.cells)}
     src_r = [(i, rows[j]) for i, j in enumerate(problem.job_ids) if j in rows]
     src_c = [(i, cols[c]) for i, c in enumerate(problem.cells) if c in cols]
     if src_r and src_c:
@@ -62,6 +67,17 @@ def align(allocation: Allocation | None, problem: AllocationProblem) -> np.ndarr
         dc, sc = map(list, zip(*src_c, strict=True))
         out[np.ix_(dr, dc)] = x[np.ix_(sr, sc)]
     return out
+
+
+class _LastAligned:
+    """The round's allocation with its clipped X and row/column positions: every tick of a round aligns the same
+    allocation to that tick's problem. A pure memo keyed by the allocation's identity (an Allocation is frozen;
+    its X is copied out, never handed out)."""
+
+    value: tuple | None = None
+
+
+_last_aligned = _LastAligned()
 
 
 def running_info(ctx: ProblemContext, states: Mapping[JobId, JobState], config: TickConfig) -> RunningInfo:
@@ -142,29 +158,33 @@ def assign(
     states: Mapping[JobId, JobState],
     info: RunningInfo,
 ) -> list[Assignment]:
-    """Turn every row into an Assignment with its Reason and detail, on the nodes placement found."""
+    """Turn every row into an Assignment with its Reason and detail, on the nodes placement found.
+
+    Runs for every job every tick: the per-row numbers are read from Python lists, not numpy scalars.
+    """
     p = ctx.problem
     out: list[Assignment] = []
+    cols, pris = choice.col.tolist(), choice.priority.tolist()
+    running, info_running, signalled = ctx.running.tolist(), info.running.tolist(), info.signalled.tolist()
+    cells, candidates, throughput = p.cells, p.candidates, p.throughput
     for j, job_id in enumerate(p.job_ids):
-        c = int(choice.col[j])
-        reason, detail, pri = choice.reason[j], choice.detail[j], float(choice.priority[j])
+        c = cols[j]
+        reason, detail, pri = choice.reason[j], choice.detail[j], pris[j]
         if c < 0:
-            if ctx.running[j] and reason is Reason.WAITING:
+            if running[j] and reason is Reason.WAITING:
                 reason = Reason.PREEMPTED  # running outside every column, and not chosen: it must stop
             out.append(Assignment(job_id, reason, priority=pri, share=float(x[j].sum()), detail=detail))
             continue
-        cand = p.candidates[j][c] if p.candidates else None
+        cand = candidates[j][c] if candidates else None
         where = placed[j]
         if not isinstance(where, Placed):
-            if info.running[j] and not info.signalled[j]:
+            if info_running[j] and not signalled[j]:
                 cur = states[job_id].current
                 if cur is not None:
                     out.append(replace(cur, reason=Reason.KEPT, detail=f"stays: target not placeable ({where.why})"))
                     continue
-            reason = Reason.UNPLACEABLE if not info.running[j] else Reason.PREEMPTED
-            out.append(
-                Assignment(job_id, reason, cell=p.cells[c], priority=pri, share=float(x[j, c]), detail=where.why)
-            )
+            reason = Reason.UNPLACEABLE if not info_running[j] else Reason.PREEMPTED
+            out.append(Assignment(job_id, reason, cell=cells[c], priority=pri, share=float(x[j, c]), detail=where.why))
             continue
         plan = cand.plan if cand else None
         if reason is Reason.KEPT and tuple(where.nodes) != tuple(ctx.jobs[j].job.nodes):
@@ -173,21 +193,33 @@ def assign(
             reason, detail = Reason.MOVED, f"re-placed on {','.join(where.nodes)}, {why} (was {detail})"
         elif reason is Reason.KEPT:
             cur = states[job_id].current
-            plan = cur.plan if cur is not None and cur.cell == p.cells[c] and cur.plan else plan  # what it runs
+            plan = cur.plan if cur is not None and cur.cell == cells[c] and cur.plan else plan  # what it runs
         out.append(
-            Assignment(
+            _assignment(
                 job_id,
                 reason,
-                cell=p.cells[c],
-                plan=plan,
-                nodes=where.nodes,
-                gpus_per_node=where.gpus_per_node,
-                throughput=float(p.throughput[j, c]),
-                priority=pri,
-                share=float(x[j, c]),
-                detail=detail + _spread_note(len(where.nodes), cand),
+                cells[c],
+                plan,
+                where.nodes,
+                where.gpus_per_node,
+                float(throughput[j, c]),
+                pri,
+                float(x[j, c]),
+                detail + _spread_note(len(where.nodes), cand),
             )
         )
+    return out
+
+
+_new = object.__new__
+_ASSIGNMENT_FIELDS = tuple(f.name for f in fields(Assignment))
+
+
+def _assignment(*values: object) -> Assignment:
+    """``Assignment(*values)`` with every field given, without the frozen dataclass's per-field setattr calls
+    (Assignment has no ``__post_init__``): one per running job per tick."""
+    out = _new(Assignment)
+    out.__dict__.update(zip(_ASSIGNMENT_FIELDS, values, strict=True))
     return out
 
 
@@ -199,14 +231,20 @@ def _spread_note(nodes: int, cand: Candidate | None) -> str:
 
 
 def _next_state(st: JobState, a: Assignment, running: bool, new_round: bool) -> JobState:
-    chosen = a.reason in _CHOSEN_REASONS and a.cell is not None
-    return evolve(
-        st,
-        planned=a,
-        current=a if running and a.reason is Reason.KEPT else st.current,
-        rounds_scheduled=st.rounds_scheduled + int(new_round and chosen),
-        reconfigurations=st.reconfigurations + int(new_round and running and a.reason in _MOVES),
-    )
+    """``evolve(st, planned=a, current=..., rounds_scheduled=..., reconfigurations=...)``, written out: it runs
+    for every job every tick."""
+    out = _new(JobState)
+    d = out.__dict__
+    d.update(st.__dict__)
+    d["planned"] = a
+    if running and a.reason is Reason.KEPT:
+        d["current"] = a
+    if new_round:
+        if a.reason in _CHOSEN_REASONS and a.cell is not None:
+            d["rounds_scheduled"] = st.rounds_scheduled + 1
+        if running and a.reason in _MOVES:
+            d["reconfigurations"] = st.reconfigurations + 1
+    return out
 
 
 def decide(inp: TickInput, policy: Policy, state: SchedulerState) -> TickOutput:
@@ -236,9 +274,8 @@ def decide(inp: TickInput, policy: Policy, state: SchedulerState) -> TickOutput:
     assignments = assign(ctx, choice, placed, x, states, info)
     assignments = with_policy_notes(assignments, allocation, problem)
     decided = [(mj, a) for mj, a in zip(ctx.jobs, assignments, strict=True)]
-    after = {
-        a.job_id: _next_state(states[a.job_id], a, bool(ctx.running[j]), new_round) for j, a in enumerate(assignments)
-    }
+    running = ctx.running.tolist()
+    after = {a.job_id: _next_state(states[a.job_id], a, running[j], new_round) for j, a in enumerate(assignments)}
     for mj, a in ctx.excluded:
         decided.append((mj, a))
         after[a.job_id] = evolve(states[a.job_id], planned=None)

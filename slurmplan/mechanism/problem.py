@@ -21,6 +21,7 @@ from slurmplan.domain import (
     Cluster,
     GpuType,
     JobId,
+    Node,
     Reason,
     ValidationError,
 )
@@ -142,14 +143,8 @@ def build_pool(cluster: Cluster, managed_holding: tuple[ManagedJob, ...]) -> Nod
 
     Unmanaged usage on a node = observed usage minus what the managed jobs on it hold.
     """
-    nodes = [n for n in cluster.nodes if n.gpus > 0 and n.gpu_type and n.state.schedulable]
-    nodes.sort(key=lambda n: n.name)
-    names = tuple(n.name for n in nodes)
-    gpu_type = tuple(str(n.gpu_type) for n in nodes)
-    # One pass over the nodes for all six numbers (a 2-D array), not one per attribute: it runs every tick.
-    table = np.array(
-        [(n.gpus, n.cpus, n.memory_mb, n.gpus_used, n.cpus_used, n.memory_used_mb) for n in nodes], dtype=np.int64
-    ).reshape(len(nodes), 6)
+    nodes = _node_table(cluster)
+    names, gpu_type, table = nodes.names, nodes.gpu_type, nodes.table
     have, other = table[:, :3], table[:, 3:] - _per_node_usage(managed_holding, _layout(names, gpu_type).index)
     left = np.maximum(have - np.maximum(other, 0), 0)
     return NodePool(
@@ -159,6 +154,81 @@ def build_pool(cluster: Cluster, managed_holding: tuple[ManagedJob, ...]) -> Nod
         cpus=np.ascontiguousarray(left[:, 1]),
         memory_mb=np.ascontiguousarray(left[:, 2]),
     )
+
+
+@dataclass(frozen=True, eq=False)
+class _NodeTable:
+    """The pool's nodes (schedulable GPU nodes, sorted by name) and their six numbers, for one ``cluster.nodes``.
+
+    ``table`` rows: GPUs, CPUs, memory, and the same three in use. ``pos`` maps a position in ``cluster.nodes`` to
+    its row (-1: not in the pool). ``total`` is ``cluster.gpus_by_type()``.
+    """
+
+    nodes: tuple[Node, ...]
+    names: tuple[str, ...]
+    gpu_type: tuple[GpuType, ...]
+    table: np.ndarray
+    pos: tuple[int, ...]
+    total: dict[GpuType, int]
+
+
+def _static(n: Node) -> tuple:
+    """What decides a node's place in the pool and its totals (its usage is the rest)."""
+    return (n.name, n.state.schedulable, n.gpu_type, n.gpus, n.cpus, n.memory_mb)
+
+
+class _LastNodes:
+    """The previous tick's ``_NodeTable``: a tick usually changes the usage of a few nodes out of hundreds (the
+    simulator and a daemon reading an unchanged node reuse its value), so only those rows are re-read.
+
+    A pure memo: the table is rebuilt in full whenever a changed node differs in anything but its usage, and is
+    never changed in place (a new table per tick that changed a node).
+    """
+
+    value: _NodeTable | None = None
+
+
+_last_nodes = _LastNodes()
+
+
+def _node_table(cluster: Cluster) -> _NodeTable:
+    nodes = cluster.nodes
+    last = _last_nodes.value  # read once: another thread may replace it, never change it
+    if last is not None and len(last.nodes) == len(nodes):
+        changed = [i for i, (a, b) in enumerate(zip(last.nodes, nodes, strict=True)) if a is not b]
+        few = len(changed) <= len(nodes) // 4  # a daemon reads every node anew: then a full pass is as quick
+        if few and all(_static(last.nodes[i]) == _static(nodes[i]) for i in changed):
+            table = last.table
+            if changed:
+                table = table.copy()
+                for i in changed:
+                    row = last.pos[i]
+                    if row >= 0:
+                        n = nodes[i]
+                        table[row, 3:] = (n.gpus_used, n.cpus_used, n.memory_used_mb)
+            out = _NodeTable(nodes, last.names, last.gpu_type, table, last.pos, last.total)
+            _last_nodes.value = out
+            return out
+    keep = sorted((i for i, n in enumerate(nodes) if n.gpus > 0 and n.gpu_type and n.state.schedulable),
+                  key=lambda i: nodes[i].name)  # fmt: skip
+    pos = [-1] * len(nodes)
+    for row, i in enumerate(keep):
+        pos[i] = row
+    pool = [nodes[i] for i in keep]
+    # One pass over the nodes for all six numbers (a 2-D array), not one per attribute.
+    table = np.array(
+        [(n.gpus, n.cpus, n.memory_mb, n.gpus_used, n.cpus_used, n.memory_used_mb) for n in pool], dtype=np.int64
+    ).reshape(len(pool), 6)
+    out = _NodeTable(
+        nodes,
+        tuple(n.name for n in pool),
+        tuple(str(n.gpu_type) for n in pool),
+        table,
+        tuple(pos),
+        cluster.gpus_by_type(),
+    )
+    _last_nodes.value = out
+    return out
 
 
 def _exclusion(mj: ManagedJob, capacity: Mapping[GpuType, int]) -> Assignment | None:
@@ -203,7 +273,7 @@ def build_problem(inp: TickInput, states: Mapping[JobId, JobState]) -> ProblemCo
     holding = tuple(mj for mj in inp.jobs if mj.hints.managed and mj.job.state.active)
     pool = build_pool(inp.cluster, holding)
     raw_capacity = pool.capacity()
-    total = inp.cluster.gpus_by_type()
+    total = dict(_node_table(inp.cluster).total)  # the pool's memo: no second pass over every node
     rows: list[ManagedJob] = []
     excluded: list[tuple[ManagedJob, Assignment]] = []
     for mj in sorted(inp.jobs, key=lambda m: (m.job.submit_time, m.job.job_id)):
@@ -314,15 +384,53 @@ def _build_matrix(
 ) -> tuple[tuple[Cell, ...], np.ndarray, tuple[tuple[Candidate | None, ...], ...]]:
     """The body of ``_matrix`` for one row of candidates per job."""
     lines = [_row_of(k) for k in keys]
-    order = sorted(set().union(*(r.keys for r in lines)))
-    col = {k: i for i, k in enumerate(order)}
-    throughput = np.zeros((len(keys), len(order)))
-    table = np.full((len(keys), len(order)), None, dtype=object)
-    for j, r in enumerate(lines):
-        cols = np.fromiter(map(col.__getitem__, r.keys), dtype=np.int64, count=len(r.keys))
-        throughput[j, cols] = r.throughput
-        table[j, cols] = r.candidates
-    return tuple(Cell(*k) for k in order), throughput, tuple(map(tuple, table))
+    dense = _dense.value  # read once: another thread may replace it, never change it
+    order = tuple(sorted(set().union(*(r.keys for r in lines))))
+    if dense is None or dense.order != order:
+        dense = _DenseRows(order)
+        _dense.value = dense
+    spread = [dense.line(r) for r in lines]
+    throughput = np.array([t for t, _ in spread]) if spread else np.zeros((0, len(order)))
+    return dense.cells, throughput.reshape(len(keys), len(order)), tuple(c for _, c in spread)
+
+
+class _DenseRows:
+    """Each job's row spread over one column order: its throughputs and its candidate per column (None if none).
+
+    Jobs come and go between ticks while the columns (the distinct Cells over all jobs) mostly stay: a job's row
+    over the same columns is the same, so it is spread once, not every tick. A pure memo keyed by the identity
+    of the job's ``_Row`` (kept alive with it) and built afresh when the columns change.
+    """
+
+    def __init__(self, order: tuple[CellKey, ...], limit: int = 50_000) -> None:
+        self.order = order
+        self.cells = tuple(Cell(*k) for k in order)
+        self.col = {k: i for i, k in enumerate(order)}
+        self.limit = limit
+        self.rows: dict[int, tuple[_Row, np.ndarray, tuple[Candidate | None, ...]]] = {}
+
+    def line(self, r: _Row) -> tuple[np.ndarray, tuple[Candidate | None, ...]]:
+        hit = self.rows.get(id(r))
+        if hit is not None and hit[0] is r:
+            return hit[1], hit[2]
+        cols = [self.col[k] for k in r.keys]
+        thr = np.zeros(len(self.order))
+        thr[cols] = r.throughput
+        cands: list[Candidate | None] = [None] * len(self.order)
+        for c, cand in zip(cols, r.candidates.tolist(), strict=True):
+            cands[c] = cand
+        if len(self.rows) >= self.limit:
+            self.rows.clear()
+        out = (r, thr, tuple(cands))
+        self.rows[id(r)] = out
+        return out[1], out[2]
+
+
+class _Dense:
+    value: _DenseRows | None = None
+
+
+_dense = _Dense()
 
 
 def _assemble(

@@ -21,9 +21,22 @@ than on a V100, a ResNet-50 1.6x slower, so the P100 goes to the first). Leftove
 
 No starvation, and a bound an admin can read: a waiting job's due time does not move, and a job submitted later
 has a due time at least its own submit time, so nobody submitted more than ``due - submit`` after a job can go
-ahead of it (deadline jobs and guaranteed jobs excepted, which an admin admits). ``max_wait_s`` makes it a hard
-promise: a job that has waited that long (time since submission not holding GPUs) is served before every job
-that has not, longest wait first. Each job's note in ``slurmplan explain`` says both.
+ahead of it (deadline jobs and guaranteed jobs excepted, which an admin admits, and jobs past the stretch guard).
+``max_wait_s`` makes it a hard promise: a job that has waited that long (time since submission not holding GPUs)
+is served before every job that has not, longest wait first. Each job's note in ``slurmplan explain`` says both.
+
+Stretch guard (``stretch_guard``, measured on Gavel's traces, RESULTS.md section 5): ordering and matching for the
+mean JCT (shortest first onto the fast GPUs) leaves the long jobs on slow GPUs, which is what finish-time fairness
+punishes. A job whose finish-time ratio, if it ran on its fastest GPU from the next round on, would pass the guard
+((time in the system + a round + time left) / its time alone on its fastest GPU; in the order, against its 1/n share
+of a busy cluster as Gavel's FTF counts it) goes before every job that has not (overdue and guaranteed jobs still
+first), and the matching LP puts it on its fastest type first (shorter guarded jobs first). The guard acts only
+when needed, so a job's ratio stays near the guard while the rest keep the mean-JCT order. Time alone is remembered
+per job from the first round the policy saw it (steps left / fastest throughput + time held); for a job without a
+step count, time in the system over time it held GPUs stands in (a waiting job passes the guard within rounds).
+A job past its guard (or its wait bound) that does not fit reserves the GPU types it could use: no job after it
+starts there (gang jobs were starved by one-GPU backfill). When the matching LP's shares do not round to whole
+columns (gang jobs), the jobs are matched greedily by the same values instead (the guarded first).
 
 Elastic jobs and restarts (``hold_s``, ``search_depth``, ``scale_up``; measured on the LLM trace, RESULTS.md
 section 5): a running job keeps its column unless a job due ``hold_s`` sooner needs the GPUs (re-deciding every
@@ -211,7 +224,28 @@ class Slurmplan(Policy):
             "meets its deadline or its fastest column when its length is unknown) or false",
         ),
         "sla": Param(bool, True, "true (serve guaranteed jobs first, at their SLA) or false"),
+        "stretch_guard": Param(
+            float,
+            0.0,
+            "a number >= 0: a job whose finish-time ratio (time in the system + time left, over its time alone on "
+            "its fastest GPU) would pass this goes first, on its fastest GPU (0: off)",
+            non_negative,
+        ),
+        "guard_ahead_s": Param(
+            float,
+            360.0,
+            "a positive number of seconds: how far ahead the stretch guard looks (a round: the daemon's round_s)",
+            positive,
+        ),
     }
+
+    def __init__(self, config: PolicyConfig) -> None:
+        super().__init__(config)
+        # Per job id: its time alone on its fastest GPU, from the first round it was seen (expected remaining +
+        # time held so far, which is exact for a job seen before it ran and an upper bound after a restart of the
+        # daemon, so the guard may come late for such a job, never early). Only read by ``stretch_guard``.
+        self._alone_s: dict = {}
+        self._blocked = np.zeros(0, dtype=bool)  # GPU types reserved this round (see allocate)
 
     def allocate(self, problem: AllocationProblem) -> Allocation:
         if problem.num_jobs == 0:
@@ -228,6 +262,11 @@ class Slurmplan(Policy):
         urgent = np.isfinite(latest) & (latest >= now) & (latest < due)
         due = np.where(urgent, latest, due)
         floors = sla_floors(problem) if self.params["sla"] else np.zeros(n)
+        # Stretch guard: on a share of a busy cluster (who runs), and alone (who gets the fast GPUs among those).
+        stretch, plain = self._projected_stretch(problem, est)
+        cap = self.params["stretch_guard"]
+        guarded = (stretch >= cap) if cap > 0 else np.zeros(n, bool)
+        fast_first = np.where((plain >= cap) & (cap > 0), plain, 0.0)
         running = self._running(problem)
         sla_floor = floors
         catch = floors
@@ -245,8 +284,19 @@ class Slurmplan(Policy):
         hold = self.params["hold_s"]
         # Hysteresis: a running job counts hold_s earlier, so only a job due that much sooner displaces it.
         key = due - hold * running if hold > 0 else due
-        # Order: overdue jobs (longest wait first), guaranteed jobs, then everyone by due time.
-        order = np.lexsort((np.arange(n), key, ~(floors > 0), np.where(overdue, -waited, 0.0), ~overdue))
+        # Order: overdue jobs (longest wait first), guaranteed jobs, jobs at their stretch guard (most stretched
+        # first), then everyone by due time.
+        order = np.lexsort(
+            (
+                np.arange(n),
+                key,
+                np.where(guarded, -stretch, 0.0),
+                ~guarded,
+                ~(floors > 0),
+                np.where(overdue, -waited, 0.0),
+                ~overdue,
+            )
+        )
         pack = Packing.empty(problem)
         search = None
         if self.params["search_depth"] > 0:
@@ -254,6 +304,11 @@ class Slurmplan(Policy):
             search = _Search(PolicyConfig(name="crius", objective="crius", params=depth))
             search.protected = floors > 0
             score = np.asarray(problem.throughput, dtype=float) / reference_throughput(problem)[:, None]
+        # Reservation: a job past its guard or its wait bound that does not fit blocks the GPU types it could use,
+        # so that no job after it starts there and the GPUs free up for it (backfill alone starves a gang job
+        # behind one-GPU jobs; a job already running there keeps its GPUs).
+        blocked = np.zeros(len(pack.free), dtype=bool)
+        first = guarded | overdue
         caught = False
         for j in order.tolist():
             if not caught and floors[j] <= 0:  # every guaranteed job placed at its SLA: now make up waits
@@ -261,16 +316,27 @@ class Slurmplan(Policy):
             choices = self._choices(problem, j, floors[j])
             fit = [c for c in choices if pack.fits(j, c)]
             cur = int(problem.current[j]) if running[j] else -1
+            if blocked.any() and not first[j]:
+                fit = [c for c in fit if c == cur or pack.cell_type[c] < 0 or not blocked[pack.cell_type[c]]]
+                if fit:
+                    pack.assign(j, cur if hold > 0 and cur in fit else self._stay_or_move(problem, j, fit))
+                continue
             if hold > 0 and cur in fit:
                 pack.assign(j, cur)
             elif search is not None and floors[j] <= 0:
                 search._place(pack, j, score)
             elif fit:
                 pack.assign(j, self._stay_or_move(problem, j, fit))
+            if first[j] and pack.col[j] < 0:
+                size = problem.cells[choices[0]].gpus if choices else 0
+                for c in choices:
+                    if problem.cells[c].gpus == size and pack.cell_type[c] >= 0:
+                        blocked[pack.cell_type[c]] = True
+        self._blocked = blocked
         if not caught:
             floors = self._catch_up(problem, pack, order, floors, catch)
         if self.params["match_types"]:
-            self._match_types(problem, pack, floors, est)
+            self._match_types(problem, pack, floors, est, fast_first)
         if self.params["grow"] and (not self.params["scale_up"] or self.params["grow_first"]):
             self._grow(problem, pack, order)
         if self.params["scale_up"]:
@@ -278,7 +344,7 @@ class Slurmplan(Policy):
         rank = np.empty(n, dtype=int)
         rank[order] = np.arange(n)
         lead = np.maximum(due - submit, 0.0) + hold  # a running job may stay ahead while due hold_s later
-        notes = self._notes(problem, pack, rank, est, source, lead, waited, overdue, floors, urgent)
+        notes = self._notes(problem, pack, rank, est, source, lead, waited, overdue, floors, urgent, guarded, stretch)
         x = pack.x()
         unmet = int(((sla_floor > 0) & ((x * problem.throughput).sum(axis=1) < sla_floor - 1e-9)).sum())
         alloc = self.result(problem, x, float((pack.col >= 0).sum()), f"sla-unmet:{unmet}" if unmet else "optimal")
@@ -316,7 +382,39 @@ class Slurmplan(Policy):
                 return cur
         return best
 
-    def _match_types(self, problem: AllocationProblem, pack: Packing, floors: np.ndarray, est: np.ndarray) -> None:
+    def _projected_stretch(self, problem: AllocationProblem, est: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per job: its finish-time ratio if it ran on its fastest GPU after the next round, (time in the system +
+        a round + time left) / time alone on its fastest GPU, against its share of the cluster (first) and alone
+        (second). For a job whose length is unknown (no steps told): time in the system / time served."""
+        known = np.ones(problem.num_jobs, bool) if problem.steps_known is None else np.asarray(problem.steps_known)
+        age = problem.column("time_since_start")
+        attained = problem.column("attained_time")
+        ids = problem.job_ids
+        alone = np.array([self._alone_s.setdefault(i, e + a) for i, e, a in zip(ids, est, attained, strict=True)])
+        if len(self._alone_s) > 4 * max(problem.num_jobs, 1024):  # forget jobs that left
+            live = set(ids)
+            self._alone_s = {i: v for i, v in self._alone_s.items() if i in live}
+        # As finish-time fairness counts it (Gavel, sim/metrics.py): against the job alone on its 1/n share of
+        # the cluster when n jobs share it and its GPUs exceed that share (a busy cluster stretches everyone).
+        total = max(float(sum(problem.capacity.values())), 1.0)
+        gpus = np.ones(problem.num_jobs)
+        if problem.requested is not None:
+            req = np.asarray(problem.requested, dtype=int)
+            gpus = np.array([problem.cells[r].gpus if r >= 0 else 1 for r in req.tolist()], dtype=float)
+        ok = known & np.isfinite(alone) & (alone > 0)
+        # One round ahead: the ratio the job would have after one more round without progress, so that a short
+        # job is moved before it passes the guard, not a round after.
+        step = self.params["guard_ahead_s"]
+        ahead = age + step + np.minimum(est, 1e12)
+        # Unknown length: time in the system over time served, a round ahead (the ratio it would have if it
+        # finished right after that round); a job left waiting passes the guard within rounds, as under LAS.
+        unknown = (age + step) / (attained + step)
+        plain = np.where(ok, ahead / np.where(ok, alone, 1.0), np.where(known, 1.0, unknown))
+        return plain / np.maximum(1.0, gpus * problem.num_jobs / total), plain
+
+    def _match_types(
+        self, problem: AllocationProblem, pack: Packing, floors: np.ndarray, est: np.ndarray, guard: np.ndarray
+    ) -> None:
         """Re-place the chosen jobs, same sizes, so that the sum of their speeds relative to their fastest
         type is largest (Gavel's heterogeneity lever: a Recommendation job is 2.3x faster on a P100 than on a
         V100, a ResNet-50 1.6x slower, so the P100 goes to the first). A transportation LP over the chosen jobs
@@ -331,11 +429,17 @@ class Slurmplan(Policy):
         age = problem.column("time_since_start")
         left = np.maximum(np.minimum(est, 1e12), 360.0)
         weight = 1.0 + (self.params["stretch_weight"] * age + self.params["short_bias_s"]) / left
+        # A job at its stretch guard outweighs every unguarded one: it gets its fastest type; among guarded jobs the
+        # same weights decide (shorter first: a short job on a slow GPU passes the guard within a round or two).
+        weight = np.where(guard > 0, 1e3 * weight.max(initial=1.0) * weight, weight)
         rows, cols, vals = [], [], []
         for j in chosen.tolist():
             size = problem.cells[pack.col[j]].gpus
             floor = floors[j] if thr[j, pack.col[j]] >= floors[j] else 0.0  # never re-placed below its SLA
+            here = pack.cell_type[pack.col[j]]
             for c in self._choices(problem, j, floors[j]):
+                if pack.cell_type[c] >= 0 and self._blocked[pack.cell_type[c]] and pack.cell_type[c] != here:
+                    continue  # reserved for a job past its guard
                 if problem.cells[c].gpus == size and pack.cell_type[c] >= 0 and thr[j, c] >= floor:
                     rows.append(j)
                     cols.append(c)
@@ -363,7 +467,10 @@ class Slurmplan(Policy):
         for j in chosen.tolist():
             if not placed[j]:
                 if not trial.fits(j, int(pack.col[j])):
-                    return  # rounding left no room: keep the greedy placement
+                    trial = self._greedy_match(pack, chosen, rows_a, cols_a, np.array(vals))
+                    if trial is None:
+                        return  # no room either way: keep the selection's placement
+                    break
                 trial.assign(j, int(pack.col[j]))
         pack.col[:], pack.free[:] = trial.col, trial.free
         for (_, free), (_, tfree) in zip(pack.host, trial.host, strict=True):
@@ -397,6 +504,28 @@ class Slurmplan(Policy):
             weighted_climb(pack, score, est, self.params["climb_floor_s"], self.params["climb_by"])
 
     @staticmethod
+    def _greedy_match(pack: Packing, chosen: np.ndarray, rows: np.ndarray, cols: np.ndarray, vals: np.ndarray):
+        """When the LP's shares do not round (gang jobs of several sizes): jobs by their best value (the guarded
+        first), each to its best-valued column with room, else its old one; None if some job fits nowhere."""
+        trial = pack.copy()
+        for j in chosen.tolist():
+            trial.release(j)
+        best = {}
+        for k in np.argsort(-vals, kind="stable").tolist():
+            best.setdefault(int(rows[k]), []).append(int(cols[k]))
+        for j in sorted(best, key=lambda j: -vals[rows == j].max()):
+            c = next((c for c in best[j] if trial.fits(j, c)), int(pack.col[j]))
+            if not trial.fits(j, c):
+                return None
+            trial.assign(j, c)
+        for j in chosen.tolist():
+            if j not in best:
+                if not trial.fits(j, int(pack.col[j])):
+                    return None
+                trial.assign(j, int(pack.col[j]))
+        return trial
+
+    @staticmethod
     def _grow(problem: AllocationProblem, pack: Packing, order: np.ndarray) -> None:
         """Leftover GPUs: in due order, move a placed job to a larger column of its type if that is faster."""
         thr = problem.throughput
@@ -415,10 +544,13 @@ class Slurmplan(Policy):
                     pack.assign(j, k)
                     break
 
-    def _notes(self, problem, pack, rank, est, source, lead, waited, overdue, floors, urgent) -> tuple[str, ...]:
+    def _notes(
+        self, problem, pack, rank, est, source, lead, waited, overdue, floors, urgent, guarded, stretch
+    ) -> tuple[str, ...]:
         """One admin-readable line per job: why it is where it is in the queue, and its wait bound."""
         out = []
         cap = self.params["max_wait_s"]
+        unless = " unless past its stretch guard" if self.params["stretch_guard"] > 0 else ""
         for j in range(problem.num_jobs):
             if overdue[j]:
                 why = f"first: waited {_hm(waited[j])}, over the {_hm(cap)} bound"
@@ -429,8 +561,14 @@ class Slurmplan(Policy):
             else:
                 why = f"queue place {rank[j] + 1}: {_hm(est[j])} left ({source[j]})"
             start = "" if pack.col[j] >= 0 else "; not this round"
+            guard = ""
+            if guarded[j] and not (overdue[j] or urgent[j] or floors[j] > 0):
+                guard = (
+                    f"; ahead of the due order, fastest GPU first: it would finish {stretch[j]:.1f}x its time "
+                    f"alone, guard {self.params['stretch_guard']:.1f}x"
+                )
             out.append(
                 f"{why}; waited {_hm(waited[j])}, bound {_hm(cap)}; "
-                f"no job submitted over {_hm(min(lead[j], cap))} after it can go ahead{start}"
+                f"no job submitted over {_hm(min(lead[j], cap))} after it can go ahead{unless}{guard}{start}"
             )
         return tuple(out)

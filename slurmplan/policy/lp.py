@@ -108,14 +108,36 @@ def index(problem: AllocationProblem, throughput: np.ndarray | None = None) -> L
 
 
 def host_needs(problem: AllocationProblem) -> tuple[np.ndarray, np.ndarray]:
-    """CPUs and host memory (MB) each (job, column) needs, from the candidates (0 where unknown)."""
+    """CPUs and host memory (MB) each (job, column) needs, from the candidates (0 where unknown).
+
+    A job's row of candidates is read once per row object (the mechanism hands the same row over round after
+    round while the columns stay), not every round.
+    """
     shape = problem.throughput.shape
     cpus, mem = np.zeros(shape), np.zeros(shape)
     for j, row in enumerate(problem.candidates or ()):
+        if len(row) == shape[1]:
+            cpus[j], mem[j] = _host_row(row)
+            continue
         for c, cand in enumerate(row):
             if cand is not None:
                 cpus[j, c], mem[j, c] = cand.cpus, cand.host_memory_mb
     return cpus, mem
+
+
+_host_rows: dict[int, tuple[tuple, np.ndarray, np.ndarray]] = {}
+"""Pure memo for ``host_needs``: id of a candidate row (kept alive here) -> its CPU and memory needs."""
+
+
+def _host_row(row: tuple) -> tuple[np.ndarray, np.ndarray]:
+    hit = _host_rows.get(id(row))
+    if hit is None or hit[0] is not row:
+        cpus = np.array([0 if cand is None else cand.cpus for cand in row], dtype=float)
+        mem = np.array([0 if cand is None else cand.host_memory_mb for cand in row], dtype=float)
+        if len(_host_rows) >= 50_000:
+            _host_rows.clear()
+        hit = _host_rows[id(row)] = (row, cpus, mem)
+    return hit[1], hit[2]
 
 
 def agnostic_throughput(problem: AllocationProblem) -> np.ndarray:

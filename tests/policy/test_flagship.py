@@ -235,6 +235,79 @@ def test_scale_up_gives_idle_gpus_to_the_job_gaining_most_per_gpu():
     np.testing.assert_array_equal(flagship(scale_up=True).allocate(p).x, [[0, 1]])
 
 
+def test_stretch_guard_puts_a_job_about_to_pass_it_first_on_its_fastest_gpu():
+    # One v100, one k80 (half speed). Job 1 (10 h alone) was first seen fresh, then spent 10 h on the k80 (5 h of
+    # work done): 5 h left, ratio (10 h + a round + 5 h) / 10 h > 1.5. Job 0 (1 h) is fresh: shortest-first
+    # would give it the v100, the guard gives it to job 1 and says why.
+    policy = flagship(stretch_guard=1.5, short_bias_s=3600.0)
+    fresh = one_gpu_problem([[10.0, 5.0], [10.0, 5.0]], {"v100": 1, "k80": 1},
+                            steps_remaining=np.array([36_000.0, 360_000.0]), time_since_start=np.zeros(2),
+                            submit_time=np.zeros(2), current=np.array([-1, -1]))  # fmt: skip
+    np.testing.assert_array_equal(policy.allocate(fresh).x, [[1, 0], [0, 1]])  # short job on the v100
+    later = replace(fresh, steps_remaining=np.array([36_000.0, 180_000.0]), time_since_start=np.array([0.0, 36_000.0]),
+                    attained_time=np.array([0.0, 36_000.0]), current=np.array([-1, 1]))  # fmt: skip
+    alloc = policy.allocate(later)
+    np.testing.assert_array_equal(alloc.x, [[0, 1], [1, 0]])
+    assert "fastest GPU first: it would finish 1.5x its time alone, guard 1.5x" in alloc.notes[1]
+    assert "unless past its stretch guard" in alloc.notes[0]
+    # A fresh policy (a restarted daemon) sees job 1 for the first time: its time alone is taken as 5 h left +
+    # 10 h held, an upper bound, so the guard does not fire early; shortest-first again.
+    np.testing.assert_array_equal(flagship(stretch_guard=1.5, short_bias_s=3600.0).allocate(later).x, [[1, 0], [0, 1]])
+    # Unknown length (no steps told): time in the system over time held stands in. Job 1 held GPUs all along
+    # (ratio ~1): not guarded; left waiting 10 h it is.
+    blind = flagship(stretch_guard=1.5, short_bias_s=3600.0)
+    blind.allocate(replace(fresh, steps_known=np.array([True, False])))
+    unknown = blind.allocate(replace(later, steps_known=np.array([True, False])))
+    assert "stretch guard" in unknown.notes[0] and "fastest GPU first" not in unknown.notes[1]
+    waiting = replace(later, steps_known=np.array([True, False]), attained_time=np.zeros(2), current=np.array([-1, -1]))
+    assert "fastest GPU first" in blind.allocate(waiting).notes[1]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problem=problems(), pick=st.integers(0, 6))
+def test_invariant_a_job_past_the_stretch_guard_runs_when_it_fits(problem, pick):
+    # Capacity and one-column invariants hold with the guard on; and a job past the guard (seen fresh first, then
+    # 10x its time alone later, every other job fresh) runs whenever one of its columns fits the empty cluster and
+    # no guaranteed job or other guarded job competes.
+    n = problem.num_jobs
+    j = pick % n
+    problem = replace(problem, time_since_start=np.zeros(n), attained_time=np.zeros(n), current=None,
+                      job_class=tuple(JobClass.BEST_EFFORT for _ in range(n)))  # fmt: skip
+    policy = flagship(stretch_guard=1.5, max_wait_s=1e12)  # the wait bound is the other test's
+    assert not violations(problem, policy.allocate(problem))
+    best = problem.throughput.max(axis=1)
+    alone = np.where(best > 0, problem.steps_remaining / np.where(best > 0, best, 1.0), 0.0)
+    aged = replace(problem, time_since_start=np.where(np.arange(n) == j, 10.0 * alone[j] * n + 1e4, 0.0))
+    alloc = policy.allocate(aged)
+    assert not violations(aged, alloc)
+    fits = any(aged.throughput[j, c] > 0 and aged.cells[c].gpus <= aged.capacity.get(aged.cells[c].gpu_type, 0)
+               for c in range(len(aged.cells)))  # fmt: skip
+    if fits and aged.candidates is None and best[j] > 0:
+        assert "fastest GPU first" in alloc.notes[j]
+        # it runs, or another job past the guard (a short one is, a round ahead) took the GPUs it could use
+        others = [k for k in range(n) if k != j and alloc.x[k].sum() > 0 and "fastest GPU first" in alloc.notes[k]]
+        assert alloc.x[j].sum() == 1.0 or others
+
+
+def test_a_gang_job_past_its_guard_reserves_its_gpu_type():
+    # Two v100s. Job 0 (guaranteed) holds one; job 1 needs both and is past its guard; job 2 (one GPU, fresh)
+    # could backfill the free v100, but that would keep job 1 out for its whole run: the v100s are reserved.
+    cells = (Cell("v100", 1), Cell("v100", 2))
+    p = AllocationProblem(
+        job_ids=(0, 1, 2), cells=cells, throughput=np.array([[10.0, 0.0], [0.0, 20.0], [10.0, 0.0]]),
+        capacity={"v100": 2}, steps_remaining=np.array([1e6, 36_000.0, 36_000.0]), time_since_start=np.zeros(3),
+        submit_time=np.zeros(3), job_class=(JobClass.GUARANTEED, JobClass.BEST_EFFORT, JobClass.BEST_EFFORT),
+        sla_throughput=np.array([10.0, 0.0, 0.0]), current=np.array([0, -1, -1]), requested=np.array([0, 1, 0]),
+    )  # fmt: skip
+    policy = flagship(stretch_guard=1.5)
+    policy.allocate(p)
+    later = replace(p, time_since_start=np.array([0.0, 36_000.0, 0.0]))
+    alloc = policy.allocate(later)
+    assert alloc.x[0, 0] == 1.0 and alloc.x[1].sum() == 0.0
+    assert alloc.x[2].sum() == 0.0  # reserved for job 1
+    assert flagship().allocate(later).x[2, 0] == 1.0  # without the guard: backfilled
+
+
 def test_climb_by_remaining_time_picks_which_job_grows():
     """Two running jobs gain the same relative speed from a second GPU, one idle GPU: ``short`` grows the job
     with less time left, ``time_saved`` the one with more (it saves more hours); plain ``speed`` ties."""

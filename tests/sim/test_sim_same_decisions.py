@@ -99,3 +99,63 @@ def test_the_daemons_own_tick_over_the_sim_backend_decides_exactly_as_the_simula
         assert ticks < 500
     assert actions > 10
     assert sorted(sim.backend.finished) == list(range(8))
+
+
+def _decisions(sim) -> list:
+    """Every tick's actions and (job, reason, cell, nodes, priority, share) until the trace is done."""
+    seen = []
+    while True:
+        out = sim.step()
+        seen.append((sim.backend.now, out.actions, [(a.job_id, a.reason, a.cell, a.nodes) for a in out.assignments]))
+        seen.append([(a.priority, a.share) for a in out.assignments])
+        if not sim.backend.jobs and not sim.arrivals_left:
+            return seen
+        sim.backend.advance(sim.next_event())
+        assert len(seen) < 2000
+
+
+def test_speed_paths_do_not_move_a_decision(table, monkeypatch):
+    """The simulator's speed paths (LAS without an LP when every job fits on its best column, and the
+    mechanism's per-tick memos) change no action, reason, configuration or node on any tick: the same run with
+    the LP always solved and every memo emptied before each tick decides the same. Priorities and shares agree
+    to round-off (the LP's vertex may carry 1e-15 where the fast path has exact zeros and ones)."""
+    import numpy as np
+
+    from slurmplan.mechanism import engine as mech_engine
+    from slurmplan.mechanism import problem as mech_problem
+    from slurmplan.policy import las as las_module
+    from slurmplan.policy import lp as lp_module
+
+    jobs = [hours_job(table, i, 0.2 + 0.3 * (i % 3), arrival=400.0 * i, gpus=1 + (i % 2)) for i in range(10)]
+    answered: list[bool] = []  # per round: did the fast path answer (else the LP ran)
+    real = las_module.uncontended
+
+    def counted(idx, score):
+        x = real(idx, score)
+        answered.append(x is not None)
+        return x
+
+    monkeypatch.setattr(las_module, "uncontended", counted)
+    fast = _decisions(make_sim(table, jobs, "v100:1x4,p100:1x2,k80:1x2", "las", cost=78.0))
+    assert answered.count(True) >= 3 and answered.count(False) >= 3, answered  # both paths ran
+
+    def forget_everything(step):
+        def step_without_memos():
+            mech_problem._last_nodes.value = None
+            mech_problem._dense.value = None
+            mech_problem._last_matrix.value = None
+            mech_engine._last_aligned.value = None
+            lp_module._host_rows.clear()
+            return step()
+
+        return step_without_memos
+
+    monkeypatch.setattr(las_module, "uncontended", lambda idx, score: None)
+    sim = make_sim(table, jobs, "v100:1x4,p100:1x2,k80:1x2", "las", cost=78.0)
+    sim.step = forget_everything(sim.step)
+    slow = _decisions(sim)
+    assert len(fast) == len(slow)
+    for a, b in zip(fast[0::2], slow[0::2], strict=True):
+        assert a == b
+    for a, b in zip(fast[1::2], slow[1::2], strict=True):
+        np.testing.assert_allclose(np.array(a, dtype=float), np.array(b, dtype=float), atol=1e-9)
