@@ -51,6 +51,21 @@ def decision_text(cell: Cell, plan: Plan | None, stamp: RoundStamp) -> str:
     return formats.decision_text(cell, plan, stamp.index)
 
 
+def pinned_to(st: JobState) -> tuple[str, ...] | None:
+    """The nodes the last start sent for this job pinned it to (its ``ReqNodeList``), None when unknown.
+
+    A pending job shows no nodes in Slurm, so its pin is known only from what this daemon sent (``st.sent``, the
+    start key ``start <comment> @ <nodes>``, journaled). The configuration alone is not enough to skip the
+    UPDATE: a job re-decided onto other nodes of the same Cell would keep its old pin and start there (on nodes
+    the round gave to another job), or wait for them, and then be moved again. A requeue clears ``sent``
+    (``state.advance``), so a job requeued from under its decision is pinned again before its restart.
+    """
+    if not st.sent.startswith("start ") or " @ " not in st.sent:
+        return None
+    nodes = st.sent.rsplit(" @ ", 1)[1]
+    return tuple(nodes.split(",")) if nodes else ()
+
+
 def _start(mj: ManagedJob, a: Assignment, st: JobState, stamp: RoundStamp) -> tuple[list[Action], JobState]:
     """Update a pending job to its Cell and nodes, then release it (each only when needed)."""
     job = mj.job
@@ -66,7 +81,7 @@ def _start(mj: ManagedJob, a: Assignment, st: JobState, stamp: RoundStamp) -> tu
         and job.gpus_per_node == a.gpus_per_node
         and job.node_count == len(a.nodes)
         and same_configuration(job.admin_comment, a.cell, a.plan)  # decided in an earlier round: still true
-        and (not job.nodes or tuple(job.nodes) == a.nodes)
+        and (tuple(job.nodes) == a.nodes if job.nodes else pinned_to(st) == a.nodes)
     )
     if not same:
         acts.append(
