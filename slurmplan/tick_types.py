@@ -62,6 +62,10 @@ class JobState:
     ran_on: tuple[str, ...] = ()
     """The nodes the job was last seen running on, kept after it leaves them: its restart's RELEASE names them
     (``Action.previous_nodes``), so a cron tick's new backend knows whether the restart goes elsewhere."""
+    requeued_at: float | None = None
+    """When the job was first seen pending again after running (requeued), while Slurm's requeue delay
+    (``TickConfig.requeue_delay_s``) may still hold it on ``ran_on``; None once that delay is over. Placement
+    keeps such a job off ``ran_on`` where the same configuration fits elsewhere (``mechanism.placement``)."""
 
 
 @dataclass(frozen=True)

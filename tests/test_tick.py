@@ -424,7 +424,11 @@ def test_a_restart_release_names_the_nodes_it_ran_on_even_from_a_new_daemon(tmp_
     from tests.control.memcluster import MemBackend, candidates
 
     backend = MemBackend([Job(1, "m", partition="gpu", admin_comment="slurmplan:model=m;gpus=2", held=True)])
-    config = DaemonConfig(managed_partitions=("gpu",), database=tmp_path / "j.db", report_dir=tmp_path / "r")
+    # requeue_delay_s=0: with Slurm's delay the requeued job would be kept off a1, the only a100 node, until the
+    # delay is over (mechanism.placement); this test is about the journal carrying ran_on across processes
+    config = DaemonConfig(
+        managed_partitions=("gpu",), database=tmp_path / "j.db", report_dir=tmp_path / "r", requeue_delay_s=0.0
+    )
 
     def cron_tick():  # a new Daemon each time, the real decision (policy, mechanism), state from the journal
         return Daemon(config, backend=backend, candidates_fn=candidates).tick()  # the configured policy (las)

@@ -31,7 +31,12 @@ Placement = dict[int, Placed | Unplaced]
 def requests_for(
     ctx: ProblemContext, col: np.ndarray, states: Mapping[JobId, JobState], info: RunningInfo
 ) -> list[PlacementRequest]:
-    """One request per chosen row; kept running jobs first, with their nodes, then the rest."""
+    """One request per chosen row; kept running jobs first, with their nodes, then the rest.
+
+    A job that is about to leave its nodes (a running job moving to another column, or one already signalled)
+    avoids them, and so does a pending job still within Slurm's requeue delay of leaving them (``requeued_at``):
+    on those nodes it would wait ``cred_expire + 1`` before starting (``placement.py``).
+    """
     p = ctx.problem
     kept: list[PlacementRequest] = []
     others: list[PlacementRequest] = []
@@ -45,7 +50,13 @@ def requests_for(
             preferred = tuple(mj.job.nodes)
         elif planned is not None and planned.cell == cell and planned.nodes:
             preferred = tuple(planned.nodes)
-        req = PlacementRequest(j, cell, cand.cpus if cand else 0, cand.host_memory_mb if cand else 0, preferred)
+        st = states[mj.job.job_id]
+        leaving = info.running[j] and (info.signalled[j] or c != info.current[j])
+        waiting = not info.running[j] and st.requeued_at is not None
+        avoid = tuple(mj.job.nodes) if leaving else (st.ran_on if waiting else ())
+        req = PlacementRequest(
+            j, cell, cand.cpus if cand else 0, cand.host_memory_mb if cand else 0, preferred, avoid, waiting
+        )
         (kept if info.running[j] and not info.signalled[j] else others).append(req)
     return kept + others
 
@@ -57,8 +68,8 @@ def place_with_repack(ctx: ProblemContext, requests: list[PlacementRequest]) -> 
     waiting job needs for ever: its priority would grow but it would never be placed (starvation).
     """
     placed = place(ctx.pool, requests)
-    if all(isinstance(placed[r.row], Placed) for r in requests):
-        return placed
+    if all(isinstance(p, Placed) or p.waits for p in (placed[r.row] for r in requests)):
+        return placed  # a job that only waits out its requeue delay is no fragmentation to repack for
     repacked = place(ctx.pool, requests, kept_first=False)
     still = all(isinstance(repacked[row], Placed) for row, where in placed.items() if isinstance(where, Placed))
     if still and placed_gpus(repacked) > placed_gpus(placed):

@@ -4,6 +4,12 @@ Gavel places jobs in decreasing order of GPUs and packs a job's GPUs on one serv
 (narayanan.md A4). Here a job's GPUs go on as few nodes of its Cell's GPU type as possible, the same number
 on each node (what Slurm's ``--gpus-per-node`` with ``--nodes`` expresses); among fitting nodes the fullest
 are used first (best fit), so whole nodes stay free for large jobs. Jobs that keep running keep their nodes.
+
+A job that just left its nodes (requeued, or about to restart elsewhere) would wait Slurm's requeue delay
+(``cred_expire + 1``, 121 s by default) if it started again on one of them (``SlurmRules.may_skip_requeue_wait``):
+its request names them in ``avoid`` and the same split goes on other nodes of the type where they have room.
+A pending job already requeued (``refuse_avoided``) is not placed on them at all while the delay runs: its GPUs
+would sit reserved and idle for the whole wait, so the round gives them to the next jobs by priority instead.
 """
 
 from __future__ import annotations
@@ -26,6 +32,10 @@ class PlacementRequest:
     cpus: int = 0
     memory_mb: int = 0
     preferred: tuple[str, ...] = ()
+    avoid: tuple[str, ...] = ()
+    """Nodes the job just left, where Slurm would make it wait its requeue delay: used only if nothing else fits."""
+    refuse_avoided: bool = False
+    """Never use ``avoid`` (the job is pending in its requeue delay): Unplaced rather than waiting on them."""
 
 
 @dataclass(frozen=True)
@@ -37,6 +47,8 @@ class Placed:
 @dataclass(frozen=True)
 class Unplaced:
     why: str
+    waits: bool = False
+    """It fits only on nodes it just left, where Slurm would hold it for its requeue delay (repacking cannot help)."""
 
 
 def _ceil_div(a: int, b: int) -> int:
@@ -78,8 +90,8 @@ class _Free:
     def keep(self, req: PlacementRequest) -> Placed | None:
         """The preferred nodes, if they are all of the right type and still fit an equal split."""
         k = len(req.preferred)
-        if k == 0 or req.cell.gpus % k:
-            return None
+        if k == 0 or req.cell.gpus % k or set(req.preferred) & set(req.avoid):
+            return None  # nodes it just left: ``fit`` looks elsewhere first
         gpn, cpn, mpn = req.cell.gpus // k, _ceil_div(req.cpus, k), _ceil_div(req.memory_mb, k)
         idx = []
         g, c, m, types = self.g, self.c, self.m, self.pool.gpu_type
@@ -109,9 +121,20 @@ class _Free:
                 continue
             gpn, cpn, mpn = g // k, _ceil_div(req.cpus, k), _ceil_div(req.memory_mb, k)
             ok = idx[(self.gpus[idx] >= gpn) & (self.cpus[idx] >= cpn) & (self.mem[idx] >= mpn)]
-            if ok.size >= k:
-                best = ok[np.lexsort((ok, self.gpus[ok]))[:k]]
-                return self.take(best, gpn, cpn, mpn)
+            if ok.size < k:
+                continue
+            if req.avoid:
+                away = np.array([self.pool.names[i] not in req.avoid for i in ok.tolist()], dtype=bool)
+                if int(away.sum()) >= k:
+                    ok = ok[away]
+                elif req.refuse_avoided:
+                    return Unplaced(
+                        f"fits only on {','.join(sorted(req.avoid))}, which it just left: Slurm would hold it there "
+                        "for its requeue delay (cred_expire + 1), so those GPUs go to other jobs meanwhile",
+                        waits=True,
+                    )
+            best = ok[np.lexsort((ok, self.gpus[ok]))[:k]]
+            return self.take(best, gpn, cpn, mpn)
         return Unplaced(self._why(req, idx))
 
     def _why(self, req: PlacementRequest, idx: np.ndarray) -> str:

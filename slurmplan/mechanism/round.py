@@ -105,7 +105,9 @@ def greedy(
         if not cap.any():
             break
     state = (chosen, deferred, cap, col_type, gpus)
-    kept = _settle_running(problem, x, priority, state, info.current, sticky & eligible, notes)
+    kept = _settle_running(
+        problem, x, priority, state, info.current, sticky & eligible, notes, config.requeue_delay_s > 0
+    )
     return chosen, notes, kept
 
 
@@ -117,10 +119,15 @@ def _settle_running(
     current: np.ndarray,
     candidates: np.ndarray,
     notes: dict[int, str],
+    requeue_wait: bool = False,
 ) -> np.ndarray:
     """Running jobs the greedy passed over keep their column on left-over GPUs, else take their deferred move.
 
-    Highest priority first; this runs after every pick, so it never takes GPUs a waiting job won.
+    Highest priority first; this runs after every pick, so it never takes GPUs a waiting job won. With Slurm's
+    requeue delay (``requeue_wait``) a deferred move to the same GPU type is not forced: the job is stopped
+    instead. Forced onto the type's nodes it may land on the node it leaves and hold its new GPUs idle for the
+    whole delay (the replay's a100x4 -> a100x2 "resizes" waited 121 wall s); stopped, it is a requeued job that
+    placement keeps off its old nodes, and whose GPUs go to other jobs while it could only wait.
     """
     chosen, deferred, cap, col_type, gpus = state  # updated in place
     kept = np.zeros(problem.num_jobs, dtype=bool)
@@ -132,7 +139,7 @@ def _settle_running(
         cur, alt = int(current[j]), int(deferred[j])
         if cur >= 0 and gpus[cur] <= cap[col_type[cur]]:
             chosen[j], kept[j] = cur, True
-        elif alt >= 0 and gpus[alt] <= cap[col_type[alt]]:
+        elif alt >= 0 and gpus[alt] <= cap[col_type[alt]] and not (requeue_wait and col_type[alt] == col_type[cur]):
             chosen[j] = alt
             notes[j] = f"its GPUs went to higher-priority jobs, so it moves although {notes[j][len('stays: ') :]}"
         if chosen[j] >= 0:

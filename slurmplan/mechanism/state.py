@@ -70,7 +70,9 @@ def advance(inp: TickInput, state: SchedulerState) -> dict[int, JobState]:
         if job.state not in RUNNING_STATES:
             reset = job.state in PENDING_STATES and (st.current is not None or st.signalled_at is not None)
             # it left its configuration (requeued): what was sent to start it before is no longer sent
-            out[job.job_id] = evolve(st, current=None, signalled_at=None, sent="") if reset else st
+            if reset:
+                st = evolve(st, current=None, signalled_at=None, sent="", requeued_at=now if st.ran_on else None)
+            out[job.job_id] = _requeue_wait_over(st, now, inp.config.requeue_delay_s)
             continue
         current = running_cell(mj, st)
         ran = dt if job.start_time is None else min(dt, max(0.0, now - job.start_time))
@@ -81,6 +83,13 @@ def advance(inp: TickInput, state: SchedulerState) -> dict[int, JobState]:
             epoch[current.cell] = epoch.get(current.cell, 0.0) + ran
         out[job.job_id] = evolve(
             st, current=current, attained_s=st.attained_s + ran, attained_by_cell=by_cell, epoch_by_cell=epoch,
-            ran_on=tuple(job.nodes) or st.ran_on,
+            ran_on=tuple(job.nodes) or st.ran_on, requeued_at=None,
         )  # fmt: skip
     return out
+
+
+def _requeue_wait_over(st: JobState, now: float, delay_s: float) -> JobState:
+    """Forget ``requeued_at`` once Slurm's requeue delay is over: the nodes the job left are as good as any."""
+    if st.requeued_at is not None and now - st.requeued_at >= delay_s:
+        return evolve(st, requeued_at=None)
+    return st

@@ -75,7 +75,13 @@ class Fifo(Policy):
     def _greedy(self, problem: AllocationProblem) -> Allocation:
         pack = Packing.empty(problem)
         view = problem.throughput if self.params["aware"] else lp.agnostic_throughput(problem)
-        for j in self.order(problem):
+        order = self.order(problem)
+        if self.params["fixed_request"] and problem.current is not None:
+            # Plain Slurm (no preemption configured) never stops a running job for an earlier one that did not
+            # fit when the later one was backfilled: running jobs keep their GPUs, the queue gets what is left.
+            running = np.asarray(problem.current)[order] >= 0
+            order = np.concatenate([order[running], order[~running]])
+        for j in order:
             choices = self._choices(problem, view, j)
             fit = [c for c in choices if pack.fits(int(j), c)]
             if fit:

@@ -63,14 +63,24 @@ class ReplayOutcome:
 
 
 def predict(cfg: ReplayConfig, cluster: str, requeue_delay_s: float) -> SimResult:
-    """The simulator on the same trace, cluster and settings, through the shared tick, with Slurm's requeue delay."""
+    """The simulator on the same trace, cluster and settings, through the shared tick, with Slurm's requeue delay.
+
+    Plain Slurm has no rounds: its main scheduler runs at every submission and completion (and backfill every
+    ``bf_interval``), so its prediction makes every tick a round (``round_s = tick_s``); with the daemon's 360 s
+    rounds a job arriving on an idle cluster waited up to a round that Slurm does not make it wait.
+    """
     options = SimOptions(
         reconfig_cost_s=cfg.reconfig_cost_s,
-        round_s=cfg.round_s,
+        round_s=plain_slurm_round_s(cfg) if cfg.policy == PLAIN_SLURM else cfg.round_s,
         tick_s=cfg.tick_s,
         requeue_delay_s=requeue_delay_s,
     )
     return simulate(RunSpec(str(cfg.trace), cluster, cfg.policy, options))
+
+
+def plain_slurm_round_s(cfg: ReplayConfig) -> float:
+    """How often the prediction of plain Slurm decides: at every tick (Slurm schedules on events, not rounds)."""
+    return cfg.tick_s if cfg.tick_s > 0 else cfg.round_s
 
 
 def _daemon_config(cfg: ReplayConfig, out: Path, requeue_delay_wall_s: float) -> Path:

@@ -24,6 +24,9 @@ from slurmplan.sim.trace import TraceJob
 from slurmplan.sim.workload import Workload, build_workloads
 
 PLAIN_SLURM = "slurm_fifo"
+LAUNCHED_ENV = "SLURMPLAN_REPLAY_LAUNCHED"
+"""The batch script's launch time, read by ``replay.payload`` (the same name, kept here so this module does not
+import the payload's dependencies)."""
 SIGNAL = "USR2"
 """The daemon's checkpoint signal in the default config the replay writes (``checkpoint_signal``)."""
 
@@ -107,8 +110,9 @@ def build_submissions(
         # the checkpoint signal may come before Python has installed its handler (the daemon can move a job that
         # started a second ago); its default action would kill the job, so it is ignored until then (SIG_IGN
         # survives exec; signal.signal in the payload replaces it)
+        # the launch time before Python starts: the payload's start-up is not the job's (see replay.payload)
         script.write_text(
-            f"#!/bin/bash\ntrap '' {SIGNAL}\n"
+            f"#!/bin/bash\ntrap '' {SIGNAL}\nexport {LAUNCHED_ENV}=$EPOCHREALTIME\n"
             f"exec {shlex.quote(sys.executable)} -m slurmplan.replay.payload {spec_path}\n"
         )
         options = [

@@ -148,6 +148,8 @@ class SimBackend:
         self.running: dict[JobId, SimJob] = {}
         self._waiting: set[JobId] = set()
         """Requeued jobs whose begin time is still ahead (their start is an event ``advance`` must stop at)."""
+        self.requeue_waits = 0
+        """Releases of a requeued job onto nodes it just left, so that it waits out Slurm's requeue delay there."""
         self._busy = sum(self._used)
         self.series: list[tuple[float, int, int]] = []
         """(time, busy GPUs, active jobs) at every change, for utilization and fairness over time."""
@@ -250,7 +252,8 @@ class SimBackend:
         if job.state is not JobState.PENDING:
             return "Job is no longer pending execution"
         job.held = False
-        self._skip_wait(job)
+        if not self._skip_wait(job) and job.eligible_at > self.now:
+            self.requeue_waits += 1
         self._try_start(job)
         return ""
 

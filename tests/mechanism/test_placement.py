@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from slurmplan.domain import Cell
+from slurmplan.domain import Assignment, Cell, Cluster, Reason
 from slurmplan.mechanism.placement import Placed, PlacementRequest, Unplaced, place
 from slurmplan.mechanism.problem import NodePool
+from slurmplan.tick import JobState as Memory
+from slurmplan.tick import SchedulerState, TickConfig, TickInput, decide
+from tests.mechanism.helpers import T0, RequestedPolicy, mjob, node
 
 
 def pool(free: dict[str, int], *, gpu_type: str = "a100", cpus: int = 64, mem: int = 100_000) -> NodePool:
@@ -65,3 +68,85 @@ def test_wrong_type_and_missing_type() -> None:
     )
     assert isinstance(out[0], Unplaced) and "no schedulable v100 node" in out[0].why
     assert out[1] == Placed(("n0",), 1)
+
+
+# A job that just left its nodes waits Slurm's requeue delay (cred_expire + 1) if it starts on one of them again.
+
+
+def test_job_that_just_left_a_node_goes_to_another_node_with_room() -> None:
+    # Best fit alone would pick n0 (the fuller node); n0 is the node it just left, n1 has room for the same split.
+    out = place(pool({"n0": 2, "n1": 4}), [PlacementRequest(0, Cell("a100", 2), avoid=("n0",))])
+    assert out[0] == Placed(("n1",), 2)
+    plain = place(pool({"n0": 2, "n1": 4}), [PlacementRequest(0, Cell("a100", 2))])
+    assert plain[0] == Placed(("n0",), 2)
+
+
+def test_nodes_it_left_are_used_when_nothing_else_fits_unless_it_is_already_waiting() -> None:
+    moving = place(pool({"n0": 4, "n1": 1}), [PlacementRequest(0, Cell("a100", 2), avoid=("n0",))])
+    assert moving[0] == Placed(("n0",), 2)  # a running job's move: the round charged the wait already
+    waiting = place(
+        pool({"n0": 4, "n1": 1}), [PlacementRequest(0, Cell("a100", 2), avoid=("n0",), refuse_avoided=True)]
+    )
+    assert isinstance(waiting[0], Unplaced) and waiting[0].waits
+    assert "n0" in waiting[0].why and "requeue delay" in waiting[0].why
+
+
+def test_preferred_nodes_it_just_left_are_not_kept_when_others_have_room() -> None:
+    req = PlacementRequest(0, Cell("a100", 4), preferred=("n0",), avoid=("n0",), refuse_avoided=True)
+    assert place(pool({"n0": 4, "n1": 4}), [req])[0] == Placed(("n1",), 4)
+
+
+def test_a_split_that_needs_a_node_it_left_waits_too() -> None:
+    # Slurm skips the wait only when none of the new nodes is one it ran on (SlurmRules.may_skip_requeue_wait).
+    req = PlacementRequest(0, Cell("a100", 8), avoid=("n0",), refuse_avoided=True)
+    out = place(pool({"n0": 4, "n1": 4}), [req])
+    assert isinstance(out[0], Unplaced) and out[0].waits
+    assert place(pool({"n0": 4, "n1": 4, "n2": 4}), [req])[0] == Placed(("n1", "n2"), 4)
+
+
+def _requeued_tick(nodes: list, jobs: list, state: SchedulerState, now: float) -> tuple[dict, SchedulerState]:
+    config = TickConfig(requeue_delay_s=121.0)
+    out = decide(TickInput(now, Cluster(tuple(nodes)), tuple(jobs), config), RequestedPolicy(), state)
+    return {a.job_id: a for a in out.assignments}, out.state
+
+
+def test_the_round_keeps_a_requeued_job_off_the_node_it_left_while_slurms_delay_runs() -> None:
+    # Job 98 of the replay: preempted, then scheduled again on the a100 node it had just left, where it waited
+    # Slurm's 121 s with its GPUs reserved. The tick now remembers when it left (requeued_at) and where (ran_on).
+    was = Assignment(1, Reason.KEPT, cell=Cell("a100", 2), nodes=("a100-0",), gpus_per_node=2)
+    before = SchedulerState(jobs={1: Memory(current=was, ran_on=("a100-0",), first_seen=T0 - 600)})
+    job = mjob(1, {"a100": {2: 10.0}}, gpus=2)
+    # a100-0 is the fuller node (best fit would pick it); a100-1 has room for the same configuration
+    got, after = _requeued_tick([node("a100-0", "a100", 4, used=2), node("a100-1", "a100", 4)], [job], before, T0)
+    assert after.jobs[1].requeued_at == T0
+    assert got[1].reason is Reason.SCHEDULED and got[1].nodes == ("a100-1",)
+
+    # only the node it left has room: it is not placed there while the delay runs; a new job takes those GPUs
+    full = [node("a100-0", "a100", 4, used=2), node("a100-1", "a100", 4, used=4)]
+    other = mjob(2, {"a100": {2: 10.0}}, gpus=2, submit=T0 + 5)
+    got, after = _requeued_tick(full, [job, other], before, T0)
+    assert got[1].reason is Reason.UNPLACEABLE and "requeue delay" in got[1].detail
+    assert got[2].nodes == ("a100-0",)
+    # once the delay is over the node it left is as good as any
+    got, later = _requeued_tick(full, [job], after, T0 + 121.0)
+    assert later.jobs[1].requeued_at is None
+    assert got[1].nodes == ("a100-0",)
+
+
+def test_a_job_whose_gpus_went_to_others_is_stopped_rather_than_forced_into_a_same_type_resize() -> None:
+    # Job 1 runs on a100x4; job 2 (a100x2) wins two of its GPUs. Without Slurm's requeue delay job 1 shrinks to
+    # a100x2 at once (test_round). With it, the shrunk job may restart on the node it leaves and hold its GPUs idle
+    # for cred_expire + 1 s; it is stopped instead, and as a requeued job placement keeps it off that node.
+    from slurmplan.domain import AllocationProblem
+    from slurmplan.mechanism.priorities import priorities
+    from slurmplan.mechanism.round import RunningInfo, plan_round
+
+    thr = np.array([[19.0, 20.0], [19.0, 0.0]])
+    p = AllocationProblem((1, 2), (Cell("a100", 2), Cell("a100", 4)), thr, {"a100": 4})
+    x = np.array([[1.0, 0.0], [1.0, 0.0]])
+    info = RunningInfo(np.array([True, False]), np.array([1, -1]), np.zeros(2, bool), np.full(2, 360.0))
+    pri = priorities(x, np.array([[0.0, 0.5], [0.0, 0.0]]))
+    assert plan_round(p, x, pri, info, TickConfig()).col.tolist() == [0, 0]
+    choice = plan_round(p, x, pri, info, TickConfig(requeue_delay_s=121.0))
+    assert choice.col.tolist() == [-1, 0] and choice.reason[0] is Reason.PREEMPTED
+    assert "its a100 GPUs went to job 2" in choice.detail[0]

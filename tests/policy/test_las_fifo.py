@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -86,6 +88,23 @@ def test_slurm_fifo_uses_request_only_and_backfills():
     )
     x = load_policy("slurm_fifo").allocate(problem).x
     np.testing.assert_array_equal(x, [[1, 0], [0, 0], [0, 1]])
+
+
+def test_slurm_fifo_never_takes_gpus_from_a_running_job_for_an_earlier_one():
+    # Job 2 (later) runs on the v100, backfilled while job 0 held it; job 1 (earlier, also v100) now waits.
+    # Plain Slurm without preemption lets job 2 finish: the simulator used to stop it for job 1 (4 restarts on
+    # the replay trace where the real run has none).
+    problem = dataclasses.replace(
+        type_problem(
+            {"v100": [40, 30, 20], "k80": [10, 20, 5]},
+            {"v100": 1, "k80": 1},
+            requested=np.array([1, 0, 0]),
+            submit_time=np.array([0.0, 1.0, 2.0]),
+        ),
+        current=np.array([-1, -1, 0]),
+    )
+    x = load_policy("slurm_fifo").allocate(problem).x
+    np.testing.assert_array_equal(x, [[0, 1], [0, 0], [1, 0]])
 
 
 @pytest.mark.parametrize("name", ["las_agnostic", "finish_time_fairness_agnostic", "makespan_agnostic"])

@@ -94,3 +94,51 @@ def test_fault_spec_is_parsed_and_bad_specs_name_the_part() -> None:
     for bad in ("kill-daemon", "kill-deamon=2", "kill-daemon=-1", "fail-scontrol=1.5", "kill-daemon=1,kill-daemon=2"):
         with pytest.raises(ValidationError, match="faults"):
             parse_faults(bad)
+
+
+def test_plain_slurm_prediction_decides_at_every_tick_not_in_rounds(tmp_path) -> None:
+    # Slurm's main scheduler runs at every submission and completion: the prediction of plain Slurm must not make
+    # a job that arrives on an idle cluster wait for the daemon's next 360 s round (it predicted 1.16 h avg JCT
+    # on the shipped trace where plain Slurm measured 0.99 h).
+    from slurmplan.replay.harness import ReplayConfig, plain_slurm_round_s, predict
+
+    cfg = ReplayConfig(_trace(tmp_path), "slurm_fifo", tmp_path / "out")
+    assert plain_slurm_round_s(cfg) == cfg.tick_s == 30.0
+    result = predict(cfg, "a100:2x4,t4:2x2,v100:2x4", 11.0 * 30)
+    assert result.round_s == cfg.tick_s
+    first = {j.job_id: j.first_start_s - j.arrival_s for j in result.jobs}
+    assert max(first.values()) <= cfg.tick_s  # three jobs on an idle cluster: each starts at the next tick
+    assert all(j.restarts == 0 for j in result.jobs)
+    managed = predict(ReplayConfig(_trace(tmp_path), "slurmplan", tmp_path / "o2"), "a100:2x4,t4:2x2,v100:2x4", 330)
+    assert managed.round_s == 360.0  # the daemon keeps its rounds
+
+
+@pytest.mark.parametrize("restarts", [0, 1])
+def test_payload_counts_from_its_launch_not_from_when_python_was_ready(tmp_path, restarts) -> None:
+    # Python + torch take seconds to start on the shared machine, which K = 30 turns into minutes of trace time
+    # per start. The payload counts from the batch script's launch (a restart's start-up is part of its
+    # restart_cost_s), so 1 wall s of work launched 10 s ago is done at once after Python is ready.
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from slurmplan.replay.payload import LAUNCHED_ENV
+
+    events = tmp_path / "ev.jsonl"
+    spec = {
+        "trace_job": 1, "model": "gpt2", "gpus": 1, "managed": False, "speedup": 30, "work_total": 300.0,
+        "restart_cost_s": 78.0, "report_every_s": 5.0, "node_types": {}, "events": str(events),
+        "candidates": [{"gpu_type": None, "gpus": 1, "stages": 1, "throughput": 10.0}],
+        "checkpoint_dir": str(tmp_path / "ckpt"),
+    }  # fmt: skip
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    launched = time.time() - 10.0
+    env = {**os.environ, LAUNCHED_ENV: f"{launched:.6f}", "SLURM_RESTART_COUNT": str(restarts)}
+    env.pop("SLURM_JOB_ID", None)
+    cmd = [sys.executable, "-m", "slurmplan.replay.payload", str(tmp_path / "spec.json")]
+    assert subprocess.run(cmd, env=env, capture_output=True, timeout=60).returncode == 0
+    start, done = (json.loads(line) for line in events.read_text().splitlines())
+    assert start["ev"] == "start" and start["t"] == pytest.approx(launched, abs=1e-3)
+    assert start["ready"] > start["t"] and done["ev"] == "done"
+    assert done["t"] - start["ready"] < 0.9  # without the credit: >= 1 s of work (+ 2.6 s restart cost)
