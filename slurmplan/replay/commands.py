@@ -30,6 +30,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--round", type=float, default=360.0, help="round length in trace seconds (default 360)")
     p.add_argument("--tick", type=float, default=30.0, help="daemon tick interval in trace seconds (default 30)")
     p.add_argument("--max-wall", type=float, default=3600.0, help="give up after this many wall seconds")
+    p.add_argument(
+        "--start-latency",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="Slurm's launch latency in wall seconds (release to the job's script running), charged K times at "
+        "every start by the prediction (default: 3.5, measured on the local dev cluster)",
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of the fault times")
     p.set_defaults(func=cmd_replay)
 
@@ -49,6 +57,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     cfg = ReplayConfig(
         Path(args.trace), args.policy, out, speedup=args.speedup, faults=faults, round_s=args.round, tick_s=args.tick,
         max_wall_s=args.max_wall, partition=args.partition, seed=args.seed,
+        **({} if args.start_latency is None else {"start_latency_wall_s": args.start_latency}),
     )  # fmt: skip
     env = {k: v for k, v in os.environ.items() if k.startswith("SLURM_CONF")}
     progress = _progress_bar() if sys.stderr.isatty() else None

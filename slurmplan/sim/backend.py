@@ -126,6 +126,9 @@ class SimBackend:
     nodes: tuple[Node, ...]
     rate_fn: RateFn
     reconfig_cost_s: float = 78.0
+    start_latency_s: float = 0.0
+    """Seconds from Slurm starting a job to the job training (release -> Started, PrologSlurmctld, slurmd's
+    launch); every start pays it, first starts and restarts alike, holding its GPUs meanwhile."""
     rules: SlurmRules = SLURM_22_05
     """Slurm's rules, enforced here as Slurm enforces them (refusals carry Slurm's message)."""
     submit_held: bool = True
@@ -400,7 +403,7 @@ class SimBackend:
         job.start_time = self.now
         job.first_start = self.now if job.first_start is None else job.first_start
         job.rate = rate
-        job.restore_until = self.now + job.pending_cost
+        job.restore_until = self.now + self.start_latency_s + job.pending_cost
         job.pending_cost = 0.0
         job.last_update = self.now
         config = (gpu_type, job.gpus)

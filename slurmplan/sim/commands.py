@@ -35,6 +35,14 @@ def _run_options(p: argparse.ArgumentParser) -> None:
         "(121 with Slurm's default cred_expire of 120); a move to another GPU type does not wait (the daemon resets "
         "the begin time). Default 0: only --reconfig-cost charges a move",
     )
+    p.add_argument(
+        "--start-latency",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="seconds from Slurm starting a job to it training, paid at every start (release, PrologSlurmctld, "
+        "slurmd's launch; ~3.5 on the local dev cluster). Default 0: starts are instant, as in Gavel",
+    )
     p.add_argument("--tick", type=float, default=30.0, help="daemon tick interval in seconds (0: every event)")
     p.add_argument("--no-arrival-ticks", action="store_true", help="see arrivals at the next round or completion")
     p.add_argument("--round-ticks-only", action="store_true", help="tick only at round boundaries (Gavel's rule)")
@@ -125,6 +133,7 @@ def _preflight(args: argparse.Namespace, policies: list[str]) -> None:
         ("--round", args.round, args.round is None or args.round > 0, "a number of seconds > 0"),
         ("--reconfig-cost", args.reconfig_cost, args.reconfig_cost >= 0, "a number of seconds >= 0"),
         ("--requeue-delay", args.requeue_delay, args.requeue_delay >= 0, "a number of seconds >= 0 (e.g. 121)"),
+        ("--start-latency", args.start_latency, args.start_latency >= 0, "a number of seconds >= 0 (e.g. 3.5)"),
         ("--tick", args.tick, args.tick >= 0, "a number of seconds >= 0 (0: every event)"),
         ("--max-jobs", args.max_jobs, args.max_jobs is None or args.max_jobs > 0, "a number of jobs > 0"),
         ("--max-hours", args.max_hours, args.max_hours is None or args.max_hours > 0, "a number of hours > 0"),
@@ -172,6 +181,7 @@ def _spec(args: argparse.Namespace, policy: str):  # -> RunSpec
     options = SimOptions(
         reconfig_cost_s=0.0 if args.zero_cost else args.reconfig_cost,
         requeue_delay_s=args.requeue_delay,
+        start_latency_s=args.start_latency,
         round_s=args.round,
         event_ticks=not args.round_ticks_only,
         tick_s=args.tick,

@@ -51,6 +51,9 @@ class SimOptions:
     requeue_delay_s: float = 0.0
     """Seconds a requeued job waits before it may start again (``SlurmRules.requeue_start_delay_s``; Slurm's
     default is 121). 0 by default: ``reconfig_cost_s`` already charges a move, and Gavel's moves are instant."""
+    start_latency_s: float = 0.0
+    """Seconds from a job's start to it training, paid at every start (Slurm's launch: ~3.5 s on the dev
+    cluster). 0 by default: Gavel's starts are instant, and at real time scales a few seconds are noise."""
     max_time_s: float = math.inf
     idle_rounds: int = 3
     """Stop after this many round ticks in a row with nothing running and nothing left to arrive."""
@@ -87,7 +90,11 @@ class Simulation:
         )
         rules = dataclasses.replace(SLURM_22_05, requeue_start_delay_s=options.requeue_delay_s)
         self.backend = SimBackend(
-            nodes=cluster.nodes(), rate_fn=self._rate, reconfig_cost_s=options.reconfig_cost_s, rules=rules
+            nodes=cluster.nodes(),
+            rate_fn=self._rate,
+            reconfig_cost_s=options.reconfig_cost_s,
+            start_latency_s=options.start_latency_s,
+            rules=rules,
         )
         self.backend.on_finish = self._finished
         self._node_gpus = {g.gpu_type: g.gpus_per_node for g in cluster.groups}

@@ -276,7 +276,9 @@ def test_elastic_template_signalled_the_moment_it_runs_checkpoints_and_requeues(
     _signal_as_the_daemon_does(site, job_id)  # as soon as it runs
     _requeued_not_failed(site, job_id, log, timeout=240)
     text = log.read_text()
-    assert "arrived while starting up" in text, text
+    # Taken either while Python starts (blocked, then "arrived while starting up") or, when the template forwards it
+    # a little later (a loaded machine: the trap gives a young srun a second), by the installed handler.
+    assert "arrived while starting up" in text or "checkpoint on SIGUSR2" in text, text
     steps = sorted(p.name for p in ckpt.iterdir() if p.name.startswith("step-"))
     assert steps and steps[-1] < "step-00000200", text  # stopped early, after a checkpoint
     site.run("scancel", str(job_id), check=True)

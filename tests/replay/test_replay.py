@@ -113,6 +113,22 @@ def test_plain_slurm_prediction_decides_at_every_tick_not_in_rounds(tmp_path) ->
     assert managed.round_s == 360.0  # the daemon keeps its rounds
 
 
+def test_prediction_charges_slurms_start_latency_k_times_at_every_start(tmp_path) -> None:
+    # Slurm takes ~3.5 wall s from a release to the job's script running (PrologSlurmctld, slurmd's launch); at
+    # speedup K that is 3.5 K trace s per start, which an instant start in the simulator left out of the prediction.
+    from slurmplan.replay.harness import ReplayConfig, predict
+
+    jct = {}
+    for latency in (0.0, 4.0):
+        cfg = ReplayConfig(_trace(tmp_path), "slurm_fifo", tmp_path / "out", speedup=30.0, start_latency_wall_s=latency)
+        result = predict(cfg, "a100:2x4,t4:2x2,v100:2x4", 11.0 * 30)
+        assert all(j.restarts == 0 for j in result.jobs)  # one start each, on an idle cluster
+        jct[latency] = {j.job_id: j.finish_s - j.arrival_s for j in result.jobs}
+    assert jct[4.0] == {job: pytest.approx(t + 4.0 * 30, abs=31) for job, t in jct[0.0].items()}
+    with pytest.raises(ValidationError, match="start_latency"):
+        ReplayConfig(_trace(tmp_path), "slurm_fifo", tmp_path / "out", start_latency_wall_s=-1.0)
+
+
 @pytest.mark.parametrize("restarts", [0, 1])
 def test_payload_counts_from_its_launch_not_from_when_python_was_ready(tmp_path, restarts) -> None:
     # Python + torch take seconds to start on the shared machine, which K = 30 turns into minutes of trace time

@@ -193,3 +193,23 @@ def test_a_released_job_waiting_out_its_begin_time_starts_when_pinned_to_other_n
     assert b.jobs[1].state is JobState.PENDING  # released, waiting for its begin time
     assert act(b, ActionKind.UPDATE, 1, nodelist=("v100-0001",), node_count=1)
     assert b.jobs[1].state is JobState.RUNNING and b.jobs[1].nodes == ("v100-0001",)
+
+
+def test_every_start_pays_the_start_latency_holding_its_gpus():
+    """Slurm's launch (release -> Started, PrologSlurmctld, slurmd) costs a first start and a restart alike."""
+    b = SimBackend(
+        nodes=parse_cluster("v100:2x2,k80:1x2").nodes(),
+        rate_fn=lambda *a: 10.0,
+        reconfig_cost_s=78.0,
+        start_latency_s=5.0,
+        rules=NO_DELAY,
+    )
+    submit(b, 1)
+    act(b, ActionKind.RELEASE, 1)
+    assert b.busy_gpus == 2  # the GPUs are taken from the start, though no work is done yet
+    assert b.next_completion() == pytest.approx(5.0 + 100.0)
+    b.advance(55.0)
+    assert b.jobs[1].work_done == pytest.approx(500.0)
+    assert act(b, ActionKind.SIGNAL, 1, signal="USR2")
+    act(b, ActionKind.RELEASE, 1)
+    assert b.next_completion() == pytest.approx(55.0 + 5.0 + 78.0 + 50.0)

@@ -155,3 +155,21 @@ def test_requeue_delay_flag_reaches_the_simulation_and_is_validated(tmp_path: Pa
     assert main([*args, "--requeue-delay", "-1"]) == 1
     err = capsys.readouterr().err
     assert "--requeue-delay" in err and "-1" in err and ">= 0" in err
+
+
+def test_start_latency_flag_delays_every_start_and_is_validated(tmp_path: Path, capsys, table):
+    """``--start-latency`` models Slurm's launch: each of one-at-a-time jobs ends that much later than the last."""
+    trace = tmp_path / "t.jsonl"
+    write_trace([hours_job(table, i, 1.0, arrival=0.0) for i in range(3)], trace)
+    args = ["simulate", "--trace", str(trace), "--cluster", "v100:1", "--policy", "fifo", "--tick", "0", "--json"]
+    args += ["--round", "600"]  # a 1 h job plus 600 s ends on a round boundary: the next job starts at once
+    summaries = {}
+    for latency in ("0", "600"):
+        assert main([*args, "--start-latency", latency]) == 0
+        (summaries[latency],) = json.loads(capsys.readouterr().out)
+    assert summaries["600"]["finished"] == summaries["0"]["finished"] == 3
+    # one GPU, three jobs in a row: the k-th ends k latencies later, so the mean moves by 2 x 600 s
+    assert summaries["600"]["avg_jct_h"] - summaries["0"]["avg_jct_h"] == pytest.approx(1200 / 3600, abs=0.02)
+    assert main([*args, "--start-latency", "-1"]) == 1
+    err = capsys.readouterr().err
+    assert "--start-latency" in err and "-1" in err and ">= 0" in err
