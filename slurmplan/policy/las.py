@@ -31,7 +31,8 @@ optimality tolerance (1e-7), so the LP could not have stopped on the other colum
 
 
 def uncontended(idx: lp.LpIndex, score: np.ndarray) -> np.ndarray | None:
-    """The variable vector of every job at 1 on its own best-scoring column, when that is the LP's only optimum.
+    """Each job's best-scoring variable (one per job, in job order), when every job at 1 there is the LP's only
+    optimum.
 
     When every job can have its best column at once (GPUs, and CPUs and memory where given, fit every type's
     capacity) and each job's best beats its second best by ``_UNIQUE_GAP``, the efficiency pass (maximise the
@@ -63,9 +64,7 @@ def uncontended(idx: lp.LpIndex, score: np.ndarray) -> np.ndarray | None:
     for need, cap in idx.host:
         if (np.bincount(idx.type_of[best], weights=need[best], minlength=ntypes) > cap).any():
             return None
-    x = np.zeros(idx.size)
-    x[best] = 1.0
-    return x
+    return best
 
 
 class MaxMinFairness(Policy):
@@ -100,12 +99,12 @@ class MaxMinFairness(Policy):
         weights = problem.column("weights")
         if not self.params["efficiency_pass"] or not (weights > 0).all():
             return None
-        x = uncontended(idx, score)
-        if x is None:
+        best = uncontended(idx, score)
+        if best is None:
             return None
-        ceiling = np.zeros(idx.num_jobs)
-        np.maximum.at(ceiling, idx.rows, score)
-        return self.result(problem, idx.dense(x), float((ceiling / weights).min()))
+        x = np.zeros(idx.size)
+        x[best] = 1.0
+        return self.result(problem, idx.dense(x), float((score[best] / weights).min()))  # each job at its ceiling
 
     def solve(self, problem: AllocationProblem, idx: lp.LpIndex, score: np.ndarray) -> Allocation:
         """The max-min LP (and, as configured, water filling and the efficiency pass) through the solver."""
