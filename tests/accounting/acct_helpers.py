@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+from pathlib import Path
 from typing import Any
 
 from conftest import ClusterHandle
 from unixusers import run_as
+
+SLURM_COMMANDS = ("scontrol", "scancel", "squeue", "sinfo", "sacctmgr", "sshare", "sprio", "sacct")
+_SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
 def sbatch_as(handle: ClusterHandle, user: str, script_text: str, *opts: str) -> int:
@@ -37,3 +42,17 @@ def sbatch_as_result(handle: ClusterHandle, user: str, *opts: str) -> subprocess
 def job_field(handle: ClusterHandle, job_id: int, field: str) -> Any:
     job = handle.squeue_job(job_id)
     return None if job is None else job.get(field)
+
+
+def commands_as(user: str, directory: Path, names: tuple[str, ...] = SLURM_COMMANDS) -> dict[str, str]:
+    """An environment whose Slurm commands run as ``user``: a ``PATH`` directory of wrappers that ``runuser``
+    the real command. A process given this environment (the daemon's backend in a test) acts on Slurm with
+    ``user``'s identity, which is all Slurm's permission checks look at (munge carries the caller's uid). Used
+    because the test interpreter may live where an unprivileged user cannot run it (a root-only pyenv)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        real = shutil.which(name, path=_SYSTEM_PATH)
+        wrapper = directory / name
+        wrapper.write_text(f'#!/bin/sh\nexec runuser -u {user} -- env SLURM_CONF="$SLURM_CONF" {real} "$@"\n')
+        os.chmod(wrapper, 0o755)
+    return {"PATH": f"{directory}:{_SYSTEM_PATH}"}
