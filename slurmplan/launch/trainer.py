@@ -27,7 +27,7 @@ from slurmplan.launch.checkpoint import CheckpointError, CheckpointStore, descri
 from slurmplan.launch.determinism import RngContext, enable_determinism, worker_seed
 from slurmplan.launch.ests import GradientCombiner, WorkerSampler, assign_workers
 from slurmplan.launch.plan_env import AssignedPlan, load_assigned_plan
-from slurmplan.launch.reports import ThroughputMeter, append_report, peak_memory_gb, report_path
+from slurmplan.launch.reports import Progress, ThroughputMeter, append_report, peak_memory_gb, report_path
 from slurmplan.launch.requeue import RequeueMode, requeue_job
 from slurmplan.launch.signals import StopFlag, resolve_signal
 from slurmplan.launch.spec import Outcome, TrainResult, TrainSpec
@@ -93,6 +93,8 @@ class Trainer:
         self.collate = spec.collate_fn or default_collate
         self.store = CheckpointStore(spec.checkpoint_dir, spec.keep_checkpoints) if spec.checkpoint_dir else None
         self.step = 0
+        self.checkpoint_step: int | None = None
+        """Step of the newest checkpoint this job wrote or resumed from (for the progress in reports)."""
 
     # ------------------------------------------------------------------ one global step
 
@@ -157,6 +159,7 @@ class Trainer:
                 "workers": workers,
             }
             path = self.store.save(state, self.step)
+        self.checkpoint_step = self.step
         dist.barrier()
         return path
 
@@ -226,6 +229,7 @@ class Trainer:
                 self.buffers.load(v, state["workers"][v]["buffers"])
         self.buffers.enter(self.local[0])
         self.step = int(state["step"])
+        self.checkpoint_step = self.step
         log.info(
             "resumed at step %d (saved by %d processes, now %d)", self.step, state["world_size"], self.denv.world_size
         )
@@ -259,9 +263,15 @@ def _report(trainer: Trainer, meter: ThroughputMeter, force: bool) -> float | No
     if not trainer.denv.is_main or not (force or meter.due()):
         return None
     rate = meter.take()
-    if rate is not None:
-        append_report(trainer.measurement(rate), report_path())
+    _write_report(trainer, rate)
     return rate
+
+
+def _write_report(trainer: Trainer, rate: float | None) -> None:
+    """Rank 0: one report line with the rate and the progress (steps, newest checkpoint, total)."""
+    if rate is not None and trainer.denv.is_main:
+        progress = Progress(trainer.step, trainer.checkpoint_step, trainer.spec.steps)
+        append_report(trainer.measurement(rate), report_path(), progress)
 
 
 def _delegates_to_submitit(spec: TrainSpec, flag: StopFlag) -> bool:
@@ -316,8 +326,10 @@ def run(spec: TrainSpec, assigned: AssignedPlan | None = None) -> TrainResult:
                 break
             if spec.checkpoint_every and trainer.step % spec.checkpoint_every == 0 and trainer.step < spec.steps:
                 trainer.save()
-        rate = _report(trainer, meter, force=True) or rate
+        final_rate = meter.take() if denv.is_main else None  # measured before the save's own time
         path = trainer.save()
+        _write_report(trainer, final_rate)  # after the save, so the line names the checkpoint just written
+        rate = final_rate or rate
         if outcome is Outcome.CHECKPOINTED and not _delegates_to_submitit(spec, flag):
             # rank 0 requeues; every rank then reports the same outcome (and exits with the same status)
             outcome = dist.broadcast_object(_requeue(spec, flag, assigned, denv.is_main) if denv.is_main else None)
