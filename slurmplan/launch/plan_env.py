@@ -47,6 +47,9 @@ class AssignedPlan:
     source: PlanSource
     gpu_type: GpuType | None = None
     gpus: int | None = None
+    workers: int | None = None
+    """The job's ``workers`` hint (``--plan-workers``), when the admin comment could be read: the launcher checks
+    the training script's ``max_p`` against it, so a mismatch fails at start with what to change."""
 
     @property
     def managed(self) -> bool:
@@ -106,17 +109,27 @@ def admin_comment_from_squeue(job_id: str, squeue: str = "squeue", timeout_s: fl
 def load_assigned_plan(env: Mapping[str, str] | None = None, *, query_slurm: bool = True) -> AssignedPlan:
     """The plan for this job: environment first, then the admin comment, else a default single-GPU plan.
 
-    ``query_slurm=False`` skips the ``squeue`` call (tests, and processes other than rank 0 that receive the
-    plan from rank 0).
+    The admin comment is read once (``squeue``) inside a Slurm job, also when the plan came from the environment,
+    for the job's ``workers`` hint. ``query_slurm=False`` skips that call (tests, and processes other than rank 0
+    that receive the plan from rank 0).
     """
     env = os.environ if env is None else env
     from_env = plan_from_env(env)
-    if from_env is not None:
-        return from_env
     job_id = env.get("SLURM_JOB_ID")
-    if query_slurm and job_id:
-        comment = admin_comment_from_squeue(job_id)
-        decision = parse_decision(comment) if comment else None
-        if decision is not None:
-            return decision
-    return AssignedPlan(Plan(), PlanSource.DEFAULT)
+    comment = admin_comment_from_squeue(job_id) if query_slurm and job_id else None
+    workers = workers_hint(comment or "")
+    if from_env is not None:
+        return dataclasses.replace(from_env, workers=workers)
+    decision = parse_decision(comment) if comment else None
+    if decision is not None:
+        return dataclasses.replace(decision, workers=workers)
+    return AssignedPlan(Plan(), PlanSource.DEFAULT, workers=workers)
+
+
+def workers_hint(admin_comment: str) -> int | None:
+    """The ``workers`` hint in an admin comment, or None (none given, or hints the launcher cannot read)."""
+    try:
+        hints = formats.find_hints(admin_comment)
+    except ValidationError:
+        return None
+    return hints.workers if hints is not None else None

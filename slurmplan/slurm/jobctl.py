@@ -62,3 +62,31 @@ def admin_comment(job_id: str, *, squeue: str = "squeue", timeout_s: float = 20.
         if str(job.get("job_id")) == str(job_id):
             return str(job.get("admin_comment") or "")
     return None
+
+
+LIVE_STATES = frozenset({"PENDING", "RUNNING", "SUSPENDED", "CONFIGURING", "COMPLETING", "REQUEUED", "RESIZING"})
+"""Job states in which a job may still write to its files."""
+
+
+def job_state(job_id: str, *, squeue: str = "squeue", timeout_s: float = 20.0) -> str | None:
+    """The job's state (``RUNNING``, ``PENDING``, ...) via ``squeue --json -j JOB``; ``""`` when Slurm no longer
+    knows the job; None when it cannot be asked (logged)."""
+    argv = (squeue, "--json", "--states=all", "-j", str(job_id))
+    try:
+        proc = run_slurm(argv, timeout=timeout_s, check=False)
+    except (SlurmCommandError, OSError) as exc:
+        log.warning("cannot run squeue for job %s: %s", job_id, exc)
+        return None
+    if proc.returncode != 0:
+        # squeue exits non-zero for a job id it has forgotten ("Invalid job id specified")
+        return "" if "invalid job id" in proc.stderr.lower() else None
+    try:
+        jobs = json.loads(proc.stdout).get("jobs", [])
+    except (json.JSONDecodeError, AttributeError) as exc:
+        log.warning("squeue --json printed no JSON: %s", exc)
+        return None
+    for job in jobs:
+        if str(job.get("job_id")) == str(job_id):
+            state = job.get("job_state")
+            return str(state[0] if isinstance(state, list) and state else state or "")
+    return ""
