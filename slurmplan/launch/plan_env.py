@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from slurmplan import formats
-from slurmplan.domain import GpuType, Plan, ValidationError
+from slurmplan.domain import GpuType, Hints, Plan, ValidationError
 from slurmplan.slurm import jobctl
 
 log = logging.getLogger(__name__)
@@ -50,6 +50,9 @@ class AssignedPlan:
     workers: int | None = None
     """The job's ``workers`` hint (``--plan-workers``), when the admin comment could be read: the launcher checks
     the training script's ``max_p`` against it, so a mismatch fails at start with what to change."""
+    model: str | None = None
+    """The job's ``model`` hint: the name its throughput reports carry, so the daemon matches them to the job's
+    model (a model not in the catalog is priced from them, ``perf/unknown.py``)."""
 
     @property
     def managed(self) -> bool:
@@ -117,19 +120,19 @@ def load_assigned_plan(env: Mapping[str, str] | None = None, *, query_slurm: boo
     from_env = plan_from_env(env)
     job_id = env.get("SLURM_JOB_ID")
     comment = admin_comment_from_squeue(job_id) if query_slurm and job_id else None
-    workers = workers_hint(comment or "")
+    hints = job_hints(comment or "")
+    extra = {"workers": hints.workers, "model": hints.model} if hints is not None else {}
     if from_env is not None:
-        return dataclasses.replace(from_env, workers=workers)
+        return dataclasses.replace(from_env, **extra)  # type: ignore[arg-type]
     decision = parse_decision(comment) if comment else None
     if decision is not None:
-        return dataclasses.replace(decision, workers=workers)
-    return AssignedPlan(Plan(), PlanSource.DEFAULT, workers=workers)
+        return dataclasses.replace(decision, **extra)  # type: ignore[arg-type]
+    return AssignedPlan(Plan(), PlanSource.DEFAULT, **extra)  # type: ignore[arg-type]
 
 
-def workers_hint(admin_comment: str) -> int | None:
-    """The ``workers`` hint in an admin comment, or None (none given, or hints the launcher cannot read)."""
+def job_hints(admin_comment: str) -> Hints | None:
+    """The hints in an admin comment, or None (none given, or hints the launcher cannot read)."""
     try:
-        hints = formats.find_hints(admin_comment)
+        return formats.find_hints(admin_comment)
     except ValidationError:
         return None
-    return hints.workers if hints is not None else None

@@ -246,7 +246,7 @@ class Trainer:
         )
         job = os.environ.get("SLURM_JOB_ID")
         return Measurement(
-            model=self.spec.model_name,
+            model=self.assigned.model or self.spec.model_name,  # the hint's name: what the daemon looks up
             gpu_type=gpu_type,
             gpus=self.denv.world_size,
             plan=self.assigned.plan,
