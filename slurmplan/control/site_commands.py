@@ -66,9 +66,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "hints",
         help="check plan hints with the grammar job_submit.lua uses; print the canonical form (exit 1 if invalid)",
     )
-    check.add_argument(
-        "text", help='hints such as "slurmplan:model=bert-large;min=2;max=8;types=a100,v100" (quote it)'
-    )
+    check.add_argument("text", help='hints such as "slurmplan:model=bert-large;min=2;max=8;types=a100,v100" (quote it)')
     check.add_argument(
         "--json",
         action="store_true",

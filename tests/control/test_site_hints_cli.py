@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "slurmplan.cli", *args], capture_output=True, text=True, timeout=60)
+    env = {**os.environ, "COLUMNS": "400"}  # argparse would wrap the example at its hyphen
+    argv = [sys.executable, "-m", "slurmplan.cli", *args]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env)
 
 
 def test_the_help_example_is_accepted_by_the_command() -> None:
