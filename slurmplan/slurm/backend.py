@@ -316,18 +316,21 @@ class SlurmBackend:
         return run_slurm(argv, self.env, timeout=self.timeout, check=check)
 
     def _json(self, argv: Sequence[str]) -> Any:
-        proc = self._run(argv)
+        proc = self._run(argv, check=False)
+        if proc.returncode != 0:  # 24.11 exits 1 when slurmctld cannot be reached (22.05: 0, see below)
+            raise SlurmCommandError(argv, proc.returncode, f"{proc.stderr.strip()}; {self._is_it_running()}")
         try:
             payload = json.loads(proc.stdout)
         except json.JSONDecodeError as exc:
             raise SlurmOutputError(" ".join(argv), "(document)", f"not JSON ({exc})") from exc
         errors = payload.get("errors") if isinstance(payload, Mapping) else None
         if errors:  # 22.05 exits 0 with an "Unspecified error" here when slurmctld cannot be reached
-            conf = self.env.get("SLURM_CONF") or os.environ.get("SLURM_CONF") or "the default slurm.conf"
-            raise SlurmCommandError(
-                argv, proc.returncode, f"Slurm reported {errors!r}; is slurmctld running for {conf}?"
-            )
+            raise SlurmCommandError(argv, proc.returncode, f"Slurm reported {errors!r}; {self._is_it_running()}")
         return payload
+
+    def _is_it_running(self) -> str:
+        conf = self.env.get("SLURM_CONF") or os.environ.get("SLURM_CONF") or "the default slurm.conf"
+        return f"is slurmctld running for {conf}?"
 
     def snapshot(self) -> Snapshot:
         """Nodes and jobs at one instant: one ``squeue --json`` (all states) and one node listing, whose command
