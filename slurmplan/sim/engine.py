@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from slurmplan.domain import Action, ActionKind, Candidate, Cluster, Hints, Job, Policy, Reason
-from slurmplan.pipeline import MemJournal, Observed, managed_jobs, run_tick
+from slurmplan.pipeline import MemJournal, Observed, run_tick
 from slurmplan.rules import SLURM_22_05
 from slurmplan.sim.backend import SimBackend, SimJob
 from slurmplan.sim.cluster import ClusterSpec
@@ -160,12 +160,6 @@ class Simulation:
                     node_count=-(-t.gpus // per_node),
                 )
             )
-
-    def managed_jobs(self) -> tuple[ManagedJob, ...]:
-        """The tick's view of every active job (the pipeline's own step, on the backend's current snapshot)."""
-        snap = self.backend.snapshot()
-        observed = [self.source.classify(job) for job in snap.jobs]
-        return tuple(managed_jobs(observed, snap.cluster, self.source, self._memo)[0])
 
     # ------------------------------------------------------------------------------------------------ loop
 
