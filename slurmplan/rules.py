@@ -53,8 +53,11 @@ class SlurmRules:
     def may_skip_requeue_wait(self, ran_on: Iterable[str], target: Iterable[str] | None) -> bool:
         """Whether a requeued job released onto ``target`` may start before ``requeue_start_delay_s`` is over.
 
-        The Slurm backend resets the begin time exactly then (``slurmplan.slurm.backend.may_start_now``); the
-        simulator must do the same, or it predicts a ``cred_expire`` wait for every move the daemon makes.
+        The Slurm backend resets the begin time exactly then (``StartTime=now``), the simulator skips its wait
+        then, or it would predict a ``cred_expire`` wait for every move the daemon makes. Only when the job was
+        pinned to nodes it was not running on: a node it just left revoked its launch credential, and a new
+        launch there within the same second is killed outright ("Killing non-startable batch job: Job credential
+        revoked", the job ends FAILED; seen on 22.05). Unknown nodes: keep the wait.
         """
         ran, tgt = frozenset(ran_on), frozenset(target or ())
         return self.start_now_on_other_nodes and bool(ran) and bool(tgt) and not (ran & tgt)

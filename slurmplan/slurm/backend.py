@@ -272,19 +272,9 @@ def start_now_command(job_ids: Sequence[int]) -> list[str]:
     Slurm sets a requeued batch job's begin time to ``cred_expire + 1`` seconds later (121 s by default), so
     that a new launch cannot meet the revoked credential of the old one on the same node. slurmplan's restart
     is a checkpoint, requeue-hold and release into a new configuration; when that configuration's nodes are
-    all other nodes (:func:`may_start_now`) it clears the wait before releasing.
+    all other nodes (``SlurmRules.may_skip_requeue_wait``) it clears the wait before releasing.
     """
     return ["scontrol", "update", f"jobid={','.join(map(str, job_ids))}", "StartTime=now"]
-
-
-def may_start_now(ran_on: frozenset[str] | None, target: frozenset[str] | None) -> bool:
-    """Whether a requeued job may skip Slurm's ``cred_expire`` wait (pure).
-
-    Only when the daemon pinned it to nodes it was not running on: a node it just left revoked its launch
-    credential, and a new launch there within the same second is killed outright ("Killing non-startable batch
-    job: Job credential revoked", the job ends FAILED; seen on this platform). Unknown nodes: keep the wait.
-    """
-    return bool(ran_on) and bool(target) and not (ran_on & target)  # type: ignore[operator]
 
 
 class SlurmBackend:
@@ -412,7 +402,8 @@ class SlurmBackend:
         ids = [
             a.job_id
             for a in releases
-            if a.job_id in self._restarted and may_start_now(self._ran_on_of(a), self._target.get(a.job_id))
+            if a.job_id in self._restarted
+            and self.rules.may_skip_requeue_wait(self._ran_on_of(a) or (), self._target.get(a.job_id))
         ]
         for chunk in range(0, len(ids), BATCH_MAX):
             self._run(start_now_command(ids[chunk : chunk + BATCH_MAX]), check=False)

@@ -324,12 +324,14 @@ def test_update_reads_request_from_last_snapshot_not_a_new_squeue(devcluster):
 
 
 def test_start_now_command_lists_jobs_and_only_for_other_nodes():
-    from slurmplan.slurm.backend import may_start_now, start_now_command
+    from slurmplan.rules import SLURM_22_05
+    from slurmplan.slurm.backend import start_now_command
 
+    may_start_now = SLURM_22_05.may_skip_requeue_wait  # the one requeue-wait rule, which the backend follows
     assert start_now_command([3, 4]) == ["scontrol", "update", "jobid=3,4", "StartTime=now"]
-    assert may_start_now(frozenset({"a1", "a2"}), frozenset({"v1", "v2"}))
-    assert not may_start_now(frozenset({"a1", "a2"}), frozenset({"a2", "a3"}))  # revoked credential on a2
-    assert not may_start_now(None, frozenset({"v1"})) and not may_start_now(frozenset({"a1"}), None)
+    assert may_start_now({"a1", "a2"}, {"v1", "v2"})
+    assert not may_start_now({"a1", "a2"}, {"a2", "a3"})  # revoked credential on a2
+    assert not may_start_now((), {"v1"}) and not may_start_now({"a1"}, None)
 
 
 @pytest.mark.slurm
