@@ -411,9 +411,9 @@ def run_tick(
     """One tick. Order chosen so that a tick killed at any line loses nothing (see ``control/runner.py``).
 
     ``clock`` gives the journal's time (the wall clock for the daemon, the virtual one for the simulator);
-    decisions read the snapshot's time. ``rules`` defaults to the backend's own (``backend.rules``).
+    decisions read the snapshot's time. ``rules`` defaults to the backend's own (``backend.rules``, read after
+    the snapshot: a Slurm backend knows its version from the JSON it read).
     """
-    rules = rules or getattr(backend, "rules", SLURM_22_05)
     config = config or TickConfig()
     t0 = time.perf_counter()
     tick_id = journal.begin(clock())
@@ -451,7 +451,7 @@ def _tick_body(
     policy: Any,
     source: JobSource,
     config: TickConfig,
-    rules: SlurmRules,
+    rules: SlurmRules | None,
     decide: DecideFn,
     memo: dict[int, tuple[Job, float, ManagedJob]] | None,
     tick_id: int | None,
@@ -472,6 +472,7 @@ def _tick_body(
     t2 = time.perf_counter()
 
     by_id = {j.job_id: j for j in snapshot.jobs} if out.actions or refused else {}
+    rules = rules or getattr(backend, "rules", SLURM_22_05)  # after the snapshot: the backend knows its version
     actions = shape_actions(out.actions, refused, by_id, source, rules)
     report = TickReport(
         mode=mode,

@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 
 from slurmplan.domain import ValidationError
+from slurmplan.rules import KNOWN as KNOWN_RULES
+from slurmplan.rules import NEWEST as NEWEST_RULES
 from slurmplan.sim.cluster import CRIUS_CLUSTER, GAVEL_CLUSTER
 
 # The simulator's modules are imported by the commands that run it: every `slurmplan` start paid for them.
@@ -15,6 +17,10 @@ from slurmplan.sim.cluster import CRIUS_CLUSTER, GAVEL_CLUSTER
 GAVEL_DEFAULT_RATE = {"gavel-single": 5.6, "gavel-multiple": 2.6}
 """Jobs per hour where policies differ on Gavel's cluster (the rates of Gavel's own comparison). The old default,
 1.5 jobs/h for both, left the 108 GPUs mostly idle, so every policy ran every job at once and they all tied."""
+
+
+SLURM_VERSIONS = tuple(r.label for r in KNOWN_RULES)
+NEWEST_SLURM = NEWEST_RULES.label
 
 
 def _run_options(p: argparse.ArgumentParser) -> None:
@@ -42,6 +48,12 @@ def _run_options(p: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="seconds from Slurm starting a job to it training, paid at every start (release, PrologSlurmctld, "
         "slurmd's launch; ~3.5 on the local dev cluster). Default 0: starts are instant, as in Gavel",
+    )
+    p.add_argument(
+        "--slurm-version",
+        default=NEWEST_SLURM,
+        help="whose rules for changing a job the simulated Slurm enforces (%(choices)s; default %(default)s)",
+        choices=SLURM_VERSIONS,
     )
     p.add_argument("--tick", type=float, default=30.0, help="daemon tick interval in seconds (0: every event)")
     p.add_argument("--no-arrival-ticks", action="store_true", help="see arrivals at the next round or completion")
@@ -181,6 +193,7 @@ def _spec(args: argparse.Namespace, policy: str):  # -> RunSpec
     options = SimOptions(
         reconfig_cost_s=0.0 if args.zero_cost else args.reconfig_cost,
         requeue_delay_s=args.requeue_delay,
+        slurm_version=args.slurm_version,
         start_latency_s=args.start_latency,
         round_s=args.round,
         event_ticks=not args.round_ticks_only,

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 
 from slurmplan.domain import Action, ActionKind, Candidate, Cluster, Hints, Job, Policy, Reason
 from slurmplan.pipeline import MemJournal, Observed, run_tick
-from slurmplan.rules import SLURM_22_05
+from slurmplan.rules import NEWEST, rules_named
 from slurmplan.sim.backend import SimBackend, SimJob
 from slurmplan.sim.cluster import ClusterSpec
 from slurmplan.sim.result import JobRecord, SimResult
@@ -51,6 +51,8 @@ class SimOptions:
     requeue_delay_s: float = 0.0
     """Seconds a requeued job waits before it may start again (``SlurmRules.requeue_start_delay_s``; Slurm's
     default is 121). 0 by default: ``reconfig_cost_s`` already charges a move, and Gavel's moves are instant."""
+    slurm_version: str = NEWEST.label
+    """Whose rules for changing a job the simulated Slurm enforces (``slurmplan.rules``; default the newest)."""
     start_latency_s: float = 0.0
     """Seconds from a job's start to it training, paid at every start (Slurm's launch: ~3.5 s on the dev
     cluster). 0 by default: Gavel's starts are instant, and at real time scales a few seconds are noise."""
@@ -88,7 +90,7 @@ class Simulation:
             reconfig_threshold=options.reconfig_threshold,
             requeue_delay_s=options.requeue_delay_s,
         )
-        rules = dataclasses.replace(SLURM_22_05, requeue_start_delay_s=options.requeue_delay_s)
+        rules = dataclasses.replace(rules_named(options.slurm_version), requeue_start_delay_s=options.requeue_delay_s)
         self.backend = SimBackend(
             nodes=cluster.nodes(),
             rate_fn=self._rate,

@@ -35,8 +35,10 @@ def _node_type(node_list: str) -> str:
 
 def _mirror(rig: Rig) -> SimBackend:
     """A SimBackend with the real cluster's nodes and jobs, at the real cluster's present state."""
-    snap = SlurmBackend(env=rig.handle.env).snapshot()
-    sim = SimBackend(nodes=tuple(replace(n, gpus_used=0) for n in snap.cluster.nodes), rate_fn=lambda *a: 1.0)
+    slurm = SlurmBackend(env=rig.handle.env)
+    snap = slurm.snapshot()
+    nodes = tuple(replace(n, gpus_used=0) for n in snap.cluster.nodes)
+    sim = SimBackend(nodes=nodes, rate_fn=lambda *a: 1.0, rules=slurm.rules)  # the real Slurm's version's rules
     sim.start_at(snap.time)
     for job in sorted(snap.jobs, key=lambda j: j.job_id):
         if job.state.finished:

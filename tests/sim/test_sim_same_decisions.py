@@ -221,3 +221,22 @@ def test_acting_daemon_and_simulator_apply_a_refused_update_the_same_way(table, 
     for s in sims:
         assert sorted(s.backend.finished) == sorted(set(range(8)) - set(refused_job))
         assert s.backend.jobs[refused_job[0]].held
+
+
+def test_simulated_slurm_enforces_the_rules_of_the_chosen_version(table):
+    """``--slurm-version`` (``SimOptions.slurm_version``, default the newest) picks the rules the simulated
+    Slurm enforces: 22.05 refuses to retype a typed request with Slurm's reason, 24.11 retypes it."""
+    from slurmplan.domain import Action, ActionKind
+    from slurmplan.rules import NEWEST
+    from slurmplan.sim.engine import SimOptions
+
+    assert SimOptions().slurm_version == NEWEST.label == "24.11"
+    for version, ok in (("22.05", False), ("24.11", True)):
+        sim = make_sim(table, [hours_job(table, 0, 1.0, gpus=1)], "v100:1,k80:1", "las", slurm_version=version)
+        sim.submit_arrivals()
+        job = sim.backend.jobs[0]
+        job.typed = True
+        (result,) = sim.backend.apply([Action(ActionKind.UPDATE, 0, "k80" if job.gpu_type == "v100" else "v100", 1)])
+        assert result.ok is ok, (version, result)
+        if not ok:
+            assert "Slurm 22.05 cannot change the GPU type" in result.message
