@@ -83,13 +83,17 @@ class SchedulerState:
 
 @dataclass(frozen=True)
 class TickConfig:
+    """The tick's settings, and the one statement of their defaults: the daemon's ``DaemonConfig`` and the
+    simulator's ``SimOptions`` take theirs from here, so both decide with the same values unless told."""
+
     round_s: float = 360.0
     checkpoint_signal: str = "USR2"
     grace_s: float = 120.0
     signal_min_run_s: float = 0.0
     """A running job gets the checkpoint signal only once it has run this long (since Slurm's ``start_time``); an
-    earlier stop decision waits (``JobState.signalled_at`` is then the due time). A job's batch script and launcher
-    need a moment to take the signal over; the daemon sets it (``DaemonConfig``), the simulator leaves it at 0."""
+    earlier stop decision waits (``JobState.signalled_at`` is then the due time). 0 signals at once, which the
+    simulator keeps; the daemon sets its own (``DaemonConfig.signal_min_run_s``, 10 s: a job's batch script and
+    launcher need a moment to take the signal over)."""
     reconfig_threshold: float = 0.97
     """Rubick's rule: move a running job only if ``(T - N*delta)/T > threshold``."""
     reconfig_cost_s: float = 78.0
@@ -101,8 +105,10 @@ class TickConfig:
     ``reconfig_cost_s``. Empty in the simulator unless given: it charges its configured constant."""
     requeue_delay_s: float = 0.0
     """Slurm's wait before a requeued job may start again on a node it just left (``cred_expire + 1``, 121 s by
-    default). A move that keeps the job's GPU type may land on its own nodes, so that move is charged this too; a
-    move to another type never does (the daemon resets the begin time, ``SlurmRules.may_skip_requeue_wait``)."""
+    default on 22.05 and 24.11, which the daemon sets: ``DaemonConfig.requeue_delay_s``; 0 here and in the
+    simulator, whose moves cost ``reconfig_cost_s`` alone, as Gavel's). A move that keeps the job's GPU type may
+    land on its own nodes, so that move is charged this too; a move to another type never does (the daemon resets
+    the begin time, ``SlurmRules.may_skip_requeue_wait``)."""
     account_weights: Mapping[str, float] = field(default_factory=dict)
     """Weights of Slurm accounts for hierarchical policies (empty: all equal)."""
     cost_per_gpu_hour: Mapping[GpuType, float] = field(default_factory=dict)

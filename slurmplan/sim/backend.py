@@ -32,6 +32,7 @@ from slurmplan.domain import (
     Snapshot,
 )
 from slurmplan.rules import NEWEST, SlurmRules
+from slurmplan.tick_types import TickConfig
 
 log = logging.getLogger(__name__)
 
@@ -125,7 +126,7 @@ class SimBackend:
 
     nodes: tuple[Node, ...]
     rate_fn: RateFn
-    reconfig_cost_s: float = 78.0
+    reconfig_cost_s: float = TickConfig.reconfig_cost_s
     start_latency_s: float = 0.0
     """Seconds from Slurm starting a job to the job training (release -> Started, PrologSlurmctld, slurmd's
     launch); every start pays it, first starts and restarts alike, holding its GPUs meanwhile."""

@@ -11,6 +11,7 @@ from slurmplan.domain import ValidationError
 from slurmplan.rules import KNOWN as KNOWN_RULES
 from slurmplan.rules import NEWEST as NEWEST_RULES
 from slurmplan.sim.cluster import CRIUS_CLUSTER, GAVEL_CLUSTER
+from slurmplan.tick_types import TickConfig
 
 # The simulator's modules are imported by the commands that run it: every `slurmplan` start paid for them.
 
@@ -27,19 +28,27 @@ def _run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--trace", required=True, help="JSON-lines trace (ours or a Gavel dump)")
     p.add_argument("--cluster", default=GAVEL_CLUSTER, help="TYPE:NODES[xGPUS],... (default %(default)s)")
     p.add_argument(
-        "--round", type=float, default=None, help="round length in seconds (default: 360, the daemon's round_s)"
+        "--round",
+        type=float,
+        default=None,
+        help=f"round length in seconds (default: {TickConfig.round_s:g}, the daemon's round_s)",
     )
     p.add_argument("--throughputs", default=None, help="Gavel-format throughput table (default: shipped copy)")
-    p.add_argument("--reconfig-cost", type=float, default=78.0, help="seconds per reconfiguration (default 78)")
+    p.add_argument(
+        "--reconfig-cost",
+        type=float,
+        default=TickConfig.reconfig_cost_s,
+        help="seconds per reconfiguration (default %(default)g, the daemon's reconfig_cost_s)",
+    )
     p.add_argument("--zero-cost", action="store_true", help="no reconfiguration cost (Gavel's simulator's model)")
     p.add_argument(
         "--requeue-delay",
         type=float,
-        default=0.0,
+        default=TickConfig.requeue_delay_s,
         metavar="SECONDS",
         help="Slurm's wait before a requeued job may start again on a node it just left: cred_expire + 1 seconds "
         "(121 with Slurm's default cred_expire of 120); a move to another GPU type does not wait (the daemon resets "
-        "the begin time). Default 0: only --reconfig-cost charges a move",
+        "the begin time). Default %(default)g: only --reconfig-cost charges a move",
     )
     p.add_argument(
         "--start-latency",

@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 class SimOptions:
     """Knobs of one run; ``reconfig_cost_s=0`` is the zero-cost mode used to compare with Gavel."""
 
-    reconfig_cost_s: float = 78.0
+    reconfig_cost_s: float = TickConfig.reconfig_cost_s
     round_s: float | None = None
     """Round length; None takes the daemon's default (``TickConfig.round_s``, 360 s)."""
     reconfig_threshold: float = TickConfig.reconfig_threshold
@@ -48,9 +48,12 @@ class SimOptions:
     """The daemon's tick interval: events are seen at the next tick of this grid (0: at the event itself)."""
     stop_when_window_done: bool = False
     """Stop once every ``in_window`` job finished (Gavel measures a window while later jobs keep arriving)."""
-    requeue_delay_s: float = 0.0
-    """Seconds a requeued job waits before it may start again (``SlurmRules.requeue_start_delay_s``; Slurm's
-    default is 121). 0 by default: ``reconfig_cost_s`` already charges a move, and Gavel's moves are instant."""
+    requeue_delay_s: float = TickConfig.requeue_delay_s
+    """Seconds a requeued job waits before it may start again on a node it just left
+    (``SlurmRules.requeue_start_delay_s``; Slurm's default is 121 s, which the daemon assumes). 0 by default, as
+    ``TickConfig``: ``reconfig_cost_s`` already charges a move, and Gavel's moves are instant."""
+    signal_min_run_s: float = TickConfig.signal_min_run_s
+    """Least seconds a job runs before the checkpoint signal (``TickConfig.signal_min_run_s``; the daemon's is 10)."""
     slurm_version: str = NEWEST.label
     """Whose rules for changing a job the simulated Slurm enforces (``slurmplan.rules``; default the newest)."""
     start_latency_s: float = 0.0
@@ -89,6 +92,7 @@ class Simulation:
             reconfig_cost_s=options.reconfig_cost_s,
             reconfig_threshold=options.reconfig_threshold,
             requeue_delay_s=options.requeue_delay_s,
+            signal_min_run_s=options.signal_min_run_s,
         )
         rules = dataclasses.replace(rules_named(options.slurm_version), requeue_start_delay_s=options.requeue_delay_s)
         self.backend = SimBackend(
