@@ -75,9 +75,9 @@ run_inside() {
 set -euo pipefail
 ROOT=$1 CHECKOUT=$2 PREFIX=$3; shift 3
 mount --make-rprivate /
-hostname slurmplan-trixie
-ip link set lo up
-ip addr add 127.0.0.2/8 dev lo
+echo slurmplan-trixie >/proc/sys/kernel/hostname
+chroot "$ROOT" ip link set lo up # the root's iproute2: the host may have none
+chroot "$ROOT" ip addr add 127.0.0.2/8 dev lo
 mount -t proc proc "$ROOT/proc"
 mount --rbind /sys "$ROOT/sys"
 mount --rbind /dev "$ROOT/dev"
