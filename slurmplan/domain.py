@@ -507,7 +507,7 @@ class Action:
     previous_nodes: tuple[str, ...] | None = None
     """RELEASE of a restarted job: the nodes it last ran on (from the journaled scheduler state), so a backend
     that never saw it run (a cron tick's) knows whether the restart goes to other nodes (Slurm's begin-time
-    wait may then be skipped; see ``slurm.backend.may_start_now``)."""
+    wait may then be skipped; see ``rules.SlurmRules.may_skip_requeue_wait``)."""
 
 
 @dataclass(frozen=True)

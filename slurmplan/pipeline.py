@@ -223,7 +223,7 @@ def managed_jobs(
             cands = source.price(hints, ob.job, cluster)
         except (SlurmplanError, ValueError, KeyError) as exc:
             log.warning("job %d: cannot price its hints: %s", ob.job.job_id, exc)
-            refused.append(Observed(ob.job, None, _one_line(f"{type(exc).__name__}: {exc}")))
+            refused.append(Observed(ob.job, None, one_line(f"{type(exc).__name__}: {exc}")))
             continue
         mj = ManagedJob(job=job, hints=hints, candidates=cands, steps_done=steps)
         if memo is not None:
@@ -307,6 +307,39 @@ def shape_actions(
     return drop_no_ops(actions, jobs)
 
 
+# ------------------------------------------------------------------------------------- applying actions
+
+
+SKIPPED = "skipped: an earlier action of this job failed"
+"""The result of an action not sent because one before it for the same job failed (it stays an intent)."""
+
+
+def apply_in_waves(backend: Backend, actions: Sequence[Action]) -> list[ActionResult | None]:
+    """The one rule for applying a tick's actions, used by both journals; one result per action, in order.
+
+    One job's actions go in order and stop at its first failure, so a job whose UPDATE was refused is never
+    released with the old request (its later actions get None: not applied). Wave k holds the k-th action of
+    every job whose earlier actions took, so the backend may batch one kind across jobs (``scontrol hold
+    1,2,3``). A backend that raises fails the whole wave with the exception's text (Slurm unreachable).
+    """
+    by_job: dict[int, list[int]] = {}
+    for i, action in enumerate(actions):
+        by_job.setdefault(action.job_id, []).append(i)
+    results: list[ActionResult | None] = [None] * len(actions)
+    queues = list(by_job.values())
+    while queues:
+        wave = [q[0] for q in queues]
+        try:
+            answers = backend.apply([actions[i] for i in wave])
+        except Exception as exc:  # a backend bug or Slurm unreachable: the wave failed, later actions wait
+            log.warning("applying %d actions raised: %s", len(wave), exc)
+            answers = [ActionResult(actions[i], False, f"{type(exc).__name__}: {exc}") for i in wave]
+        for i, answer in zip(wave, answers, strict=True):
+            results[i] = answer
+        queues = [q[1:] for q, answer in zip(queues, answers, strict=True) if answer.ok and len(q) > 1]
+    return results
+
+
 # ------------------------------------------------------------------------------------------- the journal
 
 
@@ -341,9 +374,13 @@ class MemJournal:
         return list(tick.actions)
 
     def apply(self, backend: Backend, intents: list[Any], now: float) -> tuple[ApplyReport, list[ActionResult]]:
-        results = backend.apply(list(intents))
+        """The daemon's rule (:func:`apply_in_waves`); an action skipped after its job's failure is dropped,
+        as the daemon drops it when its intent goes stale (a simulated tick leaves nothing to roll forward)."""
+        answers = apply_in_waves(backend, intents)
+        pairs = zip(intents, answers, strict=True)
+        results = [r if r is not None else ActionResult(a, False, SKIPPED) for a, r in pairs]
         ok = sum(1 for r in results if r.ok)
-        return ApplyReport(applied=ok, failed=len(results) - ok), results
+        return ApplyReport(applied=ok, failed=sum(1 for r in answers if r is not None and not r.ok)), results
 
     def finish(self, tick_id: int | None, error: str = "", **fields: Any) -> None:
         return None
@@ -352,7 +389,8 @@ class MemJournal:
 # ----------------------------------------------------------------------------------------------- the tick
 
 
-def _real_decide(inp: TickInput, policy: Any, state: SchedulerState) -> TickOutput:
+def default_decide(inp: TickInput, policy: Any, state: SchedulerState) -> TickOutput:
+    """``tick.decide``, imported when first called (tests inject their own ``decide`` instead)."""
     from slurmplan.tick import decide
 
     return decide(inp, policy, state)
@@ -367,15 +405,15 @@ def run_tick(
     *,
     config: TickConfig | None = None,
     rules: SlurmRules | None = None,
-    decide: DecideFn = _real_decide,
+    decide: DecideFn = default_decide,
     memo: dict[int, tuple[Job, float, ManagedJob]] | None = None,
 ) -> TickReport:
     """One tick. Order chosen so that a tick killed at any line loses nothing (see ``control/runner.py``).
 
     ``clock`` gives the journal's time (the wall clock for the daemon, the virtual one for the simulator);
-    decisions read the snapshot's time. ``rules`` defaults to the backend's own (``backend.rules``).
+    decisions read the snapshot's time. ``rules`` defaults to the backend's own (``backend.rules``, read after
+    the snapshot: a Slurm backend knows its version from the JSON it read).
     """
-    rules = rules or getattr(backend, "rules", SLURM_22_05)
     config = config or TickConfig()
     t0 = time.perf_counter()
     tick_id = journal.begin(clock())
@@ -413,7 +451,7 @@ def _tick_body(
     policy: Any,
     source: JobSource,
     config: TickConfig,
-    rules: SlurmRules,
+    rules: SlurmRules | None,
     decide: DecideFn,
     memo: dict[int, tuple[Job, float, ManagedJob]] | None,
     tick_id: int | None,
@@ -434,6 +472,7 @@ def _tick_body(
     t2 = time.perf_counter()
 
     by_id = {j.job_id: j for j in snapshot.jobs} if out.actions or refused else {}
+    rules = rules or getattr(backend, "rules", SLURM_22_05)  # after the snapshot: the backend knows its version
     actions = shape_actions(out.actions, refused, by_id, source, rules)
     report = TickReport(
         mode=mode,
@@ -476,6 +515,7 @@ def _tick_body(
 _MAX_ERROR_CHARS = 200
 
 
-def _one_line(text: str) -> str:
+def one_line(text: str) -> str:
+    """An error text on one line of at most 200 characters (it goes into an admin comment and a table cell)."""
     clean = " ".join(text.replace("||", "|").split())
     return clean if len(clean) <= _MAX_ERROR_CHARS else clean[: _MAX_ERROR_CHARS - 3] + "..."

@@ -97,13 +97,17 @@ class SchedulerState:
 
 @dataclass(frozen=True)
 class TickConfig:
+    """The tick's settings, and the one statement of their defaults: the daemon's ``DaemonConfig`` and the
+    simulator's ``SimOptions`` take theirs from here, so both decide with the same values unless told."""
+
     round_s: float = 360.0
     checkpoint_signal: str = "USR2"
     grace_s: float = 120.0
     signal_min_run_s: float = 0.0
     """A running job gets the checkpoint signal only once it has run this long (since Slurm's ``start_time``); an
-    earlier stop decision waits (``JobState.signalled_at`` is then the due time). A job's batch script and launcher
-    need a moment to take the signal over; the daemon sets it (``DaemonConfig``), the simulator leaves it at 0."""
+    earlier stop decision waits (``JobState.signalled_at`` is then the due time). 0 signals at once, which the
+    simulator keeps; the daemon sets its own (``DaemonConfig.signal_min_run_s``, 10 s: a job's batch script and
+    launcher need a moment to take the signal over)."""
     reconfig_threshold: float = 0.97
     """Rubick's rule: move a running job only if ``(T - N*delta)/T > threshold``."""
     reconfig_cost_s: float = 78.0

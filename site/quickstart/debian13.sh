@@ -71,13 +71,13 @@ run_inside() {
     /usr | /usr/local) die "the host's python3 lives in $prefix, which the root cannot borrow; use a pyenv or venv Python" ;;
     esac
     # everything after -- runs as PID 1's child in new net/mount/pid/uts namespaces
-    unshare --net --mount --pid --uts --fork --kill-child -- bash -s -- "$ROOT" "$CHECKOUT" "$prefix" "$@" <<'INNER'
+    CI="${CI:-}" unshare --net --mount --pid --uts --fork --kill-child -- bash -s -- "$ROOT" "$CHECKOUT" "$prefix" "$@" <<'INNER'
 set -euo pipefail
 ROOT=$1 CHECKOUT=$2 PREFIX=$3; shift 3
 mount --make-rprivate /
-hostname slurmplan-trixie
-ip link set lo up
-ip addr add 127.0.0.2/8 dev lo
+echo slurmplan-trixie >/proc/sys/kernel/hostname
+chroot "$ROOT" ip link set lo up # the root's iproute2: the host may have none
+chroot "$ROOT" ip addr add 127.0.0.2/8 dev lo
 mount -t proc proc "$ROOT/proc"
 mount --rbind /sys "$ROOT/sys"
 mount --rbind /dev "$ROOT/dev"
@@ -86,10 +86,15 @@ mount -t tmpfs tmpfs "$ROOT/run"
 mkdir -p "$ROOT$CHECKOUT" "$ROOT$PREFIX"
 mount --bind "$CHECKOUT" "$ROOT$CHECKOUT"
 mount --bind "$PREFIX" "$ROOT$PREFIX"
+# the SPANK plugin is built against this Slurm's spank.h: build it apart, never reuse the host's 22.05 build
+mkdir -p "$ROOT/tmp/.spank"
+cp -a "$CHECKOUT/spank/." "$ROOT/tmp/.spank/"
+rm -f "$ROOT/tmp/.spank/"*.so "$ROOT/tmp/.spank/"*.o
+mount --bind "$ROOT/tmp/.spank" "$ROOT$CHECKOUT/spank"
 echo "127.0.0.1 localhost slurmplan-trixie" >"$ROOT/etc/hosts"
 cd /
 exec chroot "$ROOT" env -i PATH="$PREFIX/bin:/usr/sbin:/usr/bin:/sbin:/bin" HOME=/root LANG=C.UTF-8 \
-    PYTHONPATH="$CHECKOUT" SLURMPLAN_TEST_ROOT=trixie TMPDIR=/tmp \
+    PYTHONPATH="$CHECKOUT" CI="${CI:-}" TMPDIR=/tmp \
     bash -c 'cd "$0" && exec "$@"' "$CHECKOUT" "$@"
 INNER
 }
@@ -100,7 +105,7 @@ case "$cmd" in
 root) make_root ;;
 run) [ "$#" -gt 0 ] || die "usage: debian13.sh run CMD..."; run_inside "$@" ;;
 test)
-    [ "$#" -gt 0 ] || set -- $DEFAULT_TESTS
+    case "${1:-}" in "" | -*) set -- $DEFAULT_TESTS "$@" ;; esac # only options given: the default tests
     status=0
     run_inside python3 -m pytest -p no:cacheprovider "$@" || status=$?
     [ "$status" -ne 5 ] || die "pytest collected no tests"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Quick start (a): on a fresh Debian 12 machine, as root.
+# Quick start (a): on a fresh Debian 12 (Slurm 22.05) or Debian 13 (Slurm 24.11) machine, as root.
 # Installs Slurm, munge and slurmplan, starts a local Slurm cluster of virtual GPU nodes (2 x 4 A100,
 # 2 x 4 V100, 2 x 2 T4 on this one host), submits a small mixed workload and shows what slurmplan sees, then
 # submits managed jobs and runs the slurmplan daemon for a few short rounds, printing its decisions.
@@ -13,18 +13,25 @@ if [ "$(id -u)" -ne 0 ]; then
     exit 1
 fi
 
-echo "== 1. install Slurm, slurmdbd, MariaDB, munge and Python (Debian packages)"
-export DEBIAN_FRONTEND=noninteractive
-PACKAGES="slurmctld slurmd slurm-client munge libslurm-dev slurmdbd mariadb-server python3 python3-pip"
-if ! dpkg -s $PACKAGES >/dev/null 2>&1; then # skip apt entirely when all are there already
-    apt-get update -qq
-    apt-get install -y -qq --no-install-recommends $PACKAGES >/dev/null
-fi
+install_all() { # steps 1-2; SLURMPLAN_DEMO_SKIP_INSTALL=1 skips them (e.g. in the Debian 13 root of debian13.sh)
+    echo "== 1. install Slurm, slurmdbd, MariaDB, munge and Python (Debian packages)"
+    export DEBIAN_FRONTEND=noninteractive
+    PACKAGES="slurmctld slurmd slurm-client munge libslurm-dev slurmdbd mariadb-server python3 python3-pip"
+    if ! dpkg -s $PACKAGES >/dev/null 2>&1; then # skip apt entirely when all are there already
+        apt-get update -qq
+        apt-get install -y -qq --no-install-recommends $PACKAGES >/dev/null
+    fi
 
-echo "== 2. install slurmplan"
-export PIP_ROOT_USER_ACTION=ignore
-export PIP_BREAK_SYSTEM_PACKAGES=1 # Debian's Python refuses system-wide pip installs without it (PEP 668)
-python3 -m pip install -q -e "$REPO"
+    echo "== 2. install slurmplan"
+    export PIP_ROOT_USER_ACTION=ignore
+    export PIP_BREAK_SYSTEM_PACKAGES=1 # Debian's Python refuses system-wide pip installs without it (PEP 668)
+    python3 -m pip install -q -e "$REPO"
+}
+if [ "${SLURMPLAN_DEMO_SKIP_INSTALL:-}" = 1 ]; then
+    echo "== 1-2. install skipped (SLURMPLAN_DEMO_SKIP_INSTALL=1)"
+else
+    install_all
+fi
 
 echo "== 3. start the local development cluster"
 export SLURMPLAN_DEVCLUSTER_DIR=${SLURMPLAN_DEVCLUSTER_DIR:-$REPO/.state/devcluster}

@@ -18,53 +18,44 @@ import logging
 from collections.abc import Sequence
 
 from slurmplan.control.journal import ActionRow, ActionStatus, Journal
-from slurmplan.domain import Action, ActionKind, ClusterBackend, Job, JobState, Snapshot
-from slurmplan.pipeline import ApplyReport, drop_no_ops, untyped_update
-
-__all__ = ["ApplyReport", "drop_no_ops", "untyped_update", "apply_rows", "confirm", "roll_forward"]
+from slurmplan.domain import Action, ActionKind, ActionResult, ClusterBackend, Job, JobState, Snapshot
+from slurmplan.pipeline import SKIPPED, ApplyReport, apply_in_waves
 
 log = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = 3
 
 
-def apply_rows(journal: Journal, backend: ClusterBackend, rows: Sequence[ActionRow], now: float) -> ApplyReport:
-    """Apply intents job by job, in id order, marking each row; a backend exception leaves rows as intents.
-
-    Rows go to the backend in waves: wave k holds the k-th action of every job whose earlier actions took, so
-    one job's actions stay in order while the backend may batch the same kind across jobs (one ``scontrol
-    hold 1,2,3`` instead of three calls).
-    """
-    by_job: dict[int, list[ActionRow]] = {}
-    for row in sorted(rows, key=lambda r: r.id):
-        by_job.setdefault(row.action.job_id, []).append(row)
+def apply_rows(
+    journal: Journal, backend: ClusterBackend, rows: Sequence[ActionRow], now: float
+) -> tuple[ApplyReport, list[ActionResult]]:
+    """Apply intents in id order by the pipeline's one rule (:func:`~slurmplan.pipeline.apply_in_waves`),
+    marking each row; returns the report and one result per row applied (a row not applied stays an intent)."""
+    ordered = sorted(rows, key=lambda r: r.id)
+    answers = apply_in_waves(backend, [row.action for row in ordered])
     applied = failed = retry = 0
-    queues = list(by_job.values())
-    while queues:
-        wave = [q[0] for q in queues]
-        try:
-            results = [(r.ok, r.message) for r in backend.apply([row.action for row in wave])]
-        except Exception as exc:  # a backend bug or Slurm unreachable: keep the intents, retry next tick
-            log.warning("applying %d actions raised: %s", len(wave), exc)
-            results = [(False, f"{type(exc).__name__}: {exc}")] * len(wave)
-        next_queues = []
-        for q, row, (ok, message) in zip(queues, wave, results, strict=True):
-            if ok:
-                journal.intents.mark(row.id, ActionStatus.APPLIED, now, message)
-                applied += 1
-                if len(q) > 1:
-                    next_queues.append(q[1:])
-                continue
-            if row.attempts + 1 < MAX_ATTEMPTS:
-                _count_attempt(journal, row.id, message)
-                retry += 1
-            else:
-                journal.intents.mark(row.id, ActionStatus.FAILED, now, message)
+    results: list[ActionResult] = []
+    given_up: set[int] = set()  # jobs with an action failed for good: their later actions must never run
+    for row, answer in zip(ordered, answers, strict=True):
+        if answer is None:
+            if row.action.job_id in given_up:  # else it waits, as an intent, for its job's retry
+                journal.intents.mark(row.id, ActionStatus.FAILED, now, SKIPPED)
                 failed += 1
-            log.warning("job %d: %s failed: %s", row.action.job_id, row.action.kind.value, message)
-            # the job's later actions wait for this one
-        queues = next_queues
-    return ApplyReport(applied=applied, failed=failed, retry=retry)
+            continue
+        results.append(answer)
+        if answer.ok:
+            journal.intents.mark(row.id, ActionStatus.APPLIED, now, answer.message)
+            applied += 1
+            continue
+        if row.attempts + 1 < MAX_ATTEMPTS:
+            _count_attempt(journal, row.id, answer.message)
+            retry += 1
+        else:
+            journal.intents.mark(row.id, ActionStatus.FAILED, now, answer.message)
+            given_up.add(row.action.job_id)
+            failed += 1
+        log.warning("job %d: %s failed: %s", row.action.job_id, row.action.kind.value, answer.message)
+    return ApplyReport(applied=applied, failed=failed, retry=retry), results
 
 
 def _count_attempt(journal: Journal, action_id: int, message: str) -> None:
@@ -81,7 +72,7 @@ def roll_forward(journal: Journal, backend: ClusterBackend, now: float, max_age_
             journal.intents.mark(r.id, ActionStatus.FAILED, now, "stale: superseded by a later decision")
     if fresh:
         log.info("rolling forward %d pending intents", len(fresh))
-    report = apply_rows(journal, backend, fresh, now) if fresh else ApplyReport()
+    report = apply_rows(journal, backend, fresh, now)[0] if fresh else ApplyReport()
     return ApplyReport(report.applied, report.failed, report.retry, len(rows) - len(fresh))
 
 

@@ -25,7 +25,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-DEFAULT_COST_S = 78.0
+from slurmplan.tick_types import TickConfig
+
+DEFAULT_COST_S = TickConfig.reconfig_cost_s
 """The configured cost used until the journal holds a restart of a comparable job."""
 
 MIN_SAMPLES = 3

@@ -17,7 +17,8 @@ from slurmplan.domain import Action, ValidationError
 
 if TYPE_CHECKING:  # the daemon's modules are imported by the commands that run them, not by every `slurmplan`
     from slurmplan.control.journal import Journal
-    from slurmplan.control.runner import Daemon, TickReport
+    from slurmplan.control.runner import Daemon
+    from slurmplan.pipeline import TickReport
 
 log = logging.getLogger(__name__)
 

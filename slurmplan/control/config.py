@@ -34,21 +34,21 @@ class DaemonConfig:
     """Every job in these partitions is managed, hints or not."""
     policy: str = "las"
     """A policy name from ``policies/`` or the path of a policy YAML file."""
-    round_s: float = 360.0
+    round_s: float = TickConfig.round_s
     """Round settings (``round_s``, ``reconfig_threshold``, ``reconfig_cost_s``) are owned here, by the tick's
     config (``tick_config()``); the simulator takes them from its options. A policy file's copies are not read."""
-    checkpoint_signal: str = "USR2"
-    grace_s: float = 120.0
+    checkpoint_signal: str = TickConfig.checkpoint_signal
+    grace_s: float = TickConfig.grace_s
     signal_min_run_s: float = 10.0
     """Least seconds a job has run before it is sent the checkpoint signal (``TickConfig.signal_min_run_s``): a job
     signalled in its first moments, before its batch script and launcher have taken the signal over, could die of
     it; a stop decided earlier is carried out when the job reaches this age. 0 signals at once."""
-    reconfig_threshold: float = 0.97
-    reconfig_cost_s: float = 78.0
+    reconfig_threshold: float = TickConfig.reconfig_threshold
+    reconfig_cost_s: float = TickConfig.reconfig_cost_s
     requeue_delay_s: float = 121.0
     """Slurm's wait before a requeued job restarts on a node it just left (``cred_expire + 1`` wall seconds; 121 by
     default); a resize on the same GPU type is charged it (``TickConfig.requeue_delay_s``)."""
-    priority_reset_s: float = 1920.0
+    priority_reset_s: float = TickConfig.priority_reset_s
     """Least seconds between resets of the round priorities' memory of time received (Gavel's default)."""
     database: Path = DEFAULT_DATABASE
     report_dir: Path = DEFAULT_REPORT_DIR

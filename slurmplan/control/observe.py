@@ -26,7 +26,6 @@ from slurmplan.domain import (
     SlurmplanError,
 )
 from slurmplan.formats import (
-    BAD_HINTS_PREFIX,
     bad_hints_decision,
     compose_admin_comment,
     decision_of,
@@ -34,31 +33,12 @@ from slurmplan.formats import (
     split_admin_comment,
     with_decision,
 )
-from slurmplan.pipeline import Observed, _one_line, with_node_gpu_type, with_request
-from slurmplan.pipeline import managed_jobs as _pipeline_managed_jobs
-from slurmplan.tick import ManagedJob
-
-__all__ = [
-    "BAD_HINTS_PREFIX",
-    "CandidateFn",
-    "Observed",  # Observed, with_node_gpu_type and with_request live in slurmplan.pipeline; importable here too
-    "SlurmJobSource",
-    "bad_hint_annotation",
-    "classify",
-    "classify_all",
-    "default_candidates",
-    "keep_user_hints",
-    "managed_jobs",
-    "with_node_gpu_type",
-    "with_request",
-]
+from slurmplan.pipeline import Observed, one_line
 
 log = logging.getLogger(__name__)
 
 CandidateFn = Callable[[Hints, Cluster, Sequence[Measurement]], tuple[Candidate, ...]]
 """Per job, every configuration it may run in. Injectable so tests and the benchmark can price jobs cheaply."""
-
-_MAX_ERROR_CHARS = 200
 
 
 def classify(job: Job, managed_partitions: Sequence[str]) -> Observed:
@@ -66,17 +46,13 @@ def classify(job: Job, managed_partitions: Sequence[str]) -> Observed:
     try:
         hints = find_hints(job.admin_comment) or find_hints(job.comment)
     except (SlurmplanError, ValueError) as exc:
-        return Observed(job, None, _one_line(str(exc)))
+        return Observed(job, None, one_line(str(exc)))
     if hints is not None:
         return Observed(job, hints if hints.managed else None)
     partitions = [p for p in job.partition.split(",") if p]
     if any(p in managed_partitions for p in partitions):
         return Observed(job, Hints())
     return Observed(job, None)
-
-
-def classify_all(jobs: Sequence[Job], managed_partitions: Sequence[str]) -> list[Observed]:
-    return [classify(job, managed_partitions) for job in jobs]
 
 
 def default_candidates(hints: Hints, cluster: Cluster, measurements: Sequence[Measurement]) -> tuple[Candidate, ...]:
@@ -96,17 +72,6 @@ def bad_hint_annotation(ob: Observed) -> Action | None:
         return None
     text = with_decision(ob.job.admin_comment, decision)
     return Action(ActionKind.ANNOTATE, ob.job.job_id, admin_comment=text, reason="bad hints: job left alone")
-
-
-def managed_jobs(
-    observed: Sequence[Observed],
-    cluster: Cluster,
-    measurements: Sequence[Measurement],
-    candidates_fn: CandidateFn = default_candidates,
-) -> tuple[list[ManagedJob], list[Observed]]:
-    """ManagedJobs for the unfinished managed jobs, plus the jobs refused because they could not be priced."""
-    source = SlurmJobSource((), candidates_fn, lambda: measurements)
-    return _pipeline_managed_jobs(observed, cluster, source)
 
 
 def keep_user_hints(action: Action, job: Job | None) -> Action:

@@ -33,9 +33,7 @@ from slurmplan.control.observe import CandidateFn, SlurmJobSource, default_candi
 from slurmplan.control.reports import load_measurements
 from slurmplan.control.tick_journal import SqliteTickJournal
 from slurmplan.domain import ClusterBackend, Policy
-from slurmplan.pipeline import DecideFn, TickReport, _real_decide, prune, run_tick
-
-__all__ = ["Daemon", "TickReport", "prune"]
+from slurmplan.pipeline import DecideFn, TickReport, default_decide, run_tick
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +52,7 @@ class Daemon:
         backend: ClusterBackend | None = None,
         policy: Policy = None,
         candidates_fn: CandidateFn = default_candidates,
-        decide_fn: DecideFn = _real_decide,
+        decide_fn: DecideFn = default_decide,
     ) -> None:
         self.config = config
         self._backend = backend

@@ -71,7 +71,7 @@ class SqliteTickJournal:
     def apply(self, backend: Backend, intents: list[Any], now: float) -> tuple[ApplyReport, list[ActionResult]]:
         wanted = set(intents)
         rows = [r for r in self.journal.intents.rows(status=ActionStatus.INTENT) if r.id in wanted]
-        return apply_rows(self.journal, backend, rows, now), []  # type: ignore[arg-type]
+        return apply_rows(self.journal, backend, rows, now)  # type: ignore[arg-type]
 
     def finish(self, tick_id: int | None, error: str = "", **fields: Any) -> None:
         if tick_id is None:

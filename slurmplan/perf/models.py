@@ -135,7 +135,7 @@ def _load_all(paths: tuple[str, ...]) -> dict[str, ModelSpec]:
 
 
 @lru_cache(maxsize=4)
-def _catalog(site: str | None) -> tuple[dict[str, ModelSpec], dict[str, str]]:
+def model_catalog(site: str | None) -> tuple[dict[str, ModelSpec], dict[str, str]]:
     paths = (str(DEFAULT_MODELS),) + ((site,) if site else ())
     models = _load_all(paths)
     aliases = {alias: spec.name for spec in models.values() for alias in spec.aliases}
@@ -144,7 +144,7 @@ def _catalog(site: str | None) -> tuple[dict[str, ModelSpec], dict[str, str]]:
 
 def get_model(name: str) -> ModelSpec:
     """The catalog model called ``name`` (case, spaces and aliases tolerated); ValidationError otherwise."""
-    models, aliases = _catalog(os.environ.get(ENV_MODELS) or None)
+    models, aliases = model_catalog(os.environ.get(ENV_MODELS) or None)
     key = _normalise(name)
     key = aliases.get(key, key)
     if key not in models:
@@ -153,5 +153,5 @@ def get_model(name: str) -> ModelSpec:
 
 
 def list_models() -> tuple[str, ...]:
-    models, _ = _catalog(os.environ.get(ENV_MODELS) or None)
+    models, _ = model_catalog(os.environ.get(ENV_MODELS) or None)
     return tuple(sorted(models))

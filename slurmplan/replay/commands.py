@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from slurmplan.domain import ValidationError
+from slurmplan.tick_types import TickConfig
 
 DEFAULT_SPEEDUP = 30.0
 
@@ -27,7 +28,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--out", default=None, help="folder for summary, per-job CSV, plots, logs (default: a temp dir)")
     p.add_argument("--partition", default=None, help="submit to this partition (default: the cluster's default)")
-    p.add_argument("--round", type=float, default=360.0, help="round length in trace seconds (default 360)")
+    p.add_argument(
+        "--round", type=float, default=TickConfig.round_s, help="round length in trace seconds (default %(default)g)"
+    )
     p.add_argument("--tick", type=float, default=30.0, help="daemon tick interval in trace seconds (default 30)")
     p.add_argument("--max-wall", type=float, default=3600.0, help="give up after this many wall seconds")
     p.add_argument(

@@ -30,6 +30,7 @@ from slurmplan.sim.trace import read_trace
 from slurmplan.slurm import replay_ops
 from slurmplan.slurm.backend import SlurmBackend
 from slurmplan.slurm.reader import JobRecord
+from slurmplan.tick_types import TickConfig
 
 log = logging.getLogger(__name__)
 
@@ -47,11 +48,11 @@ class ReplayConfig:
     out_dir: Path
     speedup: float = 30.0
     faults: FaultPlan = field(default_factory=FaultPlan)
-    round_s: float = 360.0
+    round_s: float = TickConfig.round_s
     tick_s: float = 30.0
-    reconfig_cost_s: float = 78.0
-    grace_s: float = 120.0
-    priority_reset_s: float = 1920.0
+    reconfig_cost_s: float = TickConfig.reconfig_cost_s
+    grace_s: float = TickConfig.grace_s
+    priority_reset_s: float = TickConfig.priority_reset_s
     max_wall_s: float = 3600.0
     start_latency_wall_s: float = START_LATENCY_WALL_S
     """Slurm's launch latency in wall seconds, which the prediction charges K times at every start."""

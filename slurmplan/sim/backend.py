@@ -31,7 +31,8 @@ from slurmplan.domain import (
     Node,
     Snapshot,
 )
-from slurmplan.rules import SLURM_22_05, SlurmRules
+from slurmplan.rules import NEWEST, SlurmRules
+from slurmplan.tick_types import TickConfig
 
 log = logging.getLogger(__name__)
 
@@ -125,12 +126,13 @@ class SimBackend:
 
     nodes: tuple[Node, ...]
     rate_fn: RateFn
-    reconfig_cost_s: float = 78.0
+    reconfig_cost_s: float = TickConfig.reconfig_cost_s
     start_latency_s: float = 0.0
     """Seconds from Slurm starting a job to the job training (release -> Started, PrologSlurmctld, slurmd's
     launch); every start pays it, first starts and restarts alike, holding its GPUs meanwhile."""
-    rules: SlurmRules = SLURM_22_05
-    """Slurm's rules, enforced here as Slurm enforces them (refusals carry Slurm's message)."""
+    rules: SlurmRules = NEWEST
+    """Slurm's rules, enforced here as Slurm enforces them (refusals carry Slurm's message); the newest measured
+    version's unless told (``SimOptions.slurm_version``)."""
     submit_held: bool = True
     keep_finished_s: float = 0.0
     """Seconds a finished job stays in ``snapshot()`` (Slurm's MinJobAge, 300 s by default; the simulator

@@ -8,7 +8,10 @@ import sys
 from pathlib import Path
 
 from slurmplan.domain import ValidationError
+from slurmplan.rules import KNOWN as KNOWN_RULES
+from slurmplan.rules import NEWEST as NEWEST_RULES
 from slurmplan.sim.cluster import CRIUS_CLUSTER, GAVEL_CLUSTER
+from slurmplan.tick_types import TickConfig
 
 # The simulator's modules are imported by the commands that run it: every `slurmplan` start paid for them.
 
@@ -17,11 +20,18 @@ GAVEL_DEFAULT_RATE = {"gavel-single": 5.6, "gavel-multiple": 2.6}
 1.5 jobs/h for both, left the 108 GPUs mostly idle, so every policy ran every job at once and they all tied."""
 
 
+SLURM_VERSIONS = tuple(r.label for r in KNOWN_RULES)
+NEWEST_SLURM = NEWEST_RULES.label
+
+
 def _run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--trace", required=True, help="JSON-lines trace (ours or a Gavel dump)")
     p.add_argument("--cluster", default=GAVEL_CLUSTER, help="TYPE:NODES[xGPUS],... (default %(default)s)")
     p.add_argument(
-        "--round", type=float, default=None, help="round length in seconds (default: 360, the daemon's round_s)"
+        "--round",
+        type=float,
+        default=None,
+        help=f"round length in seconds (default: {TickConfig.round_s:g}, the daemon's round_s)",
     )
     p.add_argument("--throughputs", default=None, help="Gavel-format throughput table (default: shipped copy)")
     from slurmplan.tick_types import DEV_RESTART_COST_S, DEV_START_LATENCY_S, SLURM_REQUEUE_DELAY_S
@@ -50,6 +60,12 @@ def _run_options(p: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="seconds from Slurm starting a job to it training, paid at every start (release, PrologSlurmctld, "
         "slurmd's launch; 3.5 measured on the local dev cluster, the default). 0: starts are instant, as in Gavel",
+    )
+    p.add_argument(
+        "--slurm-version",
+        default=NEWEST_SLURM,
+        help="whose rules for changing a job the simulated Slurm enforces (%(choices)s; default %(default)s)",
+        choices=SLURM_VERSIONS,
     )
     p.add_argument("--tick", type=float, default=30.0, help="daemon tick interval in seconds (0: every event)")
     p.add_argument("--no-arrival-ticks", action="store_true", help="see arrivals at the next round or completion")
@@ -203,6 +219,7 @@ def _spec(args: argparse.Namespace, policy: str, dropped: list[str] = ()):  # ->
         reconfig_cost_s=0.0 if args.zero_cost else args.reconfig_cost,
         requeue_delay_s=0.0 if args.zero_cost else args.requeue_delay,
         start_latency_s=0.0 if args.zero_cost else args.start_latency,
+        slurm_version=args.slurm_version,
         round_s=args.round,
         event_ticks=not args.round_ticks_only,
         tick_s=args.tick,

@@ -19,8 +19,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from slurmplan.domain import Action, ActionKind, Candidate, Cluster, Hints, Job, Policy, Reason
-from slurmplan.pipeline import MemJournal, Observed, managed_jobs, run_tick
-from slurmplan.rules import SLURM_22_05
+from slurmplan.pipeline import MemJournal, Observed, run_tick
+from slurmplan.rules import NEWEST, rules_named
 from slurmplan.sim.backend import SimBackend, SimJob
 from slurmplan.sim.cluster import ClusterSpec
 from slurmplan.sim.result import JobRecord, SimResult
@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 class SimOptions:
     """Knobs of one run; ``reconfig_cost_s=0`` is the zero-cost mode used to compare with Gavel."""
 
-    reconfig_cost_s: float = 78.0
+    reconfig_cost_s: float = TickConfig.reconfig_cost_s
     round_s: float | None = None
     """Round length; None takes the daemon's default (``TickConfig.round_s``, 360 s)."""
     reconfig_threshold: float = TickConfig.reconfig_threshold
@@ -48,9 +48,14 @@ class SimOptions:
     """The daemon's tick interval: events are seen at the next tick of this grid (0: at the event itself)."""
     stop_when_window_done: bool = False
     """Stop once every ``in_window`` job finished (Gavel measures a window while later jobs keep arriving)."""
-    requeue_delay_s: float = 0.0
-    """Seconds a requeued job waits before it may start again (``SlurmRules.requeue_start_delay_s``; Slurm's
-    default is 121). 0 by default: ``reconfig_cost_s`` already charges a move, and Gavel's moves are instant."""
+    requeue_delay_s: float = TickConfig.requeue_delay_s
+    """Seconds a requeued job waits before it may start again on a node it just left
+    (``SlurmRules.requeue_start_delay_s``; Slurm's default is 121 s, which the daemon assumes). 0 by default, as
+    ``TickConfig``: ``reconfig_cost_s`` already charges a move, and Gavel's moves are instant."""
+    signal_min_run_s: float = TickConfig.signal_min_run_s
+    """Least seconds a job runs before the checkpoint signal (``TickConfig.signal_min_run_s``; the daemon's is 10)."""
+    slurm_version: str = NEWEST.label
+    """Whose rules for changing a job the simulated Slurm enforces (``slurmplan.rules``; default the newest)."""
     start_latency_s: float = 0.0
     """Seconds from a job's start to it training, paid at every start (Slurm's launch: ~3.5 s on the dev
     cluster). 0 by default: Gavel's starts are instant, and at real time scales a few seconds are noise."""
@@ -88,8 +93,9 @@ class Simulation:
             reconfig_threshold=options.reconfig_threshold,
             requeue_delay_s=options.requeue_delay_s,
             start_latency_s=options.start_latency_s,
+            signal_min_run_s=options.signal_min_run_s,
         )
-        rules = dataclasses.replace(SLURM_22_05, requeue_start_delay_s=options.requeue_delay_s)
+        rules = dataclasses.replace(rules_named(options.slurm_version), requeue_start_delay_s=options.requeue_delay_s)
         self.backend = SimBackend(
             nodes=cluster.nodes(),
             rate_fn=self._rate,
@@ -161,12 +167,6 @@ class Simulation:
                     node_count=-(-t.gpus // per_node),
                 )
             )
-
-    def managed_jobs(self) -> tuple[ManagedJob, ...]:
-        """The tick's view of every active job (the pipeline's own step, on the backend's current snapshot)."""
-        snap = self.backend.snapshot()
-        observed = [self.source.classify(job) for job in snap.jobs]
-        return tuple(managed_jobs(observed, snap.cluster, self.source, self._memo)[0])
 
     # ------------------------------------------------------------------------------------------------ loop
 

@@ -31,9 +31,18 @@ from slurmplan.domain import (
     Snapshot,
     ValidationError,
 )
-from slurmplan.rules import SLURM_22_05, SlurmRules
+from slurmplan.rules import SLURM_22_05, SlurmRules, rules_for
 from slurmplan.slurm.parse import compress_hostlist, format_tres_per_node, gpu_request
-from slurmplan.slurm.reader import JobRecord, NodeRecord, Reader, SlurmOutputError, read_jobs, read_nodes, reader_for
+from slurmplan.slurm.reader import (
+    JobRecord,
+    NodeRecord,
+    Reader,
+    SlurmOutputError,
+    read_jobs,
+    read_nodes,
+    reader_for,
+    slurm_version,
+)
 from slurmplan.slurm.run import SlurmCommandError, run_slurm
 
 log = logging.getLogger(__name__)
@@ -145,7 +154,9 @@ def snapshot_from_json(nodes_doc: Any, squeue: Any, now: float) -> Snapshot:
     return Snapshot(time=now, cluster=Cluster(nodes=nodes), jobs=jobs)
 
 
-def action_commands(action: Action, current_request: str | None = None) -> list[list[str]]:
+def action_commands(
+    action: Action, current_request: str | None = None, rules: SlurmRules = SLURM_22_05
+) -> list[list[str]]:
     """The Slurm command lines that carry out ``action`` (pure; an empty list means nothing to do).
 
     ``current_request`` is the job's ``tres_per_node`` now; an UPDATE of the GPU request depends on it (see
@@ -168,12 +179,12 @@ def action_commands(action: Action, current_request: str | None = None) -> list[
     if kind is ActionKind.ANNOTATE:
         return [["scontrol", "update", f"jobid={jid}", f"AdminComment={action.admin_comment or ''}"]]
     if kind is ActionKind.UPDATE:
-        fields = _update_fields(action, current_request)
+        fields = _update_fields(action, current_request, rules)
         return [["scontrol", "update", f"jobid={jid}", *fields]] if fields else []
     raise ValidationError("action kind", kind, f"one of {', '.join(k.value for k in ActionKind)}", "slurm backend")
 
 
-def _gpu_fields(action: Action, current_request: str | None) -> list[str]:
+def _gpu_fields(action: Action, current_request: str | None, rules: SlurmRules) -> list[str]:
     """How to change a pending job's GPU request on Slurm 22.05, checked on this platform:
 
     * the count of a typed request can change (``TresPerNode=gres:gpu:a100:1``);
@@ -187,21 +198,22 @@ def _gpu_fields(action: Action, current_request: str | None) -> list[str]:
     assert action.gpus_per_node is not None
     current_type, current_count = gpu_request(current_request) if current_request else (None, 0)
     typed_now = current_type is not None
-    refusal = SLURM_22_05.type_change_error(action.job_id, typed_now, current_type, action.gpu_type, current_request)
+    refusal = rules.type_change_error(action.job_id, typed_now, current_type, action.gpu_type, current_request)
     if refusal is not None:
         raise refusal
     if typed_now:
-        return [f"TresPerNode={format_tres_per_node(current_type, action.gpus_per_node)}"]
+        kept = current_type if action.gpu_type is None else action.gpu_type  # a retype only where rules allow it
+        return [f"TresPerNode={format_tres_per_node(kept, action.gpus_per_node)}"]
     fields = [f"TresPerNode={format_tres_per_node(None, action.gpus_per_node)}"]
     if action.gpu_type is not None:
         fields.append(f"Features={action.gpu_type}")
     return fields
 
 
-def _update_fields(action: Action, current_request: str | None) -> list[str]:
+def _update_fields(action: Action, current_request: str | None, rules: SlurmRules) -> list[str]:
     fields: list[str] = []
     if action.gpus_per_node is not None:
-        fields += _gpu_fields(action, current_request)
+        fields += _gpu_fields(action, current_request, rules)
     elif action.gpu_type is not None:
         raise ValidationError("gpus_per_node", None, "a GPU count whenever gpu_type is set", "update action")
     if action.node_count is not None:
@@ -272,19 +284,9 @@ def start_now_command(job_ids: Sequence[int]) -> list[str]:
     Slurm sets a requeued batch job's begin time to ``cred_expire + 1`` seconds later (121 s by default), so
     that a new launch cannot meet the revoked credential of the old one on the same node. slurmplan's restart
     is a checkpoint, requeue-hold and release into a new configuration; when that configuration's nodes are
-    all other nodes (:func:`may_start_now`) it clears the wait before releasing.
+    all other nodes (``SlurmRules.may_skip_requeue_wait``) it clears the wait before releasing.
     """
     return ["scontrol", "update", f"jobid={','.join(map(str, job_ids))}", "StartTime=now"]
-
-
-def may_start_now(ran_on: frozenset[str] | None, target: frozenset[str] | None) -> bool:
-    """Whether a requeued job may skip Slurm's ``cred_expire`` wait (pure).
-
-    Only when the daemon pinned it to nodes it was not running on: a node it just left revoked its launch
-    credential, and a new launch there within the same second is killed outright ("Killing non-startable batch
-    job: Job credential revoked", the job ends FAILED; seen on this platform). Unknown nodes: keep the wait.
-    """
-    return bool(ran_on) and bool(target) and not (ran_on & target)  # type: ignore[operator]
 
 
 class SlurmBackend:
@@ -297,14 +299,25 @@ class SlurmBackend:
     of one batchable kind in one :meth:`apply` call go to Slurm as one command per ``BATCH_MAX`` jobs.
     """
 
-    rules: SlurmRules = SLURM_22_05
-    """What this Slurm lets the daemon change (declared once in ``slurmplan.rules``; the simulator enforces it)."""
+    @property
+    def rules(self) -> SlurmRules:
+        """What the Slurm this backend talks to lets the daemon change (``slurmplan.rules``, per version): from
+        the version its JSON named at the last snapshot, else from ``scontrol --version``."""
+        return self.detect_rules()
+
+    def detect_rules(self) -> SlurmRules:
+        if self.reader is not None:
+            return rules_for(self.reader.version)
+        if self._version is None:
+            self._version = slurm_version(self.env)
+        return rules_for(self._version)
 
     def __init__(self, env: Mapping[str, str] | None = None, timeout: float = 60.0) -> None:
         self.env = dict(env or {})
         self.timeout = timeout
         self.calls = 0
         self.reader: Reader | None = None  # known after the first snapshot: the version of Slurm's JSON
+        self._version: tuple[int, int] | None = None
         self._requests: dict[int, str] = {}
         self._restarted: set[int] = set()
         self._begin_wait: set[int] = set()  # released jobs still waiting out Slurm's requeue begin time
@@ -316,18 +329,21 @@ class SlurmBackend:
         return run_slurm(argv, self.env, timeout=self.timeout, check=check)
 
     def _json(self, argv: Sequence[str]) -> Any:
-        proc = self._run(argv)
+        proc = self._run(argv, check=False)
+        if proc.returncode != 0:  # 24.11 exits 1 when slurmctld cannot be reached (22.05: 0, see below)
+            raise SlurmCommandError(argv, proc.returncode, f"{proc.stderr.strip()}; {self._is_it_running()}")
         try:
             payload = json.loads(proc.stdout)
         except json.JSONDecodeError as exc:
             raise SlurmOutputError(" ".join(argv), "(document)", f"not JSON ({exc})") from exc
         errors = payload.get("errors") if isinstance(payload, Mapping) else None
         if errors:  # 22.05 exits 0 with an "Unspecified error" here when slurmctld cannot be reached
-            conf = self.env.get("SLURM_CONF") or os.environ.get("SLURM_CONF") or "the default slurm.conf"
-            raise SlurmCommandError(
-                argv, proc.returncode, f"Slurm reported {errors!r}; is slurmctld running for {conf}?"
-            )
+            raise SlurmCommandError(argv, proc.returncode, f"Slurm reported {errors!r}; {self._is_it_running()}")
         return payload
+
+    def _is_it_running(self) -> str:
+        conf = self.env.get("SLURM_CONF") or os.environ.get("SLURM_CONF") or "the default slurm.conf"
+        return f"is slurmctld running for {conf}?"
 
     def snapshot(self) -> Snapshot:
         """Nodes and jobs at one instant: one ``squeue --json`` (all states) and one node listing, whose command
@@ -409,7 +425,8 @@ class SlurmBackend:
         ids = [
             a.job_id
             for a in releases
-            if a.job_id in self._restarted and may_start_now(self._ran_on_of(a), self._target.get(a.job_id))
+            if a.job_id in self._restarted
+            and self.rules.may_skip_requeue_wait(self._ran_on_of(a) or (), self._target.get(a.job_id))
         ]
         for chunk in range(0, len(ids), BATCH_MAX):
             self._run(start_now_command(ids[chunk : chunk + BATCH_MAX]), check=False)
@@ -423,7 +440,7 @@ class SlurmBackend:
 
     def _apply_one(self, action: Action, current_request: str | None) -> ActionResult:
         try:
-            commands = action_commands(action, current_request)
+            commands = action_commands(action, current_request, self.rules)
         except ValidationError as exc:
             return ActionResult(action, False, str(exc))
         if not commands:

@@ -23,8 +23,9 @@ from pathlib import Path
 
 from slurmplan.domain import SlurmplanError
 from slurmplan.slurm import devaccounting, procs
-from slurmplan.slurm.devconf import ClusterPaths, render_gres_conf, render_slurm_conf
+from slurmplan.slurm.devconf import ClusterPaths, render_cgroup_conf, render_gres_conf, render_slurm_conf
 from slurmplan.slurm.devlayout import Layout, load_layout
+from slurmplan.slurm.reader import parse_version
 from slurmplan.slurm.run import SlurmCommandError, run_slurm
 
 log = logging.getLogger(__name__)
@@ -92,6 +93,11 @@ def check_prerequisites() -> None:
         )
 
 
+def daemon_version() -> tuple[int, int]:
+    """The installed slurmd's version (``slurmd -V`` needs no configuration, unlike the client commands)."""
+    return parse_version(run_slurm(["slurmd", "-V"], timeout=30).stdout)
+
+
 def install_packages(accounting: bool = False) -> None:
     """apt-get install Debian's Slurm and munge packages, with MariaDB and slurmdbd for ``accounting`` (only
     when asked with ``--install``)."""
@@ -151,22 +157,46 @@ class DevCluster:
         return self._up(timeout)
 
     def _up(self, timeout: float) -> ClusterStatus:
+        """Start what is missing; if anything fails, stop what this call started and raise naming the daemon.
+
+        Every wait here is bounded (``timeout`` for the nodes, 10 s for munged's socket), so ``up`` ends.
+        """
         running = {name for name in self.daemon_names() if self._own_pid(name) is not None}
         if running:
             self._check_config_unchanged()
         else:
             self._prepare()
-        for name in self.daemon_names():
-            if name not in running:
-                self._start(name)
-                if name == "munged":
-                    self._wait_for(lambda: self.paths.munge_socket.exists(), 10.0, "munged to open its socket")
-                elif name in devaccounting.DAEMONS:
-                    self._accounting_step(name, lambda n=name: self._accounting_listening(n))
-        self._wait_nodes_ready(timeout)
-        if self.accounting and "slurmdbd" not in running:
-            self._accounting_step("accounts", self._accounting_apply)
+        started: list[str] = []
+        try:
+            for name in self.daemon_names():
+                if name not in running:
+                    self._start(name)
+                    started.append(name)
+                    if name == "munged":
+                        self._wait_for(lambda: self.paths.munge_socket.exists(), 10.0, "munged to open its socket")
+                    elif name in devaccounting.DAEMONS:
+                        self._accounting_step(name, lambda n=name: self._accounting_listening(n))
+            self._wait_nodes_ready(timeout)
+            if self.accounting and "slurmdbd" not in running:
+                self._accounting_step("accounts", self._accounting_apply)
+        except BaseException as exc:
+            left = self._stop(started)
+            if isinstance(exc, DevClusterError):
+                note = f"\nstopped what this start had started: {', '.join(started)}"
+                raise DevClusterError(f"{exc}{note}" + (f" (still alive: {left})" if left else "")) from exc
+            raise
         return self.status()
+
+    def _stop(self, names: list[str]) -> list[int]:
+        """Stop the daemons ``names`` of this cluster (slurmds first, munged last); returns pids still alive."""
+        order = sorted(names, key=lambda n: (n == "munged", n == "slurmctld"))
+        left = procs.stop_pids([pid for pid in (self._own_pid(n) for n in order) if pid is not None], 10.0)
+        for name in order:
+            self.paths.pid_file(name).unlink(missing_ok=True)
+            proc = self._procs.pop(name, None)
+            if proc is not None:
+                proc.poll()
+        return left
 
     def _prepare(self) -> None:
         """Write a fresh configuration (ports reused from the last run when still free)."""
@@ -205,6 +235,9 @@ class DevCluster:
             p.plugstack_conf.write_text("# no SPANK plugins in this development cluster\n")
         p.slurm_conf.write_text(self._render(ctld_port, node_ports))
         p.gres_conf.write_text(render_gres_conf(self.layout, p))
+        cgroup = render_cgroup_conf(daemon_version())
+        if cgroup is not None and "cgroup.conf" not in self.layout.conf_files:
+            p.cgroup_conf.write_text(cgroup)
 
     def _render(self, ctld_port: int, node_ports: dict[str, int]) -> str:
         host = socket.gethostname().split(".")[0]
@@ -379,7 +412,11 @@ class DevCluster:
         return f"not running: {', '.join(dead) or 'none'}; logs in {self.paths.log_dir}{tail}"
 
     def _node_states(self) -> dict[str, str]:
-        proc = run_slurm(["sinfo", "-h", "-N", "-o", "%N|%T"], self.env, timeout=10, check=False)
+        try:
+            proc = run_slurm(["sinfo", "-h", "-N", "-o", "%N|%T"], self.env, timeout=10, check=False)
+        except SlurmCommandError as exc:  # timed out: a controller still starting, or one that never will
+            log.info("sinfo: %s", exc)
+            return {}
         if proc.returncode != 0:
             return {}
         states: dict[str, str] = {}
@@ -435,12 +472,19 @@ class DevCluster:
             raise DevClusterError(f"processes still alive after down: {left}")
 
     def _job_step_pids(self) -> list[int]:
-        """slurmstepd processes of this cluster: they inherit our SLURM_CONF from the slurmd that forked them."""
+        """slurmstepd processes of this cluster.
+
+        On 22.05 a step inherits our SLURM_CONF from the slurmd that forked it; on 24.11 its environment is
+        empty, but it keeps our slurmd's log file open and listens on a socket in our spool directory.
+        """
         conf = str(self.paths.slurm_conf)
+        root = str(self.paths.root) + "/"
+        ours = procs.unix_socket_inodes(root)
         return [
             pid
             for pid in procs.all_pids()
-            if procs.comm(pid) == "slurmstepd" and procs.environ(pid).get("SLURM_CONF") == conf
+            if procs.comm(pid) == "slurmstepd"
+            and (procs.environ(pid).get("SLURM_CONF") == conf or procs.holds_path(pid, root, ours))
         ]
 
     # -------------------------------------------------------------------------------------------- status

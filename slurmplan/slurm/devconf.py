@@ -33,6 +33,10 @@ class ClusterPaths:
         return self.conf_dir / "gres.conf"
 
     @property
+    def cgroup_conf(self) -> Path:
+        return self.conf_dir / "cgroup.conf"
+
+    @property
     def plugstack_conf(self) -> Path:
         return self.conf_dir / "plugstack.conf"
 
@@ -127,7 +131,7 @@ def render_slurm_conf(
         "SlurmctldTimeout=60",
         "SlurmdTimeout=300",
         "MessageTimeout=20",
-        "UnkillableStepTimeout=60",
+        "UnkillableStepTimeout=100",  # 24.11 logs an error below 5 x MessageTimeout (nodes go down KillTaskFailed)
         "",
     ]
     if not gpu_types:
@@ -161,6 +165,18 @@ def _node_line(node: NodeSpec, port: int) -> str:
         parts.append(f"Feature={','.join(node.features)}")
     parts.append("State=UNKNOWN")
     return " ".join(parts)
+
+
+def render_cgroup_conf(version: tuple[int, int]) -> str | None:
+    """cgroup.conf for Slurm ``version``, or None to write none.
+
+    22.05 runs without one (and has no ``CgroupPlugin=disabled``); 24.11's slurmd initialises a cgroup plugin
+    even with ``proctrack/linuxproc`` and ``task/none`` and exits ("Unable to initialize cgroup plugin") where
+    no cgroup filesystem is mounted, as in a container, unless the plugin is disabled (checked on 24.11.5).
+    """
+    if version < (23, 2):
+        return None
+    return "# Written by `slurmplan devcluster up`: no cgroups in a development cluster\nCgroupPlugin=disabled\n"
 
 
 def render_gres_conf(layout: Layout, paths: ClusterPaths) -> str:

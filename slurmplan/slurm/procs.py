@@ -56,6 +56,32 @@ def comm(pid: int) -> str:
     return (_read(f"/proc/{pid}/comm") or b"").decode(errors="replace").strip()
 
 
+def unix_socket_inodes(prefix: str) -> set[str]:
+    """Inodes (as ``socket:[N]`` link targets) of the listening Unix sockets whose path starts with ``prefix``."""
+    out: set[str] = set()
+    for line in (_read("/proc/net/unix") or b"").decode(errors="replace").splitlines()[1:]:
+        fields = line.split()
+        if len(fields) >= 8 and fields[7].startswith(prefix):
+            out.add(f"socket:[{fields[6]}]")
+    return out
+
+
+def holds_path(pid: int, prefix: str, sockets: frozenset[str] | set[str] = frozenset()) -> bool:
+    """Whether ``pid`` has a file under ``prefix`` (or one of ``sockets``) open."""
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith(prefix) or target in sockets:
+            return True
+    return False
+
+
 def parent_of(pid: int) -> int | None:
     stat = _read(f"/proc/{pid}/stat")
     if stat is None:
@@ -189,9 +215,13 @@ def run_in_keeper(start: Callable[[], str], name: bytes = b"devcluster-keep") ->
     chunks = []
     with os.fdopen(read_fd, "rb") as fh:
         chunks.append(fh.read())
-    kind, _, text = b"".join(chunks).decode().partition("\n")
+    kind, _, text = b"".join(chunks).decode(errors="replace").partition("\n")
     if kind != "ok":
+        # the keeper leaves once its last child is reaped; wait a bounded time only: should ``start`` have left
+        # a child running, waiting for the keeper would wait for that child (this hung ``devcluster up``)
+        deadline = time.monotonic() + 15.0
         with contextlib.suppress(ChildProcessError):
-            os.waitpid(pid, 0)
+            while os.waitpid(pid, os.WNOHANG)[0] == 0 and time.monotonic() < deadline:
+                time.sleep(0.05)
         raise RuntimeError(text or "the keeper process died before it reported")
     return text

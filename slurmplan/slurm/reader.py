@@ -188,6 +188,7 @@ class Reader:
     """Slurm 22.05's JSON (OpenAPI v0.0.38): flat records, plain numbers, states as one string."""
 
     name: ClassVar[str] = "22.05"
+    version: ClassVar[tuple[int, int]] = (22, 5)
     formats: ClassVar[tuple[str, ...]] = ("openapi/v0.0.38", "v0.0.38")
     nodes_argv: ClassVar[tuple[str, ...]] = ("sinfo", "--json")
     """The command whose JSON has one record per node with its GRES, CPUs and memory."""
@@ -273,6 +274,7 @@ class Reader24(Reader):
     """
 
     name: ClassVar[str] = "24.11"
+    version: ClassVar[tuple[int, int]] = (24, 11)
     formats: ClassVar[tuple[str, ...]] = ("data_parser/v0.0.42", "v0.0.42")
     nodes_argv: ClassVar[tuple[str, ...]] = ("scontrol", "show", "nodes", "--json")
 

@@ -113,9 +113,9 @@ def known_names() -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The model names and GPU types the performance catalogs price (names and aliases, normalised), which
     job_submit.lua then accepts in hints; everything else is refused at submission."""
     from slurmplan.perf.hardware import default_catalog
-    from slurmplan.perf.models import _catalog
+    from slurmplan.perf.models import model_catalog
 
-    models, aliases = _catalog(os.environ.get("SLURMPLAN_MODEL_CATALOG") or None)
+    models, aliases = model_catalog(os.environ.get("SLURMPLAN_MODEL_CATALOG") or None)
     catalog = default_catalog()
     return tuple(sorted({*models, *aliases})), tuple(sorted({*catalog.names(), *catalog.aliases}))
 

@@ -20,8 +20,8 @@ import pytest
 
 from slurmplan.control.journal import ActionStatus
 from slurmplan.control.lock import TickLock
-from slurmplan.control.observe import BAD_HINTS_PREFIX
 from slurmplan.domain import Action, ActionKind, ActionResult
+from slurmplan.formats import BAD_HINTS_PREFIX
 from slurmplan.slurm.backend import SlurmBackend
 from tests.control.conftest import SIGNAL_AWARE, Rig
 

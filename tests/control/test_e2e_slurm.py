@@ -11,8 +11,8 @@ import time
 import pytest
 
 from slurmplan.control.journal import ActionStatus
-from slurmplan.control.observe import BAD_HINTS_PREFIX
 from slurmplan.domain import ActionKind
+from slurmplan.formats import BAD_HINTS_PREFIX
 from tests.control.conftest import GRACE_S, ROUND_S, SIGNAL_AWARE, SIGNAL_DEAF, Rig
 
 pytestmark = pytest.mark.slurm

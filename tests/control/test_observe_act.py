@@ -4,16 +4,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from slurmplan.control.act import drop_no_ops, untyped_update
-from slurmplan.control.observe import (
-    BAD_HINTS_PREFIX,
-    bad_hint_annotation,
-    classify,
-    keep_user_hints,
-    with_node_gpu_type,
-    with_request,
-)
+from slurmplan.control.observe import bad_hint_annotation, classify, keep_user_hints
 from slurmplan.domain import Action, ActionKind, Cluster, Hints, Job, JobState, Node, NodeState
+from slurmplan.formats import BAD_HINTS_PREFIX
+from slurmplan.pipeline import drop_no_ops, untyped_update, with_node_gpu_type, with_request
 
 CLUSTER = Cluster((Node("a1", NodeState.MIXED, "a100", 4), Node("v1", NodeState.IDLE, "v100", 4)))
 

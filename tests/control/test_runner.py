@@ -16,10 +16,10 @@ import pytest
 from slurmplan.control.config import DaemonConfig
 from slurmplan.control.journal import ActionStatus, Journal
 from slurmplan.control.lock import TickLock, TickLocked
-from slurmplan.control.observe import BAD_HINTS_PREFIX
 from slurmplan.control.runner import Daemon
 from slurmplan.control.state_store import load_state
 from slurmplan.domain import ActionKind, Job, JobState
+from slurmplan.formats import BAD_HINTS_PREFIX
 from tests.control.memcluster import MemBackend, candidates, simple_decide
 
 

@@ -124,10 +124,12 @@ def test_time_never_goes_back():
 # ------------------------------------------------------------------------ Slurm's rules, as the Slurm backend has them
 
 
-def test_the_simulated_backend_enforces_the_rules_the_slurm_backend_declares():
-    from slurmplan.slurm.backend import SlurmBackend
+def test_the_simulated_backend_enforces_the_newest_rules_unless_told():
+    """The Slurm backend takes the rules of the Slurm it talks to (``tests/slurm/test_rules.py``); the simulated
+    one those it is given, by default the newest measured version's."""
+    from slurmplan.rules import NEWEST
 
-    assert SimBackend(nodes=(), rate_fn=lambda *a: 0.0).rules == SlurmBackend.rules == SLURM_22_05
+    assert SimBackend(nodes=(), rate_fn=lambda *a: 0.0).rules == NEWEST
 
 
 def test_a_typed_pending_request_keeps_its_type_count_may_change():

@@ -159,3 +159,84 @@ def test_speed_paths_do_not_move_a_decision(table, monkeypatch):
         assert a == b
     for a, b in zip(fast[1::2], slow[1::2], strict=True):
         np.testing.assert_allclose(np.array(a, dtype=float), np.array(b, dtype=float), atol=1e-9)
+
+
+def test_acting_daemon_and_simulator_apply_a_refused_update_the_same_way(table, tmp_path):
+    """The daemon acting (SQLite journal, ``control.act.apply_rows``) on one simulated cluster and the simulator
+    (``MemJournal``) on an identical one, with every UPDATE of one job refused, emit the same actions on every
+    tick and leave both clusters in the same state: the job whose UPDATE failed is never released by either
+    (the simulator used to run the RELEASE after the refused UPDATE). The refusal is injected by wrapping
+    ``apply`` (a fault the simulated backend cannot produce by itself: it refuses only what Slurm refuses)."""
+    from dataclasses import replace
+
+    from slurmplan.control.config import DaemonConfig
+    from slurmplan.control.runner import Daemon
+    from slurmplan.domain import ActionKind, ActionResult, Hints
+
+    jobs = [hours_job(table, i, 0.3 + 0.2 * (i % 4), arrival=150.0 * i) for i in range(8)]
+    sims = [make_sim(table, jobs, "v100:2,p100:2,k80:2", "las", cost=78.0) for _ in range(2)]
+    refused_job: list[int] = []
+    refusals = [0, 0]
+    for k, sim in enumerate(sims):
+        for w in list(sim.workloads.values()):
+            sim.workloads[w.job_id] = replace(w, hints=Hints(gpus=w.trace.gpus))
+        real_apply = sim.backend.apply
+
+        def refusing_apply(actions, real_apply=real_apply, k=k):
+            out = []
+            for a in actions:
+                if a.kind is ActionKind.UPDATE and not refused_job:
+                    refused_job.append(a.job_id)  # the first job the run updates: all its UPDATEs fail
+                if a.kind is ActionKind.UPDATE and a.job_id in refused_job:
+                    refusals[k] += 1
+                    out.append(ActionResult(a, False, "Requested operation not supported on this job (injected)"))
+                else:
+                    out.extend(real_apply([a]))
+            return out
+
+        sim.backend.apply = refusing_apply
+    sim, other = sims
+    candidates = other.workloads[0].candidates
+    config = DaemonConfig(managed_partitions=("gpu",), database=tmp_path / "journal.db", report_dir=tmp_path)
+    daemon = Daemon(config, backend=other.backend, policy=load_policy("las"), candidates_fn=lambda h, c, m: candidates)
+    ticks = released_after_refusal = 0
+    while set(sim.backend.jobs) - set(refused_job) or sim.arrivals_left:  # the refused job can never start
+        sim.submit_arrivals()
+        other.submit_arrivals()
+        report = daemon.tick()
+        out = sim.step()
+        assert tuple(report.actions) == out.actions, f"tick {ticks} at t={sim.backend.now}"
+        assert report.applied.applied == sum(r.ok for r in report.results)
+        views = [{j.job_id: (j.state, j.held, j.gpu_type) for j in s.backend.snapshot().jobs} for s in sims]
+        assert views[0] == views[1], f"tick {ticks}"
+        if refused_job and refused_job[0] in views[0]:
+            released_after_refusal += not views[0][refused_job[0]][1]
+        ticks += 1
+        t = sim.next_event()
+        sim.backend.advance(t)
+        other.backend.advance(t)
+        assert ticks < 500
+    assert refused_job and refusals[0] > 0 and refusals[1] >= refusals[0]  # the daemon also retries its intents
+    assert released_after_refusal == 0
+    for s in sims:
+        assert sorted(s.backend.finished) == sorted(set(range(8)) - set(refused_job))
+        assert s.backend.jobs[refused_job[0]].held
+
+
+def test_simulated_slurm_enforces_the_rules_of_the_chosen_version(table):
+    """``--slurm-version`` (``SimOptions.slurm_version``, default the newest) picks the rules the simulated
+    Slurm enforces: 22.05 refuses to retype a typed request with Slurm's reason, 24.11 retypes it."""
+    from slurmplan.domain import Action, ActionKind
+    from slurmplan.rules import NEWEST
+    from slurmplan.sim.engine import SimOptions
+
+    assert SimOptions().slurm_version == NEWEST.label == "24.11"
+    for version, ok in (("22.05", False), ("24.11", True)):
+        sim = make_sim(table, [hours_job(table, 0, 1.0, gpus=1)], "v100:1,k80:1", "las", slurm_version=version)
+        sim.submit_arrivals()
+        job = sim.backend.jobs[0]
+        job.typed = True
+        (result,) = sim.backend.apply([Action(ActionKind.UPDATE, 0, "k80" if job.gpu_type == "v100" else "v100", 1)])
+        assert result.ok is ok, (version, result)
+        if not ok:
+            assert "Slurm 22.05 cannot change the GPU type" in result.message

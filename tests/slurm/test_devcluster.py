@@ -15,7 +15,7 @@ import pytest
 from slurmplan.domain import ValidationError
 from slurmplan.slurm import procs
 from slurmplan.slurm.backend import SlurmBackend
-from slurmplan.slurm.devcluster import DevCluster, DevClusterError
+from slurmplan.slurm.devcluster import DevCluster, DevClusterError, daemon_version
 from slurmplan.slurm.devlayout import load_layout, parse_layout
 from slurmplan.slurm.run import SlurmCommandError
 
@@ -65,9 +65,11 @@ def test_down_stops_every_process_and_job_of_its_own_only(devcluster, devcluster
     handle.wait_state(job, "RUNNING")
     pids = [d.pid for d in handle.cluster.status().daemons]
     steps = handle.cluster._job_step_pids()
-    assert steps, "the running job has a slurmstepd"
+    assert steps, "the running job has a slurmstepd"  # 24.11: found by its open files, its environment is empty
+    job_processes = procs.descendants(steps)
+    assert any(procs.comm(p) == "sleep" for p in job_processes), job_processes
     handle.cluster.down()
-    assert not [p for p in pids + steps if procs.is_alive(p)]
+    assert not [p for p in pids + job_processes if procs.is_alive(p)]  # the job's `sleep 300` too
     assert not handle.cluster.status().running
     with pytest.raises(SlurmCommandError, match="is slurmctld running for .*slurm.conf"):
         SlurmBackend(handle.env).snapshot()
@@ -124,3 +126,39 @@ def test_cli_up_down_leaves_nothing(tmp_path):
         time.sleep(0.1)
         time_left -= 1
     assert _processes_naming(str(state)) == []
+
+
+def test_up_with_a_daemon_that_cannot_start_names_it_and_stops_the_rest(tmp_path):
+    """A slurmctld that exits at start (a bad slurm.conf line) makes `up` fail within its timeout, naming the
+    daemon with its last log lines, and leaves no process of this cluster running (it used to hang for ever:
+    the keeper waited for munged, the CLI for the keeper)."""
+    layout = tmp_path / "broken.yaml"
+    nodes = [{"name": "c1", "gpu_type": "t4", "gpus": 1}]
+    layout.write_text(json.dumps({"nodes": nodes, "slurm_conf_extra": ["SelectType=select/no-such-plugin"]}))
+    state = tmp_path / "state"
+    args = ["--layout", str(layout), "--state-dir", str(state), "--timeout", "30"]
+    t0 = time.monotonic()
+    up = subprocess.run([sys.executable, "-m", "slurmplan.cli", "devcluster", "up", *args], capture_output=True,
+                        text=True, timeout=150)  # fmt: skip
+    assert time.monotonic() - t0 < 120
+    assert up.returncode != 0
+    assert "slurmctld" in up.stderr and "last lines of" in up.stderr
+    assert "stopped what this start had started: munged, slurmctld" in up.stderr
+    time_left = 50
+    while _processes_naming(str(state)) and time_left:
+        time.sleep(0.1)
+        time_left -= 1
+    assert _processes_naming(str(state)) == []
+
+
+def test_config_fits_the_installed_slurm(devcluster):
+    """24.11 (not 22.05) needs cgroup.conf with CgroupPlugin=disabled to start slurmd without a cgroup
+    filesystem, and logs an error unless UnkillableStepTimeout >= 5 x MessageTimeout; 22.05 has no such plugin
+    setting, so its cluster has no cgroup.conf."""
+    version = daemon_version()
+    cgroup = devcluster.cluster.paths.cgroup_conf
+    assert cgroup.exists() == (version >= (23, 2))
+    if cgroup.exists():
+        assert "CgroupPlugin=disabled" in cgroup.read_text()
+    log_text = (devcluster.cluster.paths.log_dir / "slurmctld.log").read_text(errors="replace")
+    assert "UnkillableStepTimeout must be" not in log_text

@@ -177,3 +177,31 @@ def test_slurm_errors_in_the_document_are_raised():
     doc["errors"] = [{"description": "Unable to contact slurm controller"}]
     with pytest.raises(SlurmOutputError, match="Unable to contact"):
         read_jobs(doc)
+
+
+@pytest.mark.slurm
+def test_a_job_name_that_is_not_utf8_does_not_break_the_snapshot(devcluster):
+    """Slurm prints a job's name as the user's bytes; they are decoded with replacement at the edge
+    (``run_slurm``), so the snapshot reads every job and the name keeps its readable part."""
+    import os
+    import subprocess
+
+    from slurmplan.slurm.backend import SlurmBackend
+
+    script = devcluster.jobs_dir / "bytes.sh"
+    script.write_text("#!/bin/bash\nsleep 60\n")
+    name = b"caf\xe9-\xff\xfe-job"
+    proc = subprocess.run(
+        [b"sbatch", b"--parsable", b"--hold", b"-J", name, str(script).encode()],
+        env={**os.environ, **devcluster.env},
+        capture_output=True,
+        cwd=devcluster.jobs_dir,
+    )
+    assert proc.returncode == 0, proc.stderr
+    job_id = int(proc.stdout.split(b";")[0])
+    devcluster.submitted.append(job_id)
+    try:
+        jobs = {j.job_id: j for j in SlurmBackend(devcluster.env).snapshot().jobs}
+        assert job_id in jobs and jobs[job_id].name == "caf\ufffd-\ufffd\ufffd-job"  # seen on 22.05 and 24.11
+    finally:
+        devcluster.run("scancel", str(job_id))
