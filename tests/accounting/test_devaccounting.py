@@ -35,11 +35,11 @@ def test_user_without_association_is_refused(acctcluster):
 
 
 def test_qos_limit_holds_a_users_job(acctcluster):
-    over = sbatch_as(acctcluster, "slurmplan-t1", "sleep 30", "--qos=gpu2", "--gres=gpu:t4:2", "-A", "alpha")
-    big = sbatch_as(acctcluster, "slurmplan-t1", "sleep 30", "--qos=gpu2", "--gres=gpu:a100:3", "-A", "alpha")
+    over = sbatch_as(acctcluster, "slurmplan-t2", "sleep 30", "--qos=gpu2", "--gres=gpu:t4:2", "-A", "alpha")
+    big = sbatch_as(acctcluster, "slurmplan-t2", "sleep 30", "--qos=gpu2", "--gres=gpu:a100:3", "-A", "alpha")
     acctcluster.wait_state(over, "RUNNING")
     job = acctcluster.wait_for(big, lambda j: j["state_reason"] == "QOSMaxGRESPerJob", what="QOS limit reason")
-    assert job["job_state"] == "PENDING" and job["qos"] == "gpu2" and job["user_name"] == "slurmplan-t1"
+    assert job["job_state"] == "PENDING" and job["qos"] == "gpu2" and job["user_name"] == "slurmplan-t2"
     acctcluster.run("scancel", str(over), str(big), check=True)
 
 
