@@ -134,7 +134,7 @@ class AccountingView:
                 caps.append((free, f"GrpTRES gres/gpu={q.grp_gpus} of QOS {q.name} ({q.grp_gpus_used} in use)"))
         if not caps:
             return None, ""
-        return min(caps)
+        return min(caps, key=lambda c: c[0])  # on a tie, the most specific (user, account, QOS order)
 
     def account_factors(self) -> dict[str, AccountFactors]:
         """Per account (not root): normalised shares, effective usage and ``F = 2^(-usage/shares)``."""

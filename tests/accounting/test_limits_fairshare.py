@@ -97,3 +97,31 @@ def test_config_weights_override_fairshare(acctcluster, tmp_path):
     daemon = _daemon(acctcluster, tmp_path, shadow=True, account_weights={"alpha": 3.0, "beta": 1.0})
     daemon.tick()
     assert daemon.site_accounting.account_weights() == {"alpha": 3.0, "beta": 1.0}
+
+
+def test_guaranteed_class_comes_from_the_sites_qos_not_the_users_hint(acctcluster, tmp_path):
+    """QOS ``high`` (priority 1000, preempt mode requeue in slurmdbd) is named in ``guaranteed_qos``: a job in it
+    is guaranteed without asking; a job that only declares ``class=guaranteed`` in its hints is best-effort."""
+    hint = "slurmplan:model=gpt2;gpus=1;min=1;max=1"
+    vip = sbatch_as(acctcluster, "slurmplan-t2", BODY, "--hold", "--gres=gpu:1", "-A", "alpha", "--qos=high",
+                    "--comment", hint)  # fmt: skip
+    claims = sbatch_as(acctcluster, "slurmplan-t2", BODY, "--hold", "--gres=gpu:1", "-A", "beta",
+                       "--comment", hint + ";class=guaranteed")  # fmt: skip
+    daemon = _daemon(acctcluster, tmp_path, shadow=True, guaranteed_qos=("high",))
+    daemon.tick()
+    with Journal(tmp_path / "journal.db", readonly=True) as journal:
+        notes = {j: [e["detail"] for e in explain_job(journal, j)["events"] if e["event"] == "accounting"][-1]
+                 for j in (vip, claims)}  # fmt: skip
+    assert "class best-effort -> guaranteed" in notes[vip]
+    assert "QOS high: priority 1000, preempt mode REQUEUE" in notes[vip]
+    assert "class guaranteed -> best-effort" in notes[claims]
+    acctcluster.run("scancel", str(vip), str(claims), check=True)
+
+
+def test_unmanaged_account_is_left_to_slurm(acctcluster, tmp_path):
+    job = sbatch_as(acctcluster, "slurmplan-t2", BODY, "--hold", "--gres=gpu:1", "-A", "beta",
+                    "--comment", "slurmplan:model=gpt2;gpus=1")  # fmt: skip
+    report = _daemon(acctcluster, tmp_path, shadow=True, unmanaged_accounts=("beta",)).tick()
+    assert job not in {a.job_id for a in report.assignments}
+    assert all(a.job_id != job for a in report.actions)
+    acctcluster.run("scancel", str(job), check=True)
