@@ -40,6 +40,9 @@ __all__ = ["Daemon", "TickReport", "prune"]
 
 log = logging.getLogger(__name__)
 
+PRUNE_BUDGET_S = 0.05
+"""Seconds of journal pruning after a tick (whole batches: one may run past it, see bench_journal_retention)."""
+
 
 class Daemon:
     """The daemon's parts wired together; ``tick()`` is ``slurmplan tick``, ``run()`` is ``slurmplan daemon``.
@@ -120,7 +123,21 @@ class Daemon:
             with self.open_journal() as journal:
                 return self._tick(journal, policy)
         with TickLock(self.config.lock_path), self.open_journal() as journal:
-            return self._tick(journal, policy)
+            report = self._tick(journal, policy)
+            self.prune(journal)
+            return report
+
+    def prune(self, journal: Journal, budget_s: float = PRUNE_BUDGET_S) -> None:
+        """Journal retention (``journal_keep_days``): a few small batches after each tick, never a long pause."""
+        if self.config.journal_keep_days <= 0:
+            return
+        try:
+            done = journal.retention.prune(self.config.journal_keep_days * 86_400.0, time.time(), budget_s=budget_s)
+        except Exception:  # retention must never stop the daemon: the next tick tries again
+            log.exception("journal retention failed")
+            return
+        if done.total:
+            log.info("journal retention: deleted %s in %d batches", done.deleted, done.batches)
 
     def _tick(self, journal: Journal, policy: Policy) -> TickReport:
         cfg = self.config

@@ -1,0 +1,115 @@
+"""Journal retention: old rows pruned in small batches while the daemon runs (``journal_keep_days``).
+
+Slurm's accounting is the long-term record of jobs; the journal keeps what ``explain``, ``history``, calibration
+and recovery need. Without pruning it grows by a decision and an allocation row per job per round (a 2,000-job
+site: about 480,000 of each a day). Pruning deletes, oldest first and at most ``batch`` rows per statement so no
+step holds the database for long (a tick waits for it, see ``benchmarks/bench_journal_retention.py``):
+
+* decisions, events, ticks and rounds older than the cutoff, except the latest decision of every job not yet
+  finished (``explain`` of a long-running job) and the latest round (the state the next tick continues from);
+* actions older than the cutoff that are final: an unconfirmed intent (``intent``/``applied``) is never deleted,
+  since recovery re-applies or confirms it;
+* allocations (one row per job and Cell per round, the largest table) of rounds older than one day
+  (``ALLOCATION_KEEP_S``): ``explain`` shows a job's latest share only;
+* jobs that finished before the cutoff, with their candidates and scheduler-state row.
+
+Measurements (the jobs' throughput reports the performance model learns from) are kept.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from slurmplan.control.stores.db import Store
+
+ALLOCATION_KEEP_S = 86_400.0
+DEFAULT_BATCH = 500
+
+_LIVE = "SELECT job_id FROM jobs WHERE finished_at IS NULL"
+_FINAL = "('confirmed', 'failed', 'diverged', 'shadow')"
+
+# (label, table, condition on rows to delete (? is the cutoff), whether rows are appended in time order). For the
+# appended tables only the oldest WINDOW rows (rowid order) are examined, so a batch costs the same on a journal
+# of a thousand rows or of ten million, and finding that nothing is left is as cheap.
+_STEPS: tuple[tuple[str, str, str, bool], ...] = (
+    (
+        "decisions",
+        "decisions",
+        f"time < ? AND NOT (job_id IN ({_LIVE}) AND w.rid = "
+        "(SELECT MAX(d2.rowid) FROM decisions d2 WHERE d2.job_id = w.job_id))",
+        True,
+    ),
+    ("actions", "actions", f"created_at < ? AND status IN {_FINAL}", True),
+    ("events", "events", "time < ?", True),
+    ("ticks", "ticks", "started_at < ? AND id < (SELECT MAX(id) FROM ticks)", True),
+    ("rounds", "rounds", "started_at < ? AND round_index < (SELECT MAX(round_index) FROM rounds)", True),
+    ("candidates", "candidates", "job_id IN (SELECT job_id FROM jobs WHERE finished_at < ?)", False),
+    ("job_state", "job_state", "job_id IN (SELECT job_id FROM jobs WHERE finished_at < ?)", False),
+    ("jobs", "jobs", "finished_at < ?", False),
+)
+WINDOW_FACTOR = 4
+
+
+@dataclass
+class PruneReport:
+    deleted: dict[str, int] = field(default_factory=dict)
+    batches: int = 0
+    longest_batch_s: float = 0.0
+    done: bool = False
+    """Nothing older than the cutoff is left to delete."""
+
+    @property
+    def total(self) -> int:
+        return sum(self.deleted.values())
+
+
+class Retention(Store):
+    """Deletes what ``journal_keep_days`` no longer keeps; owns no table of its own."""
+
+    def prune_batch(self, keep_s: float, now: float, batch: int = DEFAULT_BATCH) -> tuple[str, int]:
+        """Delete at most ``batch`` rows of the first table that has any to delete; returns (table, count),
+        ("", 0) when nothing is left. One short transaction each."""
+        cutoff = now - keep_s
+        alloc_cutoff = now - min(keep_s, ALLOCATION_KEEP_S)
+        with self.transaction():
+            n = self._delete_allocations(alloc_cutoff, batch)
+            if n:
+                return "allocations", n
+            for label, table, where, appended in _STEPS:
+                source = f"(SELECT rowid AS rid, * FROM {table} ORDER BY rowid LIMIT ?)" if appended else table
+                rid = "rid" if appended else "rowid"
+                args = [batch * WINDOW_FACTOR, cutoff, batch] if appended else [cutoff, batch]
+                cur = self.db.execute(
+                    f"DELETE FROM {table} WHERE rowid IN (SELECT {rid} FROM {source} AS w WHERE {where} LIMIT ?)",
+                    args,
+                )
+                if cur.rowcount:
+                    return label, cur.rowcount
+        return "", 0
+
+    def _delete_allocations(self, cutoff: float, batch: int) -> int:
+        last = self.db.execute("SELECT MAX(round_index) FROM rounds").fetchone()[0]
+        old = "SELECT round_index FROM rounds WHERE started_at < ? AND round_index < ?"
+        cur = self.db.execute(
+            f"DELETE FROM allocations WHERE rowid IN "
+            f"(SELECT rowid FROM allocations WHERE round_index IN ({old}) LIMIT ?)",
+            [cutoff, last if last is not None else 0, batch],
+        )
+        return cur.rowcount
+
+    def prune(self, keep_s: float, now: float, *, budget_s: float = 0.05, batch: int = DEFAULT_BATCH) -> PruneReport:
+        """Prune batch after batch until nothing is left or ``budget_s`` is spent (a batch is never cut)."""
+        report = PruneReport()
+        start = time.perf_counter()
+        while True:
+            t0 = time.perf_counter()
+            table, count = self.prune_batch(keep_s, now, batch)
+            report.longest_batch_s = max(report.longest_batch_s, time.perf_counter() - t0)
+            if not count:
+                report.done = True
+                return report
+            report.batches += 1
+            report.deleted[table] = report.deleted.get(table, 0) + count
+            if time.perf_counter() - start >= budget_s:
+                return report
