@@ -132,7 +132,8 @@ class Daemon:
         if self.config.journal_keep_days <= 0:
             return
         try:
-            done = journal.retention.prune(self.config.journal_keep_days * 86_400.0, time.time(), budget_s=budget_s)
+            now = journal.retention.journal_now() or time.time()  # the snapshots' clock (virtual in the simulator)
+            done = journal.retention.prune(self.config.journal_keep_days * 86_400.0, now, budget_s=budget_s)
         except Exception:  # retention must never stop the daemon: the next tick tries again
             log.exception("journal retention failed")
             return

@@ -21,7 +21,7 @@ def _fill(j: Journal) -> None:
         [
             {"job_id": 1, "state": "completed", "first_seen": NOW - 60 * DAY, "finished_at": NOW - 40 * DAY},
             {"job_id": 2, "state": "running", "first_seen": NOW - 50 * DAY, "finished_at": None},
-            {"job_id": 3, "state": "pending", "first_seen": NOW - 1, "finished_at": None},
+            {"job_id": 3, "state": "pending", "first_seen": NOW - 1, "finished_at": None, "last_seen": NOW},
         ],
         pk="job_id",
         alter=True,

@@ -98,6 +98,13 @@ class Retention(Store):
         )
         return cur.rowcount
 
+    def journal_now(self) -> float | None:
+        """The time of the latest snapshot the journal recorded (the clock its rows were written with)."""
+        try:
+            return self.db.execute("SELECT MAX(last_seen) FROM jobs").fetchone()[0]
+        except Exception:  # no jobs table yet
+            return None
+
     def prune(self, keep_s: float, now: float, *, budget_s: float = 0.05, batch: int = DEFAULT_BATCH) -> PruneReport:
         """Prune batch after batch until nothing is left or ``budget_s`` is spent (a batch is never cut)."""
         report = PruneReport()
