@@ -83,3 +83,19 @@ def test_keep_days_is_validated():
     assert config_from_mapping({"journal_keep_days": 7}).journal_keep_days == 7.0
     with pytest.raises(ValidationError, match="journal_keep_days"):
         config_from_mapping({"journal_keep_days": -1})
+
+
+def test_decisions_older_than_a_day_keep_only_the_changes(tmp_path):
+    with Journal(tmp_path / "j.db") as j:
+        j.db["jobs"].insert({"job_id": 7, "state": "running", "finished_at": None, "last_seen": NOW}, pk="job_id")
+        rows = []
+        for r in range(30):  # 30 rounds 3 days ago: the same decision, then a move, then the same again
+            cell = "a100x2" if r < 20 else "v100x4"
+            rows.append({"job_id": 7, "time": NOW - 3 * DAY + r, "reason": "kept", "cell": cell, "round_index": r})
+        rows += [{"job_id": 7, "time": NOW - 60 + r, "reason": "kept", "cell": "v100x4", "round_index": 40 + r}
+                 for r in range(3)]  # fmt: skip
+        j.db["decisions"].insert_all(rows, alter=True)
+        report = j.retention.prune(30 * DAY, NOW, budget_s=60, batch=4)
+        assert report.done
+        kept = [(r["round_index"], r["cell"]) for r in j.db["decisions"].rows]
+        assert kept == [(0, "a100x2"), (20, "v100x4"), (40, "v100x4"), (41, "v100x4"), (42, "v100x4")]

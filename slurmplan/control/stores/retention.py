@@ -11,6 +11,8 @@ step holds the database for long (a tick waits for it, see ``benchmarks/bench_jo
   since recovery re-applies or confirms it;
 * allocations (one row per job and Cell per round, the largest table) of rounds older than one day
   (``ALLOCATION_KEEP_S``): ``explain`` shows a job's latest share only;
+* decisions older than one day that repeat the job's previous decision (each new round journals every job in
+  full): after a day ``history`` keeps the changes, which is what it shows anyway;
 * jobs that finished before the cutoff, with their candidates and scheduler-state row.
 
 Measurements (the jobs' throughput reports the performance model learns from) are kept.
@@ -49,6 +51,7 @@ _STEPS: tuple[tuple[str, str, str, bool], ...] = (
     ("jobs", "jobs", "finished_at < ?", False),
 )
 WINDOW_FACTOR = 4
+_THIN_KEY = "retention.thinned_decisions_to_rowid"
 
 
 @dataclass
@@ -69,13 +72,17 @@ class Retention(Store):
 
     def prune_batch(self, keep_s: float, now: float, batch: int = DEFAULT_BATCH) -> tuple[str, int]:
         """Delete at most ``batch`` rows of the first table that has any to delete; returns (table, count),
-        ("", 0) when nothing is left. One short transaction each."""
+        ("", 0) when nothing is left (a step may also return a table with 0: it examined rows and moved on).
+        One short transaction each."""
         cutoff = now - keep_s
         alloc_cutoff = now - min(keep_s, ALLOCATION_KEEP_S)
         with self.transaction():
             n = self._delete_allocations(alloc_cutoff, batch)
             if n:
                 return "allocations", n
+            thinned = self._thin_decisions(alloc_cutoff, batch)
+            if thinned is not None:
+                return "repeated decisions", thinned
             for label, table, where, appended in _STEPS:
                 source = f"(SELECT rowid AS rid, * FROM {table} ORDER BY rowid LIMIT ?)" if appended else table
                 rid = "rid" if appended else "rowid"
@@ -87,6 +94,34 @@ class Retention(Store):
                 if cur.rowcount:
                     return label, cur.rowcount
         return "", 0
+
+    def _thin_decisions(self, cutoff: float, batch: int) -> int | None:
+        """Delete decisions older than ``cutoff`` that repeat the job's previous one (every new round journals
+        every job; after a day only the changes are kept). A watermark in the ``state`` table says how far it
+        got, so each call examines at most ``batch * WINDOW_FACTOR`` rows. Returns the rows deleted, or None
+        when the watermark has reached the rows younger than ``cutoff`` (nothing to thin now)."""
+        row = self.db.execute("SELECT value FROM state WHERE key = ?", [_THIN_KEY]).fetchone()
+        mark = int(row[0]) if row else 0
+        window = self.db.execute(
+            "SELECT rowid, time FROM decisions WHERE rowid > ? ORDER BY rowid LIMIT ?", [mark, batch * WINDOW_FACTOR]
+        ).fetchall()
+        old = [rid for rid, t in window if t is not None and t < cutoff]
+        if not old:
+            return None
+        first, last = old[0], old[-1]
+        cur = self.db.execute(
+            "DELETE FROM decisions WHERE rowid IN (SELECT w.rowid FROM decisions w JOIN decisions p "
+            "ON p.rowid = (SELECT MAX(q.rowid) FROM decisions q WHERE q.job_id = w.job_id AND q.rowid < w.rowid) "
+            "WHERE w.rowid BETWEEN ? AND ? AND p.reason IS w.reason AND p.cell IS w.cell "
+            "AND p.plan IS w.plan AND p.nodes IS w.nodes LIMIT ?)",
+            [first, last, batch],
+        )
+        if cur.rowcount < batch:  # the whole window was examined: move past it
+            self.db.execute(
+                "INSERT INTO state (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                [_THIN_KEY, str(last)],
+            )
+        return cur.rowcount
 
     def _delete_allocations(self, cutoff: float, batch: int) -> int:
         last = self.db.execute("SELECT MAX(round_index) FROM rounds").fetchone()[0]
@@ -113,7 +148,7 @@ class Retention(Store):
             t0 = time.perf_counter()
             table, count = self.prune_batch(keep_s, now, batch)
             report.longest_batch_s = max(report.longest_batch_s, time.perf_counter() - t0)
-            if not count:
+            if not table:
                 report.done = True
                 return report
             report.batches += 1
