@@ -13,7 +13,8 @@ step holds the database for long (a tick waits for it, see ``benchmarks/bench_jo
   (``ALLOCATION_KEEP_S``): ``explain`` shows a job's latest share only;
 * decisions older than one day that repeat the job's previous decision (each new round journals every job in
   full): after a day ``history`` keeps the changes, which is what it shows anyway;
-* jobs that finished before the cutoff, with their candidates and scheduler-state row.
+* the candidates of jobs that finished over a day ago (``explain`` of a job just finished still shows them);
+* jobs that finished before the cutoff, with their scheduler-state row.
 
 Measurements (the jobs' throughput reports the performance model learns from) are kept.
 """
@@ -31,25 +32,30 @@ DEFAULT_BATCH = 500
 _LIVE = "SELECT job_id FROM jobs WHERE finished_at IS NULL"
 _FINAL = "('confirmed', 'failed', 'diverged', 'shadow')"
 
-# (label, table, condition on rows to delete (? is the cutoff), whether rows are appended in time order). For the
-# appended tables only the oldest WINDOW rows (rowid order) are examined, so a batch costs the same on a journal
-# of a thousand rows or of ten million, and finding that nothing is left is as cheap.
-_STEPS: tuple[tuple[str, str, str, bool], ...] = (
+_STEPS: tuple[tuple[str, str, str, str], ...] = (
     (
         "decisions",
         "decisions",
         f"time < ? AND NOT (job_id IN ({_LIVE}) AND w.rid = "
         "(SELECT MAX(d2.rowid) FROM decisions d2 WHERE d2.job_id = w.job_id))",
-        True,
+        "time, job_id",
     ),
-    ("actions", "actions", f"created_at < ? AND status IN {_FINAL}", True),
-    ("events", "events", "time < ?", True),
-    ("ticks", "ticks", "started_at < ? AND id < (SELECT MAX(id) FROM ticks)", True),
-    ("rounds", "rounds", "started_at < ? AND round_index < (SELECT MAX(round_index) FROM rounds)", True),
-    ("candidates", "candidates", "job_id IN (SELECT job_id FROM jobs WHERE finished_at < ?)", False),
-    ("job_state", "job_state", "job_id IN (SELECT job_id FROM jobs WHERE finished_at < ?)", False),
-    ("jobs", "jobs", "finished_at < ?", False),
+    ("actions", "actions", f"created_at < ? AND status IN {_FINAL}", "created_at, status"),
+    ("events", "events", "time < ?", "time"),
+    ("ticks", "ticks", "started_at < ? AND id < (SELECT MAX(id) FROM ticks)", "started_at, id"),
+    (
+        "rounds",
+        "rounds",
+        "started_at < ? AND round_index < (SELECT MAX(round_index) FROM rounds)",
+        "started_at, round_index",
+    ),  # fmt: skip
+    ("job_state", "job_state", "job_id IN (SELECT job_id FROM jobs WHERE finished_at < ?)", ""),
+    ("jobs", "jobs", "finished_at < ?", ""),
 )
+"""(label, table, condition on the rows to delete (? is the cutoff), columns it needs). Tables with columns are
+appended in time order: only their oldest ``batch * WINDOW_FACTOR`` rows (rowid order) are examined, and not even
+those when the oldest row is younger than the cutoff, so a batch costs the same on a journal of a thousand rows
+or of ten million, and finding that nothing is left is as cheap."""
 WINDOW_FACTOR = 4
 _THIN_KEY = "retention.thinned_decisions_to_rowid"
 
@@ -80,13 +86,27 @@ class Retention(Store):
             n = self._delete_allocations(alloc_cutoff, batch)
             if n:
                 return "allocations", n
+            cur = self.db.execute(
+                "DELETE FROM candidates WHERE rowid IN (SELECT rowid FROM candidates WHERE job_id IN "
+                "(SELECT job_id FROM jobs WHERE finished_at < ?) LIMIT ?)",
+                [alloc_cutoff, batch],
+            )
+            if cur.rowcount:
+                return "candidates", cur.rowcount
             thinned = self._thin_decisions(alloc_cutoff, batch)
             if thinned is not None:
                 return "repeated decisions", thinned
-            for label, table, where, appended in _STEPS:
-                source = f"(SELECT rowid AS rid, * FROM {table} ORDER BY rowid LIMIT ?)" if appended else table
-                rid = "rid" if appended else "rowid"
-                args = [batch * WINDOW_FACTOR, cutoff, batch] if appended else [cutoff, batch]
+            for label, table, where, columns in _STEPS:
+                if columns:
+                    oldest = self.db.execute(f"SELECT {columns.split(',')[0]} FROM {table} ORDER BY rowid LIMIT 1")
+                    first = oldest.fetchone()
+                    if first is None or (first[0] is not None and first[0] >= cutoff):
+                        continue
+                    source = f"(SELECT rowid AS rid, {columns} FROM {table} ORDER BY rowid LIMIT ?)"
+                    args: list[float | int] = [batch * WINDOW_FACTOR, cutoff, batch]
+                else:
+                    source, args = table, [cutoff, batch]
+                rid = "rid" if columns else "rowid"
                 cur = self.db.execute(
                     f"DELETE FROM {table} WHERE rowid IN (SELECT {rid} FROM {source} AS w WHERE {where} LIMIT ?)",
                     args,
@@ -102,6 +122,9 @@ class Retention(Store):
         when the watermark has reached the rows younger than ``cutoff`` (nothing to thin now)."""
         row = self.db.execute("SELECT value FROM state WHERE key = ?", [_THIN_KEY]).fetchone()
         mark = int(row[0]) if row else 0
+        head = self.db.execute("SELECT time FROM decisions WHERE rowid > ? ORDER BY rowid LIMIT 1", [mark]).fetchone()
+        if head is None or head[0] is None or head[0] >= cutoff:
+            return None
         window = self.db.execute(
             "SELECT rowid, time FROM decisions WHERE rowid > ? ORDER BY rowid LIMIT ?", [mark, batch * WINDOW_FACTOR]
         ).fetchall()
