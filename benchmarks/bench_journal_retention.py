@@ -33,9 +33,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from slurmplan.control.journal import Journal  # noqa: E402
+from slurmplan.control.runner import PRUNE_BUDGET_S  # noqa: E402
 from slurmplan.control.stores.retention import DEFAULT_BATCH  # noqa: E402
 
 DAY = 86_400.0
+DAEMON_INTERVAL_S = 30.0
 TICKS_PER_ROUND = 12
 """A 6-minute round with ``interval_s`` 30: each tick prunes (in the hourly phase too, so pruning per round is
 what a 6-minute round gives it, spread over the longer round)."""
@@ -100,8 +102,9 @@ class Site:
             self._exec("INSERT INTO allocations (round_index, job_id, cell, share) VALUES (?, ?, 'a100:4:1', 0.25)",
                        [(self.round, jid) for jid in self.live])  # fmt: skip
 
-    def ticks(self, count: int, interval_s: float, keep_s: float) -> None:
-        """``count`` ticks: a tick row each, then the daemon's prune (as ``Daemon.prune`` runs it)."""
+    def ticks(self, count: int, interval_s: float, keep_s: float, budget_s: float) -> None:
+        """``count`` ticks: a tick row each, then the daemon's prune (as ``Daemon.prune`` runs it; in the
+        compressed part of the year each tick gets the pruning time of the real ticks it stands for)."""
         for _ in range(count):
             self.tick += 1
             with self.j.transaction():
@@ -109,7 +112,7 @@ class Site:
                            "actions) VALUES (?, ?, ?, 'act', ?, 0, ?, 0)",
                            [(self.tick, self.now, self.now + 0.2, self.round, len(self.live))])  # fmt: skip
                 self.j.db.conn.execute("UPDATE jobs SET last_seen = ? WHERE job_id = ?", (self.now, self.next_id - 1))
-            report = self.j.retention.prune(keep_s, self.now, budget_s=0.05, batch=DEFAULT_BATCH)
+            report = self.j.retention.prune(keep_s, self.now, budget_s=budget_s, batch=DEFAULT_BATCH)
             if report.batches:
                 self.batch_s.append(report.longest_batch_s)
             self.now += interval_s
@@ -136,7 +139,8 @@ def run(jobs: int, days: int, keep_days: float, fast_round_min: float, real_roun
             for _ in range(rounds):
                 site.churn()
                 site.new_round()
-                site.ticks(TICKS_PER_ROUND, round_min * 60 / TICKS_PER_ROUND, keep_s)
+                interval = round_min * 60 / TICKS_PER_ROUND
+                site.ticks(TICKS_PER_ROUND, interval, keep_s, PRUNE_BUDGET_S * interval / DAEMON_INTERVAL_S)
             if day % 30 == 0 or day == days + real_days - 1:
                 file_b, used_b = site.size()
                 site.peak = max(site.peak, file_b)
