@@ -104,6 +104,9 @@ class SiteAccounting:
             parts.append(f"class {hints.job_class.value} -> {klass.value} (site's guaranteed lists)")
             hints = dataclasses.replace(hints, job_class=klass)
         view = self._view
+        if view is not None and view.max_jobs_reached(job):  # Slurm would keep it pending: not decided this tick
+            self.notes[job.job_id] = f"waits: {view.max_jobs_reached(job)}"
+            return Observed(job, None)
         if view is not None:
             parts += self._factors(view, job.account, job.qos)
             cap, why = view.gpu_cap(job, job.qos)

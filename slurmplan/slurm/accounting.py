@@ -52,6 +52,8 @@ class Association:
     grp_gpus: int | None = None
     grp_gpus_used: int = 0
     max_jobs: int | None = None
+    jobs_running: int = 0
+    """Running jobs counted against ``max_jobs`` (``MaxJobs=1(1)``)."""
 
 
 @dataclass(frozen=True)
@@ -135,6 +137,15 @@ class AccountingView:
         if not caps:
             return None, ""
         return min(caps, key=lambda c: c[0])  # on a tie, the most specific (user, account, QOS order)
+
+    def max_jobs_reached(self, job: Job) -> str:
+        """Why a pending job cannot start now under its association's MaxJobs ('' when it can)."""
+        row = self.user_row(job.user, job.account)
+        if job.state.value != "pending" or row is None or row.max_jobs is None:
+            return ""
+        if row.jobs_running < row.max_jobs:
+            return ""
+        return f"MaxJobs={row.max_jobs} of {row.user}@{row.account} reached ({row.jobs_running} running)"
 
     def account_factors(self) -> dict[str, AccountFactors]:
         """Per account (not root): normalised shares, effective usage and ``F = 2^(-usage/shares)``."""
@@ -228,6 +239,7 @@ def _association(head: str, body: dict[str, str]) -> Association:
         grp_gpus=grp,
         grp_gpus_used=used,
         max_jobs=_count(body.get("MaxJobs")),
+        jobs_running=_used(body.get("MaxJobs")),
     )
 
 
@@ -244,6 +256,11 @@ def _qos(head: str, body: dict[str, str]) -> Qos:
         grp_gpus=grp,
         grp_gpus_used=used,
     )
+
+
+def _used(value: str | None) -> int:
+    m = re.search(r"\((\d+)\)", value or "")
+    return int(m.group(1)) if m else 0
 
 
 def _float(text: str, default: float = 0.0) -> float:

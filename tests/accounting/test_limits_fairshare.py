@@ -125,3 +125,29 @@ def test_unmanaged_account_is_left_to_slurm(acctcluster, tmp_path):
     assert job not in {a.job_id for a in report.assignments}
     assert all(a.job_id != job for a in report.actions)
     acctcluster.run("scancel", str(job), check=True)
+
+
+def test_a_job_over_its_associations_max_jobs_waits_undecided(acctcluster, tmp_path):
+    """MaxJobs=1 for slurmplan-t2 in beta with one job running: a second (managed, held) job of that association
+    could not start, so the daemon gives it nothing this tick and says why; GPUs go to jobs that can run."""
+    limit = ["sacctmgr", "-i", "modify", "user", "where", "name=slurmplan-t2", "account=beta", "set"]
+    acctcluster.run(*limit, "MaxJobs=1", check=True)
+    try:
+        running = sbatch_as(acctcluster, "slurmplan-t2", BODY, "--gres=gpu:t4:1", "-A", "beta", "-o", "/dev/null")
+        acctcluster.wait_state(running, "RUNNING")
+        waiting = sbatch_as(acctcluster, "slurmplan-t2", BODY, "--hold", "--gres=gpu:2", "-A", "beta",
+                            "--comment", ELASTIC)  # fmt: skip
+        deadline = time.monotonic() + 20  # slurmctld counts the running job against MaxJobs
+        daemon = _daemon(acctcluster, tmp_path, shadow=True)
+        while True:
+            report = daemon.tick()
+            note = daemon.site_accounting.notes.get(waiting, "")
+            if "MaxJobs=1" in note or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        assert note == "waits: MaxJobs=1 of slurmplan-t2@beta reached (1 running)"
+        assert waiting not in {a.job_id for a in report.assignments}
+        assert all(a.job_id != waiting for a in report.actions)
+    finally:
+        acctcluster.run(*limit, "MaxJobs=-1", check=True)
+        acctcluster.run("scancel", *map(str, acctcluster.submitted[-2:]))

@@ -34,6 +34,7 @@ TEXT = "\n".join(
         "    ParentAccount= Lft=13 DefAssoc=Yes",
         "    " + _GRP.format(grp="N(0)"),
         "    MaxTRESPJ=gres/gpu=2",
+        "    MaxJobs=1(1) MaxJobsAccrue= MaxSubmitJobs= MaxWallPJ=",
         "ClusterName=dev1 Account=beta UserName= Partition= Priority=0 ID=4",
         "    SharesRaw/Norm/Level/Factor=50/0.50/102/0.00",
         "    UsageRaw/Norm/Efctv=20.00/0.20/0.20",
@@ -68,7 +69,9 @@ def test_records_limits_and_usage_are_read_and_a_bad_record_is_skipped():
         ("root", ""), ("alpha", ""), ("alpha", "t1"), ("beta", ""),
     ]  # fmt: skip
     alpha = view.associations[1]
-    assert (alpha.parent, alpha.grp_gpus, alpha.grp_gpus_used, alpha.max_jobs) == ("root", 6, 4, 3)
+    assert (alpha.parent, alpha.grp_gpus, alpha.grp_gpus_used, alpha.max_jobs, alpha.jobs_running) == (
+        "root", 6, 4, 3, 1,
+    )  # fmt: skip
     assert view.user_row("t1", "alpha").max_gpus_per_job == 2
     assert view.qos["high"].priority == 1000 and view.qos["high"].preempt_mode == "REQUEUE"
     assert view.qos["gpu2"].max_gpus_per_job == 2
@@ -105,3 +108,10 @@ def test_cap_hints_and_class_rules():
     assert rules.job_class(claims, "a", "normal") is JobClass.BEST_EFFORT
     assert rules.job_class(Hints(), "a", "high") is JobClass.GUARANTEED
     assert rules.unmanaged("ops", "normal") and not rules.unmanaged("a", "high")
+
+
+def test_max_jobs_reached_only_for_a_pending_job_at_its_limit():
+    view = parse_assoc_mgr(TEXT)
+    assert view.max_jobs_reached(Job(1, user="t1", account="alpha")) == "MaxJobs=1 of t1@alpha reached (1 running)"
+    assert view.max_jobs_reached(Job(1, user="t1", account="alpha", state=JobState.RUNNING)) == ""
+    assert view.max_jobs_reached(Job(1, user="t2", account="alpha")) == ""
