@@ -171,7 +171,8 @@ def acctcluster() -> Iterator[ClusterHandle]:
 
     layout = load_layout()
     for name in layout.accounts.user_names() if layout.accounts else ():
-        unixusers.ensure_user(name)
+        if name != "root":
+            unixusers.ensure_user(name)
     root = Path(tempfile.mkdtemp(prefix="slurmplan-acct-"))
     os.chmod(root, 0o755)
     cluster = DevCluster(layout, root, accounting=True)

@@ -57,6 +57,19 @@ sleep 3
 echo "== 5. what slurmplan sees"
 slurmplan status
 echo
+echo "-- fairshare: Slurm charges every job's GPU time to its account; slurmplan weighs accounts by it"
+weights() { python3 -c 'from slurmplan.slurm.accounting import read_accounting as r
+v = r(); print("\n".join(f.describe() for f in (v.account_factors().values() if v else ())))'; }
+weights
+ALPHA=$(sbatch --parsable -A alpha --chdir="$JOBS" --gres=gpu:a100:2 --wrap 'sleep 4')
+for _ in $(seq 1 40); do [ -n "$(squeue -h -t completed -j "$ALPHA")" ] && break; sleep 1; done
+# slurmctld charges usage from its first fairshare pass on (PriorityCalcPeriod, 1 minute after start)
+for _ in $(seq 1 75); do
+    case "$(weights)" in *"alpha: shares"*"2^(-0.000"*) sleep 1 ;; *) break ;; esac
+done
+echo "after a 4 s job of 2 A100 in account alpha (it used more, so it weighs less in the next rounds):"
+weights
+echo
 echo "== 6. slurmplan schedules a managed workload, round after round"
 # Managed jobs carry their hints in --comment (with the site's job_submit.lua, sbatch --plan-* options do the
 # same) and are submitted held, as job_submit.lua holds them: slurmplan decides their GPU type, count and

@@ -124,6 +124,7 @@ def job_from_record(r: JobRecord, gpu_types: frozenset[str] = frozenset()) -> Jo
         user=r.user_name,
         account=r.account,
         partition=r.partition,
+        qos=r.qos,
         state=state,
         state_reason="" if r.state_reason == "None" else r.state_reason,
         gpu_type=gpu_type,

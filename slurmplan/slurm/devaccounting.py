@@ -32,6 +32,8 @@ DAEMONS = ("mariadb", "slurmdbd")
 BINARIES = ("mariadbd", "mariadb-install-db", "slurmdbd", "sacctmgr", "sshare")
 DEBIAN_PACKAGES = ("mariadb-server", "slurmdbd")
 DB_NAME = "slurm_acct_db"
+BILLING_WEIGHTS = "CPU=0.1,GRES/gpu=1.0"
+"""Partitions' TRESBillingWeights with accounting: fairshare usage is then mostly GPU seconds."""
 
 
 class AccountingError(SlurmplanError):

@@ -247,6 +247,8 @@ class DevCluster:
             types = tuple(sorted({n.gpu_type for n in self.layout.nodes if n.gpu_type}))
             lines = "\n".join(devaccounting.slurm_conf_lines(self.acct_paths, dbd_port, types))
             text = text.replace("AccountingStorageType=accounting_storage/none", lines)
+            # fairshare charges GPU time: a GPU second bills 1, a CPU second 0.1
+            text = text.replace(" State=UP", f" TRESBillingWeights={devaccounting.BILLING_WEIGHTS} State=UP")
         return text
 
     def _choose_ports(self) -> tuple[int, dict[str, int]]:

@@ -35,12 +35,13 @@ def test_user_without_association_is_refused(acctcluster):
 
 
 def test_qos_limit_holds_a_users_job(acctcluster):
-    over = sbatch_as(acctcluster, "slurmplan-t1", "sleep 30", "--qos=gpu2", "--gres=gpu:t4:2", "-A", "alpha")
-    big = sbatch_as(acctcluster, "slurmplan-t1", "sleep 30", "--qos=gpu2", "--gres=gpu:a100:3", "-A", "alpha")
-    acctcluster.wait_state(over, "RUNNING")
-    job = acctcluster.wait_for(big, lambda j: j["state_reason"] == "QOSMaxGRESPerJob", what="QOS limit reason")
-    assert job["job_state"] == "PENDING" and job["qos"] == "gpu2" and job["user_name"] == "slurmplan-t1"
-    acctcluster.run("scancel", str(over), str(big), check=True)
+    """QOS gpu2: MaxTRESPerJob=gres/gpu=2 with DenyOnLimit, so a bigger job is refused at submission."""
+    within = sbatch_as(acctcluster, "slurmplan-t2", "sleep 30", "--qos=gpu2", "--gres=gpu:t4:2", "-A", "alpha")
+    job = acctcluster.wait_state(within, "RUNNING")
+    assert job["qos"] == "gpu2" and job["user_name"] == "slurmplan-t2"
+    over = sbatch_as_result(acctcluster, "slurmplan-t2", "--qos=gpu2", "--gres=gpu:a100:3", "-A", "alpha")
+    assert over.returncode != 0 and "QOSMaxGRESPerJob" in over.stderr
+    acctcluster.run("scancel", str(within), check=True)
 
 
 def test_a_limit_sacctmgr_refuses_names_the_field_and_quotes_sacctmgr(acctcluster):
@@ -50,3 +51,20 @@ def test_a_limit_sacctmgr_refuses_names_the_field_and_quotes_sacctmgr(acctcluste
     text = str(err.value)
     assert "accounts.qos[0] (badlimit): max_tres_per_job" in text
     assert "sacctmgr" in text and "gres/nonsense" in text
+
+
+def test_an_update_past_a_limit_is_taken_from_root_but_the_job_then_never_runs(acctcluster, tmp_path):
+    """Why the daemon caps GPU hints itself (``slurm.accounting.gpu_cap``): Slurm takes root's update of a job in
+    QOS gpu2 (MaxTRESPerJob=gres/gpu=2, DenyOnLimit) to 3 GPUs without a word, and the job then pends for good
+    with reason QOSMaxGRESPerJob. (A refusal Slurm does send is journaled with its message by the act step.)"""
+    from slurmplan.domain import Action, ActionKind
+    from slurmplan.slurm.backend import SlurmBackend
+
+    job = sbatch_as(acctcluster, "slurmplan-t2", "sleep 30", "--hold", "--qos=gpu2", "--gres=gpu:a100:1", "-A", "alpha")
+    backend = SlurmBackend(env=acctcluster.env)
+    results = backend.apply([Action(ActionKind.UPDATE, job, gpu_type="a100", gpus_per_node=3)])
+    assert results[0].ok, results[0].message
+    assert backend.apply([Action(ActionKind.RELEASE, job)])[0].ok
+    rec = acctcluster.wait_for(job, lambda j: "QOSMaxGRES" in j["state_reason"], what="pending on the QOS limit")
+    assert rec["job_state"] == "PENDING"
+    acctcluster.run("scancel", str(job), check=True)
