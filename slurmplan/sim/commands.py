@@ -319,7 +319,8 @@ def cmd_trace_check(args: argparse.Namespace) -> int:
     info = {
         "jobs": len(jobs),
         "table_jobs": sum(j.is_table_job for j in jobs),
-        "hint_jobs": sum(not j.is_table_job for j in jobs),
+        "hint_jobs": sum(j.model is not None for j in jobs),
+        "measured_jobs": sum(j.is_measured_job for j in jobs),
         "window_jobs": sum(j.in_window for j in jobs),
         "last_arrival_h": round(jobs[-1].arrival_s / 3600, 2) if jobs else 0.0,
     }
