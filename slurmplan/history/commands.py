@@ -15,8 +15,18 @@ _TIME = re.compile(r"^(now([+-]\d+(days|hours|minutes|seconds|weeks)?)?|\d{4}-\d
 WHERE = "trace import"
 
 
+def _slurm_executor():
+    from slurmplan.slurm.sweep import run_on_slurm
+
+    return run_on_slurm
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Adds ``import`` to the ``trace`` command (``sim/commands.py`` registers ``trace`` first)."""
+    """Adds ``import`` to the ``trace`` command (``sim/commands.py`` registers ``trace`` first), and the Slurm
+    executor of ``compare --executor slurm`` (here, so that the simulator's room never imports Slurm code)."""
+    from slurmplan.sim.executors import register_executor
+
+    register_executor("slurm", _slurm_executor)
     trace = subparsers.choices["trace"]
     actions = [a for a in trace._actions if isinstance(a, argparse._SubParsersAction)]
     imp = actions[0].add_parser(
