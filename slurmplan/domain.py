@@ -209,6 +209,7 @@ class Job:
     user: str = ""
     account: str = ""
     partition: str = ""
+    qos: str = ""
     state: JobState = JobState.PENDING
     state_reason: str = ""
     gpu_type: GpuType | None = None

@@ -68,6 +68,20 @@ class DaemonConfig:
     """Serve Prometheus metrics on 127.0.0.1:PORT (``slurmplan daemon``); none by default."""
     metrics_textfile: Path | None = None
     """Write Prometheus metrics to this node_exporter textfile after every tick; none by default."""
+    accounting: str = "auto"
+    """Read slurmctld's associations and QOS each tick (GPU limits cap resizes; fairshare weighs accounts):
+    ``auto`` where slurmctld has them (slurmdbd), ``on`` (a tick without them is logged), ``off``."""
+    account_weights: Mapping[str, float] | None = None
+    """Account weights for hierarchical policies; set, they replace the ones read from fairshare (sshare)."""
+    guaranteed_accounts: tuple[str, ...] = ()
+    guaranteed_qos: tuple[str, ...] = ()
+    """Jobs of these accounts or QOS are of the guaranteed class; with either set, ``class=guaranteed`` in a
+    user's hints counts only for them (see ``control.site_accounting``)."""
+    unmanaged_accounts: tuple[str, ...] = ()
+    unmanaged_qos: tuple[str, ...] = ()
+    """Jobs of these accounts or QOS are never managed, whatever their hints say."""
+    journal_keep_days: float = 30.0
+    """Journal rows older than this are pruned in small batches while the daemon runs (0: keep everything)."""
     source: str = "<defaults>"
 
     @property
@@ -154,6 +168,39 @@ def _port(value: Any, where: str) -> int:
     return value
 
 
+def _names(name: str) -> Any:
+    def check(value: Any, where: str) -> tuple[str, ...]:
+        if isinstance(value, str):
+            value = [p for p in value.split(",") if p]
+        if not isinstance(value, list | tuple) or not all(isinstance(p, str) and p for p in value):
+            raise ValidationError(name, value, "a list of Slurm account or QOS names", where)
+        return tuple(value)
+
+    return check
+
+
+def _days(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        raise ValidationError("journal_keep_days", value, "a number of days >= 0 (0 keeps everything)", where)
+    return float(value)
+
+
+def _accounting(value: Any, where: str) -> str:
+    if value not in ("auto", "on", "off"):
+        raise ValidationError("accounting", value, "one of auto, on, off", where)
+    return str(value)
+
+
+def _weights(value: Any, where: str) -> dict[str, float]:
+    ok = isinstance(value, dict) and all(
+        isinstance(k, str) and not isinstance(v, bool) and isinstance(v, int | float) and v > 0
+        for k, v in value.items()
+    )
+    if not ok:
+        raise ValidationError("account_weights", value, "a mapping of account name to a weight > 0", where)
+    return {k: float(v) for k, v in value.items()}
+
+
 def _policy(value: Any, where: str) -> str:
     if not isinstance(value, str) or not value:
         raise ValidationError("policy", value, "a policy name or the path of a policy YAML file", where)
@@ -181,6 +228,13 @@ _FIELDS: dict[str, Any] = {
     "fail_open_after_s": lambda v, w: _seconds("fail_open_after_s", v, w),
     "metrics_port": _port,
     "metrics_textfile": lambda v, w: _path("metrics_textfile", v, w),
+    "accounting": _accounting,
+    "account_weights": _weights,
+    "guaranteed_accounts": _names("guaranteed_accounts"),
+    "guaranteed_qos": _names("guaranteed_qos"),
+    "unmanaged_accounts": _names("unmanaged_accounts"),
+    "unmanaged_qos": _names("unmanaged_qos"),
+    "journal_keep_days": lambda v, w: _days(v, w),
 }
 
 

@@ -37,6 +37,7 @@ from slurmplan.control.stores.events import EventStore
 from slurmplan.control.stores.intents import ActionRow, ActionStatus, IntentStore
 from slurmplan.control.stores.jobs import JobStore
 from slurmplan.control.stores.measurements import MeasurementStore
+from slurmplan.control.stores.retention import Retention
 from slurmplan.control.stores.state import StateStore
 from slurmplan.control.stores.ticks import TickStore
 
@@ -70,6 +71,7 @@ class Journal:
         self.intents = IntentStore(self._jdb)
         self.state = StateStore(self._jdb)
         self.measurements = MeasurementStore(self._jdb)
+        self.retention = Retention(self._jdb)
 
     def close(self) -> None:
         self._jdb.close()

@@ -135,14 +135,18 @@ class SlurmJobSource:
         managed_partitions: Sequence[str],
         candidates_fn: CandidateFn = default_candidates,
         measurements: Callable[[], Sequence[Measurement]] = tuple,
+        adjust: Callable[[Observed], Observed] | None = None,
     ) -> None:
         self.managed_partitions = tuple(managed_partitions)
+        self.adjust = adjust
+        """The site's accounting applied to each classified job (``control.site_accounting``): limits, classes."""
         self.candidates_fn = candidates_fn
         self._load = measurements
         self._measurements: Sequence[Measurement] | None = None
 
     def classify(self, job: Job) -> Observed:
-        return classify(job, self.managed_partitions)
+        observed = classify(job, self.managed_partitions)
+        return self.adjust(observed) if self.adjust is not None else observed
 
     def price(self, hints: Hints, job: Job, cluster: Cluster) -> tuple[Candidate, ...]:
         if self._measurements is None:

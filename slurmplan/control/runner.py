@@ -31,6 +31,7 @@ from slurmplan.control.journal import Journal
 from slurmplan.control.lock import TickLock
 from slurmplan.control.observe import CandidateFn, SlurmJobSource, default_candidates
 from slurmplan.control.reports import load_measurements
+from slurmplan.control.site_accounting import SiteAccounting, build_site_accounting, journal_notes, with_account_weights
 from slurmplan.control.tick_journal import SqliteTickJournal
 from slurmplan.domain import ClusterBackend, Policy
 from slurmplan.pipeline import DecideFn, TickReport, _real_decide, prune, run_tick
@@ -38,6 +39,9 @@ from slurmplan.pipeline import DecideFn, TickReport, _real_decide, prune, run_ti
 __all__ = ["Daemon", "TickReport", "prune"]
 
 log = logging.getLogger(__name__)
+
+PRUNE_BUDGET_S = 0.05
+"""Seconds of journal pruning after a tick (whole batches: one may run past it, see bench_journal_retention)."""
 
 
 class Daemon:
@@ -62,6 +66,7 @@ class Daemon:
         self.candidates_fn = candidates_fn
         self.decide_fn = decide_fn
         self._costs: tuple[float, dict[int, float]] | None = None  # (monotonic time computed, size -> seconds)
+        self._site: SiteAccounting | None = None
 
     @property
     def backend(self) -> ClusterBackend:
@@ -78,6 +83,14 @@ class Daemon:
 
             self._policy = load_policy(self.config.policy)
         return self._policy
+
+    @property
+    def site_accounting(self) -> SiteAccounting:
+        """Limits, fairshare and the site's class lists (``control.site_accounting``); slurmctld's associations
+        are read only from a Slurm backend and unless ``accounting: off``."""
+        if self._site is None:
+            self._site = build_site_accounting(self.config, self._backend)
+        return self._site
 
     @property
     def mode(self) -> str:
@@ -110,16 +123,37 @@ class Daemon:
             with self.open_journal() as journal:
                 return self._tick(journal, policy)
         with TickLock(self.config.lock_path), self.open_journal() as journal:
-            return self._tick(journal, policy)
+            report = self._tick(journal, policy)
+            self.prune(journal)
+            return report
+
+    def prune(self, journal: Journal, budget_s: float = PRUNE_BUDGET_S) -> None:
+        """Journal retention (``journal_keep_days``): a few small batches after each tick, never a long pause."""
+        if self.config.journal_keep_days <= 0:
+            return
+        try:
+            now = journal.retention.journal_now() or time.time()  # the snapshots' clock (virtual in the simulator)
+            done = journal.retention.prune(self.config.journal_keep_days * 86_400.0, now, budget_s=budget_s)
+        except Exception:  # retention must never stop the daemon: the next tick tries again
+            log.exception("journal retention failed")
+            return
+        if done.total:
+            log.info("journal retention: deleted %s in %d batches", done.deleted, done.batches)
 
     def _tick(self, journal: Journal, policy: Policy) -> TickReport:
         cfg = self.config
         store = SqliteTickJournal(
             journal, self.mode, policy_name=cfg.policy, round_s=cfg.round_s, report_dir=cfg.report_dir
         )
-        source = SlurmJobSource(cfg.managed_partitions, self.candidates_fn, lambda: load_measurements(journal))
-        tick_config = cfg.tick_config(self.measured_costs(journal))
+        site = self.site_accounting
+        site.refresh()
+        source = SlurmJobSource(
+            cfg.managed_partitions, self.candidates_fn, lambda: load_measurements(journal), adjust=site.adjust
+        )
+        tick_config = with_account_weights(cfg.tick_config(self.measured_costs(journal)), site)
         report = run_tick(self.backend, time.time, store, policy, source, config=tick_config, decide=self.decide_fn)
+        if not cfg.dry_run:
+            journal_notes(journal, site)
         if self.mode == "act" and not report.skipped:  # the watchdog and job_submit.lua fail open when stale
             write_heartbeat(
                 cfg.heartbeat_path, tick_id=report.tick_id, round_index=report.round_index,

@@ -206,6 +206,7 @@ def job_from_json(
         user=r.text("user_name", required=False),
         account=r.text("account", required=False),
         partition=r.text("partition", required=False),
+        qos=r.text("qos", required=False),
         state=state,
         state_reason="" if reason == "None" else reason,
         gpu_type=gpu_type.lower() if gpu_type else None,

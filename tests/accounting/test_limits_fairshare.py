@@ -1,0 +1,127 @@
+"""The daemon inside the site's accounting, on the real cluster with slurmdbd: association limits cap what it
+gives a job, fairshare from Slurm's own usage weighs accounts, and ``explain`` shows each factor."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from acct_helpers import sbatch_as
+
+from slurmplan.control.config import DaemonConfig
+from slurmplan.control.explain import explain_job
+from slurmplan.control.journal import Journal
+from slurmplan.control.runner import Daemon
+from slurmplan.slurm.accounting import read_accounting
+from slurmplan.slurm.backend import SlurmBackend
+
+pytestmark = pytest.mark.slurm
+
+ELASTIC = "slurmplan:model=gpt2;gpus=2;min=1;max=4"
+BODY = "for i in $(seq 1 120); do sleep 1; done"
+
+
+def _daemon(acctcluster, tmp_path: Path, **fields) -> Daemon:
+    config = DaemonConfig(
+        database=tmp_path / "journal.db", report_dir=tmp_path / "reports", round_s=20.0, grace_s=5.0, **fields
+    )
+    return Daemon(config, backend=SlurmBackend(env=acctcluster.env))
+
+
+def _gpus(record) -> int:
+    return int(record["tres_per_node"].rpartition(":")[2] or 0) * max(1, record["node_count"])
+
+
+def test_user_limited_to_2_gpus_per_job_is_never_grown_past_2(acctcluster, tmp_path):
+    """slurmplan-t1 has MaxTRESPerJob=gres/gpu=2 (default layout); its hints allow max=4 and GPUs are free.
+    The control: the same hints from slurmplan-t2 (no limit), alone on the cluster, are grown past 2."""
+    daemon = _daemon(acctcluster, tmp_path)
+    free = sbatch_as(acctcluster, "slurmplan-t2", BODY, "--hold", "--gres=gpu:2", "-A", "alpha", "--comment", ELASTIC)
+    daemon.tick()
+    assert _gpus(acctcluster.wait_state(free, "RUNNING")) > 2, "without the limit the same hints grow past 2"
+    acctcluster.run("scancel", str(free), check=True)
+    acctcluster.wait_for(free, lambda j: j["job_state"] != "RUNNING", what="control job gone")
+
+    capped = sbatch_as(acctcluster, "slurmplan-t1", BODY, "--hold", "--gres=gpu:2", "-A", "alpha", "--comment", ELASTIC)
+    seen: list[int] = []
+    deadline = time.monotonic() + 45  # a job new since the round started is decided at the next (round_s 20)
+    while time.monotonic() < deadline:
+        assert daemon.tick().managed >= 1
+        rec = acctcluster.squeue_job(capped)
+        seen.append(_gpus(rec))
+        if rec["job_state"] == "RUNNING" and len(seen) > 2:
+            break
+        time.sleep(1.0)
+    assert acctcluster.squeue_job(capped)["job_state"] == "RUNNING", "the capped job runs, at its limit"
+    assert max(seen) <= 2, f"the capped job was given {seen} GPUs"
+    with Journal(tmp_path / "journal.db", readonly=True) as journal:
+        events = [e for e in explain_job(journal, capped)["events"] if e["event"] == "accounting"]
+    assert events and "MaxTRESPerJob gres/gpu=2 of slurmplan-t1@alpha" in events[-1]["detail"]
+    assert "hints capped from 4" in events[-1]["detail"]
+    acctcluster.run("scancel", str(capped), check=True)
+
+
+def test_account_that_used_more_gets_less_weight_next_round(acctcluster, tmp_path):
+    """Managed or not, a job's GPU time is charged by Slurm to its account; the daemon's weight for the account
+    (shares x 2^(-usage/shares), from slurmctld's associations) drops accordingly in the next round."""
+    before = read_accounting(acctcluster.env).account_factors()
+    job = sbatch_as(acctcluster, "slurmplan-t2", "sleep 6", "--gres=gpu:a100:4", "-A", "alpha", "-o", "/dev/null")
+    acctcluster.wait_for(job, lambda j: j["job_state"] == "COMPLETED", timeout=60, what="completed")
+    deadline = time.monotonic() + 30
+    after = read_accounting(acctcluster.env).account_factors()
+    while after["alpha"].usage_efctv <= before["alpha"].usage_efctv and time.monotonic() < deadline:
+        time.sleep(0.5)
+        after = read_accounting(acctcluster.env).account_factors()
+    assert after["alpha"].usage_efctv > before["alpha"].usage_efctv
+    ratio_before = before["alpha"].weight / before["beta"].weight
+    ratio_after = after["alpha"].weight / after["beta"].weight
+    assert ratio_after < ratio_before
+
+    # the next round: the daemon's hierarchical policy is given these weights, and explain shows the factors
+    a = sbatch_as(acctcluster, "slurmplan-t2", BODY, "--hold", "--gres=gpu:2", "-A", "alpha", "--comment", ELASTIC)
+    b = sbatch_as(acctcluster, "slurmplan-t2", BODY, "--hold", "--gres=gpu:2", "-A", "beta", "--comment", ELASTIC)
+    daemon = _daemon(acctcluster, tmp_path, policy="hierarchical", shadow=True)
+    daemon.tick()
+    weights = daemon.site_accounting.account_weights()
+    assert weights["alpha"] < weights["beta"]
+    with Journal(tmp_path / "journal.db", readonly=True) as journal:
+        for job_id, account in ((a, "alpha"), (b, "beta")):
+            notes = [e["detail"] for e in explain_job(journal, job_id)["events"] if e["event"] == "accounting"]
+            assert notes and f"{account}: shares" in notes[-1] and "fairshare 2^(-" in notes[-1]
+            assert "QOS normal: priority 0" in notes[-1]
+    acctcluster.run("scancel", str(a), str(b), check=True)
+
+
+def test_config_weights_override_fairshare(acctcluster, tmp_path):
+    daemon = _daemon(acctcluster, tmp_path, shadow=True, account_weights={"alpha": 3.0, "beta": 1.0})
+    daemon.tick()
+    assert daemon.site_accounting.account_weights() == {"alpha": 3.0, "beta": 1.0}
+
+
+def test_guaranteed_class_comes_from_the_sites_qos_not_the_users_hint(acctcluster, tmp_path):
+    """QOS ``high`` (priority 1000, preempt mode requeue in slurmdbd) is named in ``guaranteed_qos``: a job in it
+    is guaranteed without asking; a job that only declares ``class=guaranteed`` in its hints is best-effort."""
+    hint = "slurmplan:model=gpt2;gpus=1;min=1;max=1"
+    vip = sbatch_as(acctcluster, "slurmplan-t2", BODY, "--hold", "--gres=gpu:1", "-A", "alpha", "--qos=high",
+                    "--comment", hint)  # fmt: skip
+    claims = sbatch_as(acctcluster, "slurmplan-t2", BODY, "--hold", "--gres=gpu:1", "-A", "beta",
+                       "--comment", hint + ";class=guaranteed")  # fmt: skip
+    daemon = _daemon(acctcluster, tmp_path, shadow=True, guaranteed_qos=("high",))
+    daemon.tick()
+    with Journal(tmp_path / "journal.db", readonly=True) as journal:
+        notes = {j: [e["detail"] for e in explain_job(journal, j)["events"] if e["event"] == "accounting"][-1]
+                 for j in (vip, claims)}  # fmt: skip
+    assert "class best-effort -> guaranteed" in notes[vip]
+    assert "QOS high: priority 1000, preempt mode REQUEUE" in notes[vip]
+    assert "class guaranteed -> best-effort" in notes[claims]
+    acctcluster.run("scancel", str(vip), str(claims), check=True)
+
+
+def test_unmanaged_account_is_left_to_slurm(acctcluster, tmp_path):
+    job = sbatch_as(acctcluster, "slurmplan-t2", BODY, "--hold", "--gres=gpu:1", "-A", "beta",
+                    "--comment", "slurmplan:model=gpt2;gpus=1")  # fmt: skip
+    report = _daemon(acctcluster, tmp_path, shadow=True, unmanaged_accounts=("beta",)).tick()
+    assert job not in {a.job_id for a in report.assignments}
+    assert all(a.job_id != job for a in report.actions)
+    acctcluster.run("scancel", str(job), check=True)
