@@ -51,6 +51,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     imp.add_argument(
         "--speeds", default=None, metavar="FILE", help="per-GPU-type speeds (YAML/JSON {type: speed vs V100})"
     )
+    imp.add_argument(
+        "--time-scale",
+        type=float,
+        default=1.0,
+        metavar="K",
+        help="multiply every time by K: read back a `slurmplan replay --speedup K` in its trace's seconds",
+    )
     imp.add_argument("--out", required=True, help="trace file to write (JSON lines)")
     imp.add_argument("--json", action="store_true", help="print the import report as JSON")
     imp.set_defaults(func=cmd_trace_import)
@@ -60,6 +67,8 @@ def _check(args: argparse.Namespace) -> None:
     for name, value in (("--start", args.start), ("--end", args.end)):
         if not _TIME.match(value):
             raise ValidationError(name, value, "a sacct time: YYYY-MM-DD[THH:MM[:SS]] or now[-Ndays]", WHERE)
+    if not args.time_scale > 0:
+        raise ValidationError("--time-scale", args.time_scale, "a number > 0", WHERE)
     out = Path(args.out)
     if out.is_dir() or not out.parent.is_dir():
         raise ValidationError("--out", args.out, "a file path in an existing folder", WHERE)
@@ -99,7 +108,7 @@ def cmd_trace_import(args: argparse.Namespace) -> int:
     speeds = load_speeds(args.speeds)
     parsed = parse_sacct(_sacct_text(args))
     report = ImportReport(skipped=list(parsed.skipped))
-    jobs = to_trace(parsed.jobs, speeds, report)
+    jobs = to_trace(parsed.jobs, speeds, report, args.time_scale)
     info = report.to_dict()
     info["speeds"] = [{"gpu_type": t, "speed": v, "source": s} for t, v, s in speeds.rows()]
     if not jobs:

@@ -129,8 +129,13 @@ def _classify(job: SacctJob, report: ImportReport) -> bool:
     return False
 
 
-def to_trace(jobs: Iterable[SacctJob], speeds: SpeedTable, report: ImportReport) -> list[TraceJob]:
-    """Trace jobs for every record that ran on GPUs and finished, in arrival order (ids kept)."""
+def to_trace(
+    jobs: Iterable[SacctJob], speeds: SpeedTable, report: ImportReport, time_scale: float = 1.0
+) -> list[TraceJob]:
+    """Trace jobs for every record that ran on GPUs and finished, in arrival order (ids kept).
+
+    ``time_scale`` multiplies every time: a replay that ran its trace K times faster is read back with K.
+    """
     keep: list[SacctJob] = []
     seen: set[int] = set()
     for job in jobs:
@@ -145,13 +150,14 @@ def to_trace(jobs: Iterable[SacctJob], speeds: SpeedTable, report: ImportReport)
     report.origin = min(arrivals.values(), default=None)
     out = []
     for job in sorted(keep, key=lambda j: (arrivals[j.job_id], j.job_id)):
-        out.append(_trace_job(job, arrivals[job.job_id] - (report.origin or 0.0), speeds, report))
+        at = (arrivals[job.job_id] - (report.origin or 0.0)) * time_scale
+        out.append(_trace_job(job, at, speeds, report, time_scale))
         report.states[job.state] += 1
     report.kept = len(out)
     return out
 
 
-def _trace_job(job: SacctJob, arrival: float, speeds: SpeedTable, report: ImportReport) -> TraceJob:
+def _trace_job(job: SacctJob, arrival: float, speeds: SpeedTable, report: ImportReport, scale: float) -> TraceJob:
     assert job.start is not None and job.end is not None and job.gpu_type
     hints = _hint_fields(job)
     common = dict(
@@ -159,13 +165,13 @@ def _trace_job(job: SacctJob, arrival: float, speeds: SpeedTable, report: Import
         arrival_s=arrival,
         gpus=job.gpus,
         gpu_type=job.gpu_type,
-        duration_s=max(1.0, job.end - job.start),
+        duration_s=max(1.0, job.end - job.start) * scale,
         account=job.account or "default",
         job_class=hints.get("job_class") or JobClass.BEST_EFFORT,
         name=job.name,
         user=job.user,
         partition=job.partition,
-        time_limit_s=job.time_limit_s,
+        time_limit_s=None if job.time_limit_s is None else job.time_limit_s * scale,
     )
     model = hints.get("model")
     if _known_model(model):  # type: ignore[arg-type]
