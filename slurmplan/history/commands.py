@@ -11,7 +11,10 @@ from pathlib import Path
 
 from slurmplan.domain import ValidationError
 
-_TIME = re.compile(r"^(now([+-]\d+(days|hours|minutes|seconds|weeks)?)?|\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2})?)?)$")
+_TIME = re.compile(
+    r"^(today|midnight|noon|teatime|now([+-]\d+(days|hours|minutes|seconds|weeks)?)?"
+    r"|\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2})?)?)$"
+)
 WHERE = "trace import"
 
 
@@ -66,7 +69,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _check(args: argparse.Namespace) -> None:
     for name, value in (("--start", args.start), ("--end", args.end)):
         if not _TIME.match(value):
-            raise ValidationError(name, value, "a sacct time: YYYY-MM-DD[THH:MM[:SS]] or now[-Ndays]", WHERE)
+            raise ValidationError(
+                name, value, "a sacct time: YYYY-MM-DD[THH:MM[:SS]], today, midnight or now[-Ndays]", WHERE
+            )
     if not args.time_scale > 0:
         raise ValidationError("--time-scale", args.time_scale, "a number > 0", WHERE)
     out = Path(args.out)
