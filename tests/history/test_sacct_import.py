@@ -138,3 +138,27 @@ def test_imported_trace_simulates_on_the_cluster_it_came_from(tmp_path: Path, ca
     assert main([*args, "--json", "--tick", "0"]) == 0
     (summary,) = json.loads(capsys.readouterr().out)
     assert summary["jobs"] == 10 and summary["finished"] == 10
+
+
+def _as_v0042(value: object, key: str = "") -> object:
+    """A 22.05 record in the shapes DESIGN.md lists for Slurm 24.11's JSON (states a list, numbers as
+    ``{set, infinite, number}``). Made from the captured record, not captured itself: no 24.11 slurmdbd here."""
+    if isinstance(value, dict):
+        if key == "state":
+            return {**value, "current": [value["current"]]}
+        return {k: _as_v0042(v, k) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_as_v0042(v) for v in value]
+    if isinstance(value, int) and not isinstance(value, bool) and key in ("limit", "start", "end", "count"):
+        return {"set": True, "infinite": False, "number": value}
+    return value
+
+
+def test_later_json_shapes_read_the_same():
+    doc = json.loads((DATA / "all.json").read_text())
+    old = parse_sacct(json.dumps(doc))
+    new = parse_sacct(json.dumps(_as_v0042(doc)))
+    assert not new.skipped and new.jobs == old.jobs
+    unlimited = _as_v0042(doc)
+    unlimited["jobs"][0]["time"]["limit"] = {"set": True, "infinite": True, "number": 0}
+    assert parse_sacct(json.dumps(unlimited)).jobs[0].time_limit_s is None
