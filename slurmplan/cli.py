@@ -20,6 +20,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "slurmplan.perf.commands",
     "slurmplan.slurm.commands",
     "slurmplan.sim.commands",
+    "slurmplan.history.commands",
     "slurmplan.control.commands",
     "slurmplan.control.site_commands",
     "slurmplan.control.ops_commands",

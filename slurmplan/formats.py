@@ -366,9 +366,13 @@ def decision_text(cell: Cell, plan: Plan | None, round_index: int) -> str:
     return format_decision(cell, plan or Plan(dp=cell.gpus), round_stamp(round_index))
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def same_configuration(admin_comment: str, cell: Cell, plan: Plan | None) -> bool:
     """Whether the decision in ``admin_comment`` already names this Cell and plan (whatever round decided it):
-    then the comment is left as it is, and no ``scontrol update`` is spent on it."""
+    then the comment is left as it is, and no ``scontrol update`` is spent on it.
+
+    Memoised: it is asked for every running job every tick with the same few strings (a pure function).
+    """
     head = decision_of(admin_comment).split("|")[0].strip()
     return bool(head) and head == format_decision(cell, plan or Plan(dp=cell.gpus))
 

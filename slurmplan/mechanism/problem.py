@@ -313,6 +313,8 @@ class _Row:
     keys: tuple[CellKey, ...]
     candidates: np.ndarray
     throughput: np.ndarray
+    keyset: frozenset[CellKey] = frozenset()
+    """``keys`` as a set: a set's union reuses its members' stored hashes (the columns are a union every tick)."""
 
 
 class _RowMemo:
@@ -341,7 +343,7 @@ class _RowMemo:
         cands = np.empty(len(best), dtype=object)
         cands[:] = list(best.values())
         thr = np.array([max(c.throughput, 0.0) for c in best.values()], dtype=float)
-        row = _Row(tuple(best), cands, thr)
+        row = _Row(tuple(best), cands, thr, frozenset(best))
         if len(self._rows) >= self.limit:
             self._rows.clear()
         self._rows[id(candidates)] = (candidates, row)
@@ -385,7 +387,7 @@ def _build_matrix(
     """The body of ``_matrix`` for one row of candidates per job."""
     lines = [_row_of(k) for k in keys]
     dense = _dense.value  # read once: another thread may replace it, never change it
-    order = tuple(sorted(set().union(*(r.keys for r in lines))))
+    order = tuple(sorted(set().union(*(r.keyset for r in lines))))
     if dense is None or dense.order != order:
         dense = _DenseRows(order)
         _dense.value = dense

@@ -105,6 +105,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     cmp.add_argument("--policies", required=True, help="comma-separated policy names or files; ratios to the first")
     cmp.add_argument("--workers", type=int, default=None, help="parallel processes (default: one per core)")
+    cmp.add_argument(
+        "--executor",
+        default="local",
+        help="where the simulations run: local (worker processes) or slurm (one Slurm job each, via submitit; "
+        "same results). Default local",
+    )
+    cmp.add_argument("--partition", default=None, help="with --executor slurm: the partition to submit to")
+    cmp.add_argument(
+        "--time-limit",
+        type=int,
+        default=60,
+        metavar="MINUTES",
+        help="with --executor slurm: each simulation job's time limit (default %(default)s)",
+    )
+    cmp.add_argument(
+        "--sweep-dir",
+        default=".slurmplan-sweep",
+        help="with --executor slurm: folder for job scripts, logs and results, on a file system the nodes share "
+        "(default %(default)s)",
+    )
     _run_options(cmp)
     cmp.set_defaults(func=cmd_compare)
 
@@ -169,6 +189,7 @@ def _preflight(args: argparse.Namespace, policies: list[str]) -> list[str]:
         ("--max-jobs", args.max_jobs, args.max_jobs is None or args.max_jobs > 0, "a number of jobs > 0"),
         ("--max-hours", args.max_hours, args.max_hours is None or args.max_hours > 0, "a number of hours > 0"),
         ("--workers", getattr(args, "workers", None), (getattr(args, "workers", None) or 1) > 0, "a count > 0"),
+        ("--time-limit", getattr(args, "time_limit", 1), getattr(args, "time_limit", 1) > 0, "minutes > 0"),
     ):
         if not ok:
             raise ValidationError(name, value, allowed, where)
@@ -270,13 +291,27 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from slurmplan.sim.metrics import summarize
-    from slurmplan.sim.runner import compare
 
     names = [p.strip() for p in args.policies.split(",") if p.strip()]
     if not names:
         raise ValidationError("policies", args.policies, "a comma-separated list of policy names", "compare")
+    from dataclasses import replace
+
+    from slurmplan.sim.executors import ExecutorOptions, get_executor
+
+    run = get_executor(args.executor)
     dropped = _preflight(args, names)
-    results = compare([_spec(args, name, dropped) for name in names], workers=args.workers)
+    options = ExecutorOptions(
+        workers=args.workers,
+        partition=args.partition,
+        folder=args.sweep_dir,
+        timeout_min=args.time_limit,
+        progress=not args.no_progress and sys.stderr.isatty(),
+    )
+    specs = [_spec(args, name, dropped) for name in names]
+    if args.executor != "local":  # a bar per simulation would only fill the jobs' logs
+        specs = [replace(s, options=replace(s.options, progress=False)) for s in specs]
+    results = run(specs, options)
     _emit(args, results, [summarize(r) for r in results], dropped)
     return 0
 
@@ -348,7 +383,8 @@ def cmd_trace_check(args: argparse.Namespace) -> int:
     info = {
         "jobs": len(jobs),
         "table_jobs": sum(j.is_table_job for j in jobs),
-        "hint_jobs": sum(not j.is_table_job for j in jobs),
+        "hint_jobs": sum(j.model is not None for j in jobs),
+        "measured_jobs": sum(j.is_measured_job for j in jobs),
         "window_jobs": sum(j.in_window for j in jobs),
         "last_arrival_h": round(jobs[-1].arrival_s / 3600, 2) if jobs else 0.0,
     }

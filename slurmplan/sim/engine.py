@@ -161,7 +161,7 @@ class Simulation:
                     submit_time=t.arrival_s,
                     work_total=w.work_total,
                     account=t.account,
-                    name=t.job_type or t.model or "",
+                    name=t.job_type or t.model or t.name,
                     gpu_type=gpu_type,  # as --constraint: a preference the daemon may move (rules.py)
                     gpus_per_node=per_node,
                     node_count=-(-t.gpus // per_node),

@@ -13,6 +13,11 @@ int >= 1, ``gpu_type`` str (requested type; absent = any), ``total_steps`` float
 ``guaranteed``/``best-effort``, ``deadline_s`` float (absolute simulated seconds), ``priority_weight`` float > 0,
 ``in_window`` bool (whether the job's JCT is measured), ``hints`` object. Gavel's descriptive fields
 ``batch_size``, ``throughput_steps_per_s`` and ``duration_s`` are accepted.
+
+A *measured job* (from a site's history, ``trace import``) has neither: it names the ``gpu_type`` it ran on,
+its ``duration_s`` there and ``speeds`` ``{type: relative speed}``, from which its time on every other type
+follows (``history/speeds.py``); it runs at its own GPU count. ``name``, ``user``, ``partition`` and
+``time_limit_s`` record where it came from (not used by the simulator).
 """
 
 from __future__ import annotations
@@ -45,6 +50,11 @@ KNOWN_FIELDS = frozenset(
         "in_window",
         "throughput_steps_per_s",
         "hints",
+        "speeds",
+        "name",
+        "user",
+        "partition",
+        "time_limit_s",
     }
 )
 
@@ -71,10 +81,25 @@ class TraceJob:
     priority_weight: float = 1.0
     in_window: bool = True
     extra_hints: Mapping[str, object] = field(default_factory=dict)
+    speeds: Mapping[str, float] = field(default_factory=dict)
+    """Relative speed per GPU type for a measured job (neither ``job_type`` nor ``model``)."""
+    name: str = ""
+    user: str = ""
+    partition: str = ""
+    time_limit_s: float | None = None
 
     @property
     def is_table_job(self) -> bool:
         return self.job_type is not None
+
+    @property
+    def is_measured_job(self) -> bool:
+        return self.job_type is None and self.model is None
+
+    @property
+    def kind(self) -> str:
+        """What the job is, in words: its Gavel job type, its model, or ``measured on TYPE``."""
+        return self.job_type or self.model or f"measured on {self.gpu_type}"
 
     def hints(self) -> Hints:
         """The hints a user would have given sbatch for this job (what the daemon would read)."""
@@ -98,8 +123,10 @@ class TraceJob:
         if self.job_type is not None:
             out["job_type"] = self.job_type
             out["scale_factor"] = self.gpus
-        else:
+        elif self.model is not None:
             out["model"] = self.model
+            out["gpus"] = self.gpus
+        else:
             out["gpus"] = self.gpus
         optional = {
             "gpu_type": self.gpu_type,
@@ -118,6 +145,11 @@ class TraceJob:
             out["in_window"] = False
         if self.extra_hints:
             out["hints"] = dict(self.extra_hints)
+        if self.speeds:
+            out["speeds"] = dict(self.speeds)
+        for key in ("name", "user", "partition", "time_limit_s"):
+            if getattr(self, key):
+                out[key] = getattr(self, key)
         return out
 
 
@@ -177,8 +209,12 @@ def job_from_dict(obj: object, where: str = "trace") -> TraceJob:
     _positive("arrival_time_s", arrival, where, allow_zero=True)
     job_type = _get(obj, "job_type", str, where)
     model = _get(obj, "model", str, where)
-    if job_type is None and model is None:
-        raise TraceError("job_type", None, "a job type of the throughput table, or a 'model' for hint jobs", where)
+    speeds = _speeds(obj, where)
+    if job_type is None and model is None and not speeds:
+        allowed = "a job type of the throughput table, a 'model' for hint jobs, or 'speeds' for measured jobs"
+        raise TraceError("job_type", None, allowed, where)
+    if job_type is None and model is None and (obj.get("gpu_type") is None or obj.get("duration_s") is None):
+        raise TraceError("gpu_type", obj.get("gpu_type"), "the type a measured job ran on, with its duration_s", where)
     gpus = _get(obj, "scale_factor", int, where) or _get(obj, "gpus", int, where, 1)
     if gpus < 1:
         raise TraceError("gpus", gpus, "a positive integer", where)
@@ -212,7 +248,21 @@ def job_from_dict(obj: object, where: str = "trace") -> TraceJob:
         priority_weight=weight,
         in_window=_get(obj, "in_window", bool, where, True),
         extra_hints=_hints(obj, where),
+        speeds=speeds,
+        name=_get(obj, "name", str, where, ""),
+        user=_get(obj, "user", str, where, ""),
+        partition=_get(obj, "partition", str, where, ""),
+        time_limit_s=_get(obj, "time_limit_s", (int, float), where),
     )
+
+
+def _speeds(obj: Mapping[str, object], where: str) -> dict[str, float]:
+    speeds = _get(obj, "speeds", dict, where, {})
+    for key, value in speeds.items():
+        ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+        if not ok:
+            raise TraceError(f"speeds.{key}", value, "a finite number >= 0 (speed relative to a V100)", where)
+    return {str(k).lower(): float(v) for k, v in speeds.items()}
 
 
 def parse_lines(lines: Iterable[str], source: str = "trace") -> Iterator[TraceJob]:

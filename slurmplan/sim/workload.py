@@ -12,7 +12,7 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
-from slurmplan.domain import Candidate, Cell, Cluster, GpuType, Hints, ValidationError
+from slurmplan.domain import Candidate, Cell, Cluster, GpuType, Hints, ThroughputSource, ValidationError
 from slurmplan.formats import parse_decision
 from slurmplan.perf.gavel_table import GavelTable
 from slurmplan.sim.cluster import ClusterSpec
@@ -111,6 +111,25 @@ def hint_workload(job: TraceJob, cluster: Cluster, candidates_fn) -> Workload:
     return Workload(job, hints, cands, work, float(batch), requested)
 
 
+def measured_workload(job: TraceJob, spec: ClusterSpec) -> Workload:
+    """A job from a site's history: at its own GPU count on every cluster type with a speed and room for it.
+
+    Throughput is the type's relative speed, so the work is ``duration x speed[type it ran on]`` and its time
+    on another type is ``duration x speed[ran on] / speed[other]`` (``history/speeds.py``).
+    """
+    ran_on = (job.gpu_type or "").lower()
+    per_type = spec.gpus_by_type()
+    cands = tuple(
+        Candidate(Cell(t, job.gpus), float(job.speeds[t]), source=ThroughputSource.MEASURED)
+        for t in sorted(per_type)
+        if job.speeds.get(t, 0.0) > 0 and per_type[t] >= job.gpus
+    )
+    work = float(job.duration_s or 0.0) * float(job.speeds.get(ran_on, 0.0))
+    if work <= 0:  # its own type has no speed: time it as if on the fastest type it can use
+        work = float(job.duration_s or 0.0) * max((c.throughput for c in cands), default=1.0)
+    return Workload(job, job.hints(), cands, work, 1.0, requested_candidate(cands, ran_on or None, job.gpus))
+
+
 def perf_candidates_fn():
     """``perf.candidates.job_candidates(hints, cluster, measurements)``, imported late (another room's module)."""
     try:
@@ -137,7 +156,9 @@ def build_workloads(
     out: dict[int, Workload] = {}
     memo: dict[Hints, tuple[Candidate, ...]] = {}
     for job in jobs:
-        if job.is_table_job:
+        if job.is_measured_job:
+            out[job.job_id] = measured_workload(job, spec)
+        elif job.is_table_job:
             if table is None:
                 raise ValidationError("job_type", job.job_type, "a throughput table (--throughputs)", "workload")
             out[job.job_id] = table_workload(job, table, gpu_types)
@@ -166,7 +187,7 @@ def infeasible(workloads: Iterable[Workload]) -> list[Workload]:
 
 def describe(w: Workload) -> str:
     """``ID (TYPE xGPUS)``: how the CLI names a job it leaves out or refuses (the id first, for parsing back)."""
-    return f"{w.job_id} ({w.trace.job_type or w.trace.model} x{w.trace.gpus})"
+    return f"{w.job_id} ({w.trace.kind} x{w.trace.gpus})"
 
 
 def cells_of(workloads: Iterable[Workload]) -> set[Cell]:

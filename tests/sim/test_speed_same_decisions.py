@@ -1,0 +1,31 @@
+"""The simulator's speed work (issue 27) changes no decision beyond ties: avg JCT within 1% of the figure the
+engine gave before it, on a short version of ``benchmarks/bench_sim.py``'s trace (same generator, rate, cluster,
+round and tick; 150 jobs so that the test takes seconds).
+
+The reference was measured on the code before the speed work (commit 20b458d): if a policy change elsewhere
+moves it on purpose, re-measure it with this test's own trace and say so in the commit.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from slurmplan.policy.registry import load_policy
+from slurmplan.sim.cluster import CRIUS_CLUSTER, parse_cluster
+from slurmplan.sim.engine import SimOptions, Simulation
+from slurmplan.sim.generate import LlmTraceConfig, llm_trace, perf_feasible
+from slurmplan.sim.metrics import summarize
+from slurmplan.sim.workload import build_workloads
+
+REFERENCE_AVG_JCT_H = {"las": 1.8221964441655785}
+
+
+@pytest.mark.parametrize("policy", sorted(REFERENCE_AVG_JCT_H))
+def test_bench_sim_trace_keeps_its_avg_jct_within_one_percent(policy: str):
+    jobs = llm_trace(LlmTraceConfig(num_jobs=150, rate_per_h=13000 / 14 / 24, seed=0), perf_feasible(CRIUS_CLUSTER))
+    spec = parse_cluster(CRIUS_CLUSTER)
+    options = SimOptions(round_s=300.0, tick_s=30.0)
+    result = Simulation(build_workloads(jobs, spec, None), spec, load_policy(policy), options).run()
+    summary = summarize(result)
+    assert summary["finished"] == 150
+    assert summary["avg_jct_h"] == pytest.approx(REFERENCE_AVG_JCT_H[policy], rel=0.01)
