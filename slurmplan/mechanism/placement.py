@@ -36,6 +36,8 @@ class PlacementRequest:
     """Nodes the job just left, where Slurm would make it wait its requeue delay: used only if nothing else fits."""
     refuse_avoided: bool = False
     """Never use ``avoid`` (the job is pending in its requeue delay): Unplaced rather than waiting on them."""
+    max_nodes: int | None = None
+    """The job's own node limit (``--nodes``): never split over more nodes than this."""
 
 
 @dataclass(frozen=True)
@@ -116,7 +118,7 @@ class _Free:
         g = req.cell.gpus
         if idx is None or idx.size == 0:
             return Unplaced(f"no schedulable {req.cell.gpu_type} node: every one is down, drained or absent")
-        for k in range(1, min(g, idx.size) + 1):
+        for k in range(1, min(g, idx.size, req.max_nodes or g) + 1):
             if g % k:
                 continue
             gpn, cpn, mpn = g // k, _ceil_div(req.cpus, k), _ceil_div(req.memory_mb, k)

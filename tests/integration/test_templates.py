@@ -84,7 +84,7 @@ def test_template_hints_become_canonical_admin_comment(site: SiteCluster, name: 
     job_id = site.sbatch(TEMPLATES / name, *fit(name), f"--gres=gpu:{gpu_type}:2")
     job = site.wait_state(job_id, "PENDING")
     # job_submit.lua made the typed request movable and recorded what was asked (site/README.md)
-    assert job["admin_comment"] == f"{EXPECTED[name]};asked={gpu_type}:2"
+    assert job["admin_comment"] == f"{EXPECTED[name]};asked={gpu_type}:2;nodes=1"  # --nodes=1 recorded
     assert (job["tres_per_node"], job["features"]) == ("gres:gpu:2", gpu_type)
     assert job["priority"] == 0
     site.run("scancel", str(job_id), check=True)
@@ -303,7 +303,7 @@ def test_elastic_template_as_shipped_trains_on_four_gpus(site: SiteCluster, work
     pytest.importorskip("torch")
     job_id = site.sbatch(TEMPLATES / "elastic_dp.sbatch", f"--chdir={workdir}", **_shipped_env(workdir, STEPS="3"))
     job = site.wait_state(job_id, "PENDING")
-    assert job["admin_comment"] == f"{EXPECTED['elastic_dp.sbatch']};asked=a100:4"
+    assert job["admin_comment"] == f"{EXPECTED['elastic_dp.sbatch']};asked=a100:4;nodes=1"
     decision = format_decision(Cell("a100", 4), Plan(dp=4, grad_accum=2), "round 1")
     site.release_with(job_id, compose_admin_comment(EXPECTED["elastic_dp.sbatch"], decision))
     job = site.wait_state(job_id, "COMPLETED", "FAILED", timeout=240)
@@ -344,6 +344,7 @@ def test_framework_templates_as_shipped_are_accepted_and_held(site: SiteCluster,
     job_id = site.sbatch(TEMPLATES / name, *fit, f"--chdir={site.jobs_dir}")
     job = site.wait_state(job_id, "PENDING")
     asked = "a100:4" if name == "megatron.sbatch" else "v100:4"
-    assert job["admin_comment"] == f"{EXPECTED[name]};asked={asked}"
+    nodes = 2 if name == "megatron.sbatch" else 1  # each template's own #SBATCH --nodes
+    assert job["admin_comment"] == f"{EXPECTED[name]};asked={asked};nodes={nodes}"
     assert job["priority"] == 0
     site.run("scancel", str(job_id), check=True)
