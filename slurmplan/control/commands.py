@@ -27,12 +27,25 @@ def config_path(args: argparse.Namespace) -> str | None:
     return getattr(args, "config", None) or os.environ.get("SLURMPLAN_CONFIG") or None
 
 
-def _config(args: argparse.Namespace) -> DaemonConfig:
-    cfg = load_config(config_path(args))
+def _config(args: argparse.Namespace, *, warn: bool = False) -> DaemonConfig:
+    path = config_path(args)
+    cfg = load_config(path)
+    if warn and path is None and not DEFAULT_CONFIG_PATH.exists() and getattr(args, "database", None) is None:
+        _warn_host_wide(cfg)
     return cfg.with_overrides(
         dry_run=True if getattr(args, "dry_run", False) else None,
         shadow=True if getattr(args, "shadow", False) else None,
         database=getattr(args, "database", None),
+    )
+
+
+def _warn_host_wide(cfg: DaemonConfig) -> None:
+    """No config anywhere: say loudly which journal is used, since every cluster on this host may share it."""
+    print(
+        f"slurmplan: WARNING: no config (--config, $SLURMPLAN_CONFIG, {DEFAULT_CONFIG_PATH}): using the host-wide"
+        f" journal {cfg.database}, which every cluster on this host may share. For a dev cluster, export the"
+        " SLURMPLAN_CONFIG that `slurmplan devcluster up` prints.",
+        file=sys.stderr,
     )
 
 
@@ -110,7 +123,7 @@ def format_report(r: TickReport) -> str:
 def cmd_tick(args: argparse.Namespace) -> int:
     from slurmplan.control.runner import Daemon
 
-    report = Daemon(_config(args)).tick()
+    report = Daemon(_config(args, warn=True)).tick()
     print(json.dumps(report_dict(report), indent=2) if args.json else format_report(report))
     return 1 if report.skipped else 0
 
@@ -130,7 +143,7 @@ def daemon_output(report: TickReport, verbose: bool) -> str | None:
 
 def cmd_daemon(args: argparse.Namespace) -> int:
 
-    cfg = _config(args)
+    cfg = _config(args, warn=True)
     interval = args.interval if args.interval is not None else cfg.interval_s
     if interval <= 0:
         raise ValidationError("--interval", interval, "a positive number of seconds")

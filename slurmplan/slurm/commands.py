@@ -10,6 +10,7 @@ from pathlib import Path
 
 from slurmplan.slurm.backend import SlurmBackend
 from slurmplan.slurm.devcluster import DevCluster, default_state_dir, install_packages
+from slurmplan.slurm.devconfig import dev_daemon_files, write_daemon_config
 from slurmplan.slurm.devlayout import load_layout
 from slurmplan.slurm.status import check_slurm_conf, render_status, status_dict
 
@@ -32,7 +33,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         p.add_argument(
             "--state-dir",
             metavar="DIR",
-            help=f"where the cluster keeps everything (default: $SLURMPLAN_DEVCLUSTER_DIR or {default_state_dir()})",
+            help="where the cluster keeps everything (default: $SLURMPLAN_DEVCLUSTER_DIR, else .state/devcluster in"
+            " the source checkout the slurmplan package is installed from, else /var/lib/slurmplan/devcluster;"
+            " `up` prints the one it used)",
         )
         p.add_argument("--json", action="store_true", help="print machine-readable JSON")
         if action == "up":
@@ -70,9 +73,13 @@ def _devcluster(args: argparse.Namespace) -> int:
     if getattr(args, "install", False):
         install_packages()
     cluster = DevCluster(load_layout(args.layout), args.state_dir)
+    journal = None
     if getattr(args, "site", False):
-        cluster = _site_cluster(args, cluster)
+        cluster, journal = _site_cluster(args, cluster)
+    files = dev_daemon_files(cluster.paths.root, journal)
     if args.devcluster_command == "up":
+        partitions = tuple(getattr(args, "managed_partition", ()) or ())
+        write_daemon_config(files, cluster.layout.cred_expire, partitions)
         status = cluster.up(timeout=args.timeout, detach=True)
     elif args.devcluster_command == "down":
         cluster.down()
@@ -91,11 +98,14 @@ def _devcluster(args: argparse.Namespace) -> int:
         print(f"  node {n.name:<15} {n.state:<12} {gpus}")
     if status.running:
         print(f"\nexport SLURM_CONF={status.slurm_conf}")
+        if files.config.exists():  # the daemon's config for this cluster (journal, reports, round_s)
+            print(f"export SLURMPLAN_CONFIG={files.config}")
+            print(f"export SLURMPLAN_REPORT_DIR={files.report_dir}")
     return 0 if args.devcluster_command == "down" or status.running else 1
 
 
-def _site_cluster(args: argparse.Namespace, plain: DevCluster) -> DevCluster:
-    """The same cluster with the site's controller configuration laid over its layout."""
+def _site_cluster(args: argparse.Namespace, plain: DevCluster) -> tuple[DevCluster, Path]:
+    """The same cluster with the site's controller configuration laid over its layout, and its journal."""
     from slurmplan.slurm.site import build_plugin, dev_site_overrides, source_root
 
     overrides, dev = dev_site_overrides(
@@ -103,12 +113,13 @@ def _site_cluster(args: argparse.Namespace, plain: DevCluster) -> DevCluster:
         plain.paths.conf_dir,
         managed_partitions=tuple(args.managed_partition),
         plugin=build_plugin(source_root()),
+        config=dev_daemon_files(plain.paths.root).config,
     )
     extra = [*plain.layout.slurm_conf_extra, *overrides["slurm_conf_extra"]]
     files = {**{k: str(v) for k, v in plain.layout.conf_files.items()}, **overrides["conf_files"]}
     layout = load_layout(args.layout, {"slurm_conf_extra": extra, "conf_files": files})
     print(f"site: journal {dev.journal}, plan files {dev.plan_dir}, hook log {dev.hook_log}", file=sys.stderr)
-    return DevCluster(layout, plain.paths.root)
+    return DevCluster(layout, plain.paths.root), dev.journal
 
 
 def _fallback_slurm_conf() -> str | None:
