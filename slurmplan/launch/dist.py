@@ -123,6 +123,13 @@ def any_rank(flag: bool, device: torch.device) -> bool:
     return bool(t.item())
 
 
+def all_reduce_sum(t: torch.Tensor) -> torch.Tensor:
+    """The element-wise sum of every rank's tensor, on every rank (in place)."""
+    if tdist.is_initialized():
+        tdist.all_reduce(t, op=tdist.ReduceOp.SUM)
+    return t
+
+
 def all_gather_tensor(t: torch.Tensor) -> list[torch.Tensor]:
     """Every rank's tensor (all the same shape), in rank order."""
     if not tdist.is_initialized():
