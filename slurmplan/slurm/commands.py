@@ -12,7 +12,7 @@ from slurmplan.slurm.backend import SlurmBackend
 from slurmplan.slurm.devcluster import DevCluster, default_state_dir, install_packages
 from slurmplan.slurm.devconfig import dev_daemon_files, write_daemon_config
 from slurmplan.slurm.devlayout import load_layout
-from slurmplan.slurm.status import check_slurm_conf, render_status, status_dict
+from slurmplan.slurm.status import check_slurm_conf, job_progress, render_status, status_dict
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -66,6 +66,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     st.add_argument("--json", action="store_true", help="print machine-readable JSON")
     st.add_argument("--all", action="store_true", help="include finished jobs Slurm still remembers")
     st.add_argument("--slurm-conf", metavar="FILE", help="the slurm.conf to use (e.g. a dev cluster's)")
+    st.add_argument(
+        "--report-dir",
+        metavar="DIR",
+        help="the launcher's report folder, for each job's step and predicted finish (default $SLURMPLAN_REPORT_DIR;"
+        " none: no STEP figures)",
+    )
     st.set_defaults(func=_status)
 
 
@@ -136,9 +142,11 @@ def _status(args: argparse.Namespace) -> int:
     check_slurm_conf(conf)
     env = {"SLURM_CONF": conf} if conf else None
     snapshot = SlurmBackend(env).snapshot()
+    reports = args.report_dir or os.environ.get("SLURMPLAN_REPORT_DIR")
+    progress = job_progress(snapshot, Path(reports) if reports else None)
     if args.json:
-        json.dump(status_dict(snapshot, args.all), sys.stdout, indent=2)
+        json.dump(status_dict(snapshot, args.all, progress), sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        sys.stdout.write(render_status(snapshot, args.all))
+        sys.stdout.write(render_status(snapshot, args.all, progress))
     return 0
