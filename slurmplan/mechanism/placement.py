@@ -131,8 +131,10 @@ class _Free:
                     ok = ok[away]
                 elif req.refuse_avoided:
                     return Unplaced(
-                        f"fits only on {','.join(sorted(req.avoid))}, which it just left: Slurm would hold it there "
-                        "for its requeue delay (cred_expire + 1), so those GPUs go to other jobs meanwhile",
+                        f"waits: the policy chose {req.cell.short()} for it, which fits only on "
+                        f"{','.join(sorted(req.avoid))}, which it just left; Slurm would hold it there for its requeue"
+                        " delay (cred_expire + 1), so those GPUs go to other jobs meanwhile, and other GPU types are"
+                        " not tried for it before the next round",
                         waits=True,
                     )
             best = ok[np.lexsort((ok, self.gpus[ok]))[:k]]
