@@ -9,6 +9,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -148,8 +149,16 @@ def cmd_daemon(args: argparse.Namespace) -> int:
     if interval <= 0:
         raise ValidationError("--interval", interval, "a positive number of seconds")
     stop = threading.Event()
+    stopped_at: list[float] = []
+
+    def on_signal(signum: int, _frame: object) -> None:
+        stopped_at.append(time.monotonic())
+        stop.set()
+        # os.write: safe in a signal handler (print or logging could deadlock on their locks)
+        os.write(2, f"slurmplan daemon: {signal.Signals(signum).name}: stopping after the current tick\n".encode())
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+        signal.signal(sig, on_signal)
 
     def show(report: TickReport) -> None:
         text = None if args.quiet else daemon_output(report, args.verbose > 0)
@@ -157,7 +166,9 @@ def cmd_daemon(args: argparse.Namespace) -> int:
             print(text, flush=True)
 
     daemon, on_metrics = _with_metrics(cfg, args)
-    daemon.run(interval, max_ticks=args.max_ticks, stop=stop, on_tick=lambda r: (on_metrics(r), show(r)))
+    ticks = daemon.run(interval, max_ticks=args.max_ticks, stop=stop, on_tick=lambda r: (on_metrics(r), show(r)))
+    after = f", {time.monotonic() - stopped_at[0]:.1f} s after the signal" if stopped_at else ""
+    print(f"slurmplan daemon: stopped after {ticks} ticks{after}", file=sys.stderr, flush=True)
     return 0
 
 

@@ -300,9 +300,18 @@ def check_workers(spec: TrainSpec, assigned: AssignedPlan, denv: dist.DistEnv) -
     raise ReportedByAnotherRank(f"rank 0 stopped the job: {error}")
 
 
-def quiet_other_ranks(denv: dist.DistEnv) -> None:
-    """Every rank runs the same steps: only rank 0 logs INFO lines (``SLURMPLAN_LOG_ALL_RANKS=1`` keeps all)."""
-    if not denv.is_main and os.environ.get("SLURMPLAN_LOG_ALL_RANKS", "") not in ("1", "yes", "true"):
+def quiet_other_ranks() -> None:
+    """Every rank runs the same steps: only rank 0 logs INFO lines (``SLURMPLAN_LOG_ALL_RANKS=1`` keeps all).
+
+    The rank is read from the variables ``dist.DistEnv`` reads (torchrun's ``RANK``, srun's ``SLURM_PROCID``), so
+    this runs before anything logs; a value that is not a number leaves logging as it is."""
+    rank = os.environ.get("RANK") or (os.environ.get("SLURM_PROCID") if "SLURM_STEP_ID" in os.environ else None)
+    if (
+        rank
+        and rank.isdigit()
+        and int(rank) > 0
+        and os.environ.get("SLURMPLAN_LOG_ALL_RANKS", "") not in ("1", "yes", "true")
+    ):
         logging.getLogger().setLevel(max(logging.getLogger().level, logging.WARNING))
         logging.getLogger("slurmplan").setLevel(logging.WARNING)
 
@@ -344,17 +353,21 @@ def _requeue(spec: TrainSpec, flag: StopFlag, assigned: AssignedPlan, is_main: b
         return Outcome.REQUEUED
     if not is_main or "SLURM_JOB_ID" not in os.environ:
         return Outcome.CHECKPOINTED
+    log.info(
+        "checkpoint saved; requeueing the job: Slurm ends this run now, so the 'CANCELLED ... DUE TO JOB REQUEUE'"
+        " and 'Terminated' lines that follow are expected; the job waits in the queue for its next configuration"
+    )
     result = requeue_job(hold=assigned.managed, max_requeues=spec.max_requeues)
     return Outcome.REQUEUED if result.requeued else Outcome.CHECKPOINTED
 
 
 def run(spec: TrainSpec, assigned: AssignedPlan | None = None) -> TrainResult:
     """Train ``spec`` in this process (one of the job's processes), resuming from its latest checkpoint."""
+    quiet_other_ranks()  # reads two variables; cannot fail
     flag = StopFlag(resolve_signal(spec.checkpoint_signal)).install()  # first: USR2's default action kills
     try:
         enable_determinism(spec.cpu_threads)
         denv = dist.DistEnv.from_env()
-        quiet_other_ranks(denv)
         backend = spec.backend or dist.default_backend()
         dist.init(denv, backend)
         if assigned is None:

@@ -49,3 +49,12 @@ def test_tick_without_any_config_says_loudly_it_uses_the_host_wide_journal(
     assert "SLURMPLAN_CONFIG" in err
     _config(argparse.Namespace(dry_run=True, config=None, database="/tmp/x.db"), warn=True)
     assert capsys.readouterr().err == ""  # a journal named on the command line is no surprise
+
+
+def test_devcluster_help_states_the_rule_not_the_install_checkouts_path() -> None:
+    """Issue 29 item 12: `devcluster up --help` showed the path of the checkout slurmplan was installed from."""
+    from pathlib import Path
+
+    text = " ".join(_cli("devcluster", "up", "--help").stdout.split())
+    assert "$SLURMPLAN_DEVCLUSTER_DIR" in text and ".state/devcluster in the source checkout" in text
+    assert str(Path(__file__).resolve().parents[2]) not in text

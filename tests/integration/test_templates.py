@@ -279,6 +279,7 @@ def test_elastic_template_signalled_the_moment_it_runs_checkpoints_and_requeues(
     # Taken either while Python starts (blocked, then "arrived while starting up") or, when the template forwards it
     # a little later (a loaded machine: the trap gives a young srun a second), by the installed handler.
     assert "arrived while starting up" in text or "checkpoint on SIGUSR2" in text, text
+    assert "DUE TO JOB REQUEUE' and 'Terminated' lines that follow are expected" in text  # issue 29 item 12
     steps = sorted(p.name for p in ckpt.iterdir() if p.name.startswith("step-"))
     assert steps and steps[-1] < "step-00000200", text  # stopped early, after a checkpoint
     site.run("scancel", str(job_id), check=True)
