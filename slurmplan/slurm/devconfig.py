@@ -16,6 +16,9 @@ CONFIG_NAME = "slurmplan.yaml"
 DEV_ROUND_S = 60.0
 """A round a minute: decisions show quickly on a cluster one person plays with (production default: 360 s)."""
 
+DEV_INTERVAL_S = 10.0
+"""`slurmplan daemon` ticks this often: a job submitted between rounds is seen within seconds."""
+
 
 @dataclass(frozen=True)
 class DevDaemonFiles:
@@ -41,6 +44,7 @@ def daemon_config_text(files: DevDaemonFiles, cred_expire: int | None, managed_p
         f"database: {json.dumps(str(files.database))}",
         f"report_dir: {json.dumps(str(files.report_dir))}",
         f"round_s: {DEV_ROUND_S:g}",
+        f"interval_s: {DEV_INTERVAL_S:g}",
         f"requeue_delay_s: {delay}",
     ]
     if managed_partitions:
