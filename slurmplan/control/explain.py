@@ -181,6 +181,11 @@ def format_explanation(e: dict[str, Any]) -> str:
             plan = plan_from_dict(c["plan"])
             plan = plan.short() if plan else ""
             lines.append(f"    {c['cell']:<14} {c['throughput']:>10.4g}  {c['source']:<9} {plan}")
+        if any(c["source"] == "default" for c in e["candidates"]):
+            lines.append(
+                "    (default: a model slurmplan does not know, not measured yet: a relative figure, GPUs x peak"
+                " TFLOP/s, until the job reports its throughput)"
+            )
     if e.get("reconfig_cost"):
         rc = e["reconfig_cost"]
         gpus = f"{rc['gpus']} GPU" + ("s" if rc["gpus"] != 1 else "")

@@ -119,6 +119,12 @@ def test_a_job_without_a_model_is_started_from_the_default_not_held_forever(site
     assert "invalid model" not in "".join(outputs)
     cell, plan = parse_decision(job["admin_comment"])
     assert cell.gpu_type in ("v100", "t4") and plan.dp == cell.gpus
+    explained = subprocess.run(
+        [sys.executable, "-m", "slurmplan.cli", "explain", str(job_id), "--config", str(config)],
+        env=site.env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert explained.returncode == 0, explained.stderr
+    assert " default " in explained.stdout and "a relative figure" in explained.stdout  # the source, named
 
 
 def test_a_fixed_one_node_job_is_neither_shrunk_nor_spread(site: SiteCluster) -> None:
