@@ -8,8 +8,9 @@ What it does, at submit time only:
   2. validates them with the SAME grammar as slurmplan/formats.py (documented there; the keys, limits,
      canonical order and error texts below mirror it, and tests/integration/test_hint_parity.py fuzzes both);
   3. refuses a malformed hint (slurm.ERROR) with a user message naming the key, the value and what is allowed;
-  4. refuses hints naming a model or GPU type this site's slurmplan cannot price (the lists below, filled in by
-     `slurmplan site install`; empty lists check nothing);
+  4. refuses hints naming a GPU type this site's slurmplan cannot price (the list below, filled in by
+     `slurmplan site install`; an empty list checks nothing); any model name is accepted: a model slurmplan
+     does not know is scheduled from its measured throughput or a default (slurmplan/perf/unknown.py);
   5. makes a managed job's typed GPU request movable: `--gres=gpu:a100:4` becomes `gpu:4` plus
      `--constraint=a100` (when the job has no constraint), and `asked=a100:4` in the hints records what the
      user asked for. Slurm 22.05 cannot change the type of a pending typed request, so a typed job would be
@@ -29,8 +30,11 @@ slurmplan_hints = H
 H.PREFIX = "slurmplan:"
 H.KEYS = {
   "model", "gpus", "min", "max", "types", "class", "workers", "batch", "seq", "steps", "deadline", "managed", "asked",
+  "nodes",
 }
-local INT_KEYS = { gpus = true, min = true, max = true, workers = true, batch = true, seq = true, steps = true }
+local INT_KEYS = {
+  gpus = true, min = true, max = true, workers = true, batch = true, seq = true, steps = true, nodes = true,
+}
 local KNOWN = {}
 for _, k in ipairs(H.KEYS) do KNOWN[k] = true end
 
@@ -307,13 +311,10 @@ end
 -- ------------------------------------------------------------------------------------------ known names
 
 -- The models and GPU types the daemon can price; `slurmplan site install` fills both from the performance
--- catalogs (names and aliases, normalised). An empty list checks nothing. Keep each on one line.
+-- catalogs (names and aliases, normalised). Only the types are checked (an empty list checks nothing); the
+-- models are for reference. Keep each on one line.
 H.KNOWN_MODELS = {}
 H.KNOWN_TYPES = {}
-
-local function normalise_model(name)
-  return (name:lower():gsub("[%s_]+", "-"))
-end
 
 local function listed(list, name)
   for _, known in ipairs(list) do
@@ -322,11 +323,9 @@ local function listed(list, name)
   return false
 end
 
--- An error for a model or type the site does not know, or nil.
+-- An error for a GPU type the site does not know, or nil. Models are not checked: one slurmplan does not know
+-- (a researcher's own network) is scheduled from its reports or a default (slurmplan/perf/unknown.py).
 function H.check_known(h)
-  if h.model and #H.KNOWN_MODELS > 0 and not listed(H.KNOWN_MODELS, normalise_model(h.model)) then
-    return err("model", h.model, "one of " .. table.concat(H.KNOWN_MODELS, ", "))
-  end
   for _, t in ipairs(h.types or {}) do
     if #H.KNOWN_TYPES > 0 and not listed(H.KNOWN_TYPES, t) then
       return err("types", t, "GPU types among " .. table.concat(H.KNOWN_TYPES, ", "))
@@ -367,6 +366,13 @@ local function make_movable(job_desc, h)
   job_desc.tres_per_node = untyped
   if not is_set(job_desc.features) then job_desc.features = gpu_type end
   if not h.asked then h.asked = gpu_type .. ":" .. string.format("%d", count) end
+  return h
+end
+
+-- Record the job's own node limit (--nodes=N or -N MIN-MAX: MAX) as nodes=, so the daemon never spreads it wider.
+local function record_nodes(job_desc, h)
+  local most = tonumber(job_desc.max_nodes)
+  if not h.nodes and most and most >= 1 and most <= 999999999 then h.nodes = math.floor(most) end
   return h
 end
 
@@ -417,7 +423,7 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
     -- fail open: plain Slurm runs the job as submitted (typed request untouched)
     slurm.log_info("slurmplan: daemon down (stale heartbeat %s): job from uid %d not held", H.HEARTBEAT_FILE, submit_uid)
   elseif h.managed ~= "no" then
-    h = make_movable(job_desc, h)
+    h = record_nodes(job_desc, make_movable(job_desc, h))
     text = H.format(h)
     job_desc.priority = 0 -- held until the slurmplan daemon releases it
   end

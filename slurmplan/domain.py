@@ -191,6 +191,9 @@ class Hints:
     steps: int | None = None
     deadline: float | None = None
     """Unix time by which the job should finish."""
+    max_nodes: int | None = None
+    """The most nodes the job may span: its own ``--nodes``/``-N`` (max), recorded by job_submit.lua as ``nodes=``.
+    A job written for one node breaks when spread over two, so the daemon never gives it more."""
     asked: str | None = None
     """The typed GPU request (``a100:4``) job_submit.lua turned into an untyped one plus a type preference, so the
     job can move; the daemon may still use another type unless ``gpu_types`` says which it needs."""

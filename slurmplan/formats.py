@@ -35,6 +35,8 @@ Grammar (whitespace around ``;`` and ``=`` is ignored, empty segments are skippe
     managed   yes | no                                managed
     asked     TYPE:N (TYPE lower-cased, 1-32 of [A-Za-z0-9_-]; N 1..999999999)   asked
               the typed --gres request job_submit.lua made movable (gpu:a100:4 -> gpu:4 + constraint a100)
+    nodes     integer 1..999999999                    max_nodes
+              the most nodes the job may span: job_submit.lua records the job's own --nodes (max) here
 
 Integers are plain decimal digits (at most 9). Cross-field rules: ``min <= max``; ``gpus`` lies within
 ``[min, max]`` where those are given; ``workers`` is at least ``gpus`` and ``max`` (a job cannot use more GPUs
@@ -104,6 +106,7 @@ KEYS: tuple[str, ...] = (
     "deadline",
     "managed",
     "asked",
+    "nodes",
 )
 """Keys in canonical order."""
 
@@ -115,6 +118,7 @@ _INT_KEYS = {
     "batch": "global_batch",
     "seq": "seq_len",
     "steps": "steps",
+    "nodes": "max_nodes",
 }
 
 

@@ -9,6 +9,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,12 +29,25 @@ def config_path(args: argparse.Namespace) -> str | None:
     return getattr(args, "config", None) or os.environ.get("SLURMPLAN_CONFIG") or None
 
 
-def _config(args: argparse.Namespace) -> DaemonConfig:
-    cfg = load_config(config_path(args))
+def _config(args: argparse.Namespace, *, warn: bool = False) -> DaemonConfig:
+    path = config_path(args)
+    cfg = load_config(path)
+    if warn and path is None and not DEFAULT_CONFIG_PATH.exists() and getattr(args, "database", None) is None:
+        _warn_host_wide(cfg)
     return cfg.with_overrides(
         dry_run=True if getattr(args, "dry_run", False) else None,
         shadow=True if getattr(args, "shadow", False) else None,
         database=getattr(args, "database", None),
+    )
+
+
+def _warn_host_wide(cfg: DaemonConfig) -> None:
+    """No config anywhere: say loudly which journal is used, since every cluster on this host may share it."""
+    print(
+        f"slurmplan: WARNING: no config (--config, $SLURMPLAN_CONFIG, {DEFAULT_CONFIG_PATH}): using the host-wide"
+        f" journal {cfg.database}, which every cluster on this host may share. For a dev cluster, export the"
+        " SLURMPLAN_CONFIG that `slurmplan devcluster up` prints.",
+        file=sys.stderr,
     )
 
 
@@ -111,7 +125,7 @@ def format_report(r: TickReport) -> str:
 def cmd_tick(args: argparse.Namespace) -> int:
     from slurmplan.control.runner import Daemon
 
-    report = Daemon(_config(args)).tick()
+    report = Daemon(_config(args, warn=True)).tick()
     print(json.dumps(report_dict(report), indent=2) if args.json else format_report(report))
     return 1 if report.skipped else 0
 
@@ -131,13 +145,21 @@ def daemon_output(report: TickReport, verbose: bool) -> str | None:
 
 def cmd_daemon(args: argparse.Namespace) -> int:
 
-    cfg = _config(args)
+    cfg = _config(args, warn=True)
     interval = args.interval if args.interval is not None else cfg.interval_s
     if interval <= 0:
         raise ValidationError("--interval", interval, "a positive number of seconds")
     stop = threading.Event()
+    stopped_at: list[float] = []
+
+    def on_signal(signum: int, _frame: object) -> None:
+        stopped_at.append(time.monotonic())
+        stop.set()
+        # os.write: safe in a signal handler (print or logging could deadlock on their locks)
+        os.write(2, f"slurmplan daemon: {signal.Signals(signum).name}: stopping after the current tick\n".encode())
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+        signal.signal(sig, on_signal)
 
     def show(report: TickReport) -> None:
         text = None if args.quiet else daemon_output(report, args.verbose > 0)
@@ -145,7 +167,9 @@ def cmd_daemon(args: argparse.Namespace) -> int:
             print(text, flush=True)
 
     daemon, on_metrics = _with_metrics(cfg, args)
-    daemon.run(interval, max_ticks=args.max_ticks, stop=stop, on_tick=lambda r: (on_metrics(r), show(r)))
+    ticks = daemon.run(interval, max_ticks=args.max_ticks, stop=stop, on_tick=lambda r: (on_metrics(r), show(r)))
+    after = f", {time.monotonic() - stopped_at[0]:.1f} s after the signal" if stopped_at else ""
+    print(f"slurmplan daemon: stopped after {ticks} ticks{after}", file=sys.stderr, flush=True)
     return 0
 
 
@@ -189,10 +213,13 @@ def _with_metrics(cfg: DaemonConfig, args: argparse.Namespace) -> tuple[Daemon, 
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    from slurmplan.control.explain import explain_job, format_explanation
+    from slurmplan.control.explain import LiveView, explain_job, format_explanation
+    from slurmplan.slurm.jobctl import job_state
 
+    cfg = _config(args)
+    live = LiveView(job_state(str(args.job_id), timeout_s=5.0) or None, cfg.report_dir, cfg.round_s)
     with _read_journal(args) as j:
-        e = explain_job(j, args.job_id)
+        e = explain_job(j, args.job_id, live)
     print(json.dumps(e, indent=2, default=str) if args.json else f"journal {j.path}:\n{format_explanation(e)}")
     return 0
 

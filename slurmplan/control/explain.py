@@ -9,14 +9,28 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 from slurmplan.control.codec import plan_from_dict
 from slurmplan.control.journal import Journal
 from slurmplan.domain import ValidationError
+from slurmplan.progress import progress_text, read_progress, report_file
 
 
-def explain_job(journal: Journal, job_id: int) -> dict[str, Any]:
+@dataclass(frozen=True)
+class LiveView:
+    """What ``explain`` adds to the journal: Slurm's state of the job now, its progress from its reports, and
+    the daemon's round length (for when the next round comes)."""
+
+    slurm_state: str | None = None
+    report_dir: Path | None = None
+    round_s: float | None = None
+    now: float | None = None
+
+
+def explain_job(journal: Journal, job_id: int, live: LiveView = LiveView()) -> dict[str, Any]:
     """Everything the journal knows about why a job has its configuration; raises if it never saw the job."""
     job = journal.jobs.get(job_id)
     if job is None:
@@ -62,6 +76,26 @@ def explain_job(journal: Journal, job_id: int) -> dict[str, Any]:
         ],
         "events": journal.events.of(job_id, newest=10),
         "reconfig_cost": _reconfig_cost(journal, job_id, last),
+        **_live(journal, job_id, job, live),
+    }
+
+
+def _live(journal: Journal, job_id: int, job: dict[str, Any], live: LiveView) -> dict[str, Any]:
+    """Slurm's state now (the journal's is the last tick's), progress and predicted finish, and the next round."""
+    now = time.time() if live.now is None else live.now
+    progress = read_progress(report_file(live.report_dir, job_id)) if live.report_dir is not None else None
+    last_round = journal.state.get("last_round_start")
+    next_round = None
+    if live.round_s is not None and last_round is not None:
+        next_round = max(float(last_round) + live.round_s, now)
+    return {
+        "slurm_state": live.slurm_state,
+        "observed_at": job.get("last_seen"),
+        "progress": None if progress is None else {**asdict(progress), "finish_time": progress.finish_time()},
+        "progress_text": None if progress is None else progress_text(progress, now),
+        "last_round_start": last_round,
+        "next_round": next_round,
+        "round_s": live.round_s,
     }
 
 
@@ -91,8 +125,33 @@ def _t(ts: float | None) -> str:
     return "-" if ts is None else time.strftime("%H:%M:%S", time.localtime(ts))
 
 
+def _state_text(e: dict[str, Any]) -> str:
+    """Slurm's state now when it was asked, with the journal's (last tick's) when they differ."""
+    journaled, live = e["state"], e.get("slurm_state")
+    if not live:
+        return f"{journaled} (as of the daemon's last tick)"
+    live = live.lower()
+    return live if live == str(journaled).lower() else f"{live} now (the daemon's last tick saw {journaled})"
+
+
+def _round_text(e: dict[str, Any]) -> str | None:
+    if e.get("round_s") is None:
+        return None
+    if e.get("last_round_start") is None:
+        return "no round yet: is the daemon running (`slurmplan daemon`, or `slurmplan tick` from cron)?"
+    return (
+        f"next round at {_t(e['next_round'])} (every {e['round_s']:g} s; last at {_t(e['last_round_start'])}):"
+        " a new or held job is decided then"
+    )
+
+
 def format_explanation(e: dict[str, Any]) -> str:
-    lines = [f"job {e['job_id']} ({e['name'] or '-'}): {e['state']}, {'managed' if e['managed'] else 'not managed'}"]
+    managed = "managed" if e["managed"] else "not managed"
+    lines = [f"job {e['job_id']} ({e['name'] or '-'}): {_state_text(e)}, {managed}"]
+    if e.get("progress_text"):
+        lines.append(f"  progress: {e['progress_text']}")
+    if _round_text(e):
+        lines.append(f"  {_round_text(e)}")
     if e["hints"]:
         lines.append(f"  hints: {e['hints']}")
     if e["hint_error"]:
@@ -122,6 +181,11 @@ def format_explanation(e: dict[str, Any]) -> str:
             plan = plan_from_dict(c["plan"])
             plan = plan.short() if plan else ""
             lines.append(f"    {c['cell']:<14} {c['throughput']:>10.4g}  {c['source']:<9} {plan}")
+        if any(c["source"] == "default" for c in e["candidates"]):
+            lines.append(
+                "    (default: a model slurmplan does not know, not measured yet: a relative figure, GPUs x peak"
+                " TFLOP/s, until the job reports its throughput)"
+            )
     if e.get("reconfig_cost"):
         rc = e["reconfig_cost"]
         gpus = f"{rc['gpus']} GPU" + ("s" if rc["gpus"] != 1 else "")

@@ -76,10 +76,25 @@ def record(event: HookEvent, database: str | os.PathLike[str]) -> None:
     from slurmplan.control.journal import Journal
 
     detail = dict(event.detail)
-    if (state := event.exit_state) is not None:
-        detail["exit_state"] = state
     with Journal(database) as journal:
+        if (state := event.exit_state) is not None:
+            detail["exit_state"] = "requeued" if was_requeued(event, journal.events.of(event.job_id)) else state
         journal.events.record(event.job_id, event.event, event.time, json.dumps(detail, sort_keys=True))
+
+
+def was_requeued(end: HookEvent, earlier: list[dict[str, object]]) -> bool:
+    """Whether this job-end is a requeue, not an end: Slurm gives EpilogSlurmctld no job state, and a requeued
+    run exits 0:0 like a completed one, but the epilog already sees the restart count of the run to come (the
+    start of this run had one less). Issue 29: the journal recorded every requeue as ``completed``."""
+    ended = end.detail.get("restart_count", "")
+    starts = [e for e in earlier if e.get("event") == "job-start"]
+    if not ended.isdigit() or not starts:
+        return False
+    try:
+        started = json.loads(str(starts[-1].get("detail") or "{}")).get("restart_count", "")
+    except (ValueError, AttributeError):
+        return False
+    return isinstance(started, str) and started.isdigit() and int(ended) > int(started)
 
 
 def run_hook(event: str, database: str | os.PathLike[str], env: Mapping[str, str] | None = None) -> int:

@@ -11,8 +11,9 @@ import json
 import os
 import shlex
 import sys
+from collections.abc import Mapping
 
-from slurmplan.domain import SlurmplanError
+from slurmplan.domain import SlurmplanError, ValidationError
 from slurmplan.launch.adapters import (
     deepspeed_config,
     megatron_args,
@@ -33,9 +34,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--num-layers", type=int, default=None, help="model layers (for interleaved virtual stages)")
     p.add_argument("--config-path", default="ds_config.json", help="DeepSpeed config path for megatron-deepspeed")
     p.add_argument("--base-config", default=None, help="a DeepSpeed JSON config to start from")
-    p.add_argument("--nodes", type=int, default=1, help="nodes (torchrun)")
+    p.add_argument(
+        "--nodes", type=int, default=None, help="nodes (torchrun; default: the allocation's, $SLURM_JOB_NUM_NODES)"
+    )
     p.add_argument("--gpus-per-node", type=int, default=None, help="GPUs per node (torchrun; default plan GPUs/nodes)")
-    p.add_argument("--rdzv-endpoint", default="127.0.0.1:29500", help="torchrun rendezvous host:port")
+    p.add_argument(
+        "--rdzv-endpoint",
+        default=None,
+        help="torchrun rendezvous host:port (default: the allocation's first node and a port derived from the job"
+        " id, as the launcher uses; 127.0.0.1:29500 outside Slurm)",
+    )
     p.add_argument("--json", action="store_true", help="print JSON (a list of arguments, or the config)")
     p.add_argument("--gpu-type", default=None, help="precision: the GPU type (default: the plan's)")
     p.add_argument(
@@ -57,6 +65,27 @@ def _no_plan_message() -> str:
         f"launch-args: no plan found for this job ({where}); printing a default would override the script's own "
         "settings. Submit the job managed by slurmplan, or pass --default-ok to accept a one-GPU default plan"
     )
+
+
+def allocation_nodes(env: Mapping[str, str]) -> int:
+    """The job's node count from Slurm's variables (1 outside a job)."""
+    text = env.get("SLURM_JOB_NUM_NODES") or env.get("SLURM_NNODES") or "1"
+    if not text.isdigit() or int(text) < 1:
+        raise ValidationError("SLURM_JOB_NUM_NODES", text, "a positive integer", "environment")
+    return int(text)
+
+
+def rendezvous_endpoint(env: Mapping[str, str]) -> str:
+    """``host:port`` every node of the job reaches: the allocation's first node (or ``MASTER_ADDR``), and
+    ``MASTER_PORT`` or the port the launcher derives from the job id (``dist.DistEnv``)."""
+    nodelist = env.get("SLURM_JOB_NODELIST")
+    if not nodelist:
+        return f"{env.get('MASTER_ADDR') or '127.0.0.1'}:{env.get('MASTER_PORT') or 29500}"
+    from slurmplan.launch.dist import first_host, reachable  # torch: only when needed
+
+    host = env.get("MASTER_ADDR") or reachable(first_host(nodelist), env)
+    job_id = int(env.get("SLURM_JOB_ID", "0") or 0)
+    return f"{host}:{env.get('MASTER_PORT') or 20000 + job_id % 20000}"
 
 
 def _launch_args(args: argparse.Namespace) -> int:
@@ -93,7 +122,10 @@ def _print_args(args: argparse.Namespace) -> int:
     elif args.kind == "megatron-deepspeed":
         out = megatron_deepspeed_args(plan, args.config_path, num_layers=args.num_layers)
     else:
-        gpus = args.gpus_per_node or max(1, plan.gpus // args.nodes)
-        out = torchrun_prefix(args.nodes, gpus, rdzv_endpoint=args.rdzv_endpoint)
+        nodes = args.nodes or allocation_nodes(os.environ)
+        gpus = args.gpus_per_node or max(1, plan.gpus // nodes)
+        endpoint = args.rdzv_endpoint or rendezvous_endpoint(os.environ)
+        job_id = os.environ.get("SLURM_JOB_ID") or "slurmplan"
+        out = torchrun_prefix(nodes, gpus, rdzv_endpoint=endpoint, job_id=job_id)
     print(json.dumps(out) if args.json else shlex.join(out))
     return 0

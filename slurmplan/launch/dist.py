@@ -34,7 +34,7 @@ def first_host(nodelist: str) -> str:
     return match["prefix"] + (match["first"] or "")
 
 
-def _reachable(host: str, env: Mapping[str, str]) -> str:
+def reachable(host: str, env: Mapping[str, str]) -> str:
     """``host`` if it resolves, else the address of the node srun was started from (rank 0's node in a batch
     job); node names that are not host names occur on virtual-node clusters such as the dev cluster."""
     try:
@@ -74,7 +74,7 @@ class DistEnv:
                 rank=int(env["SLURM_PROCID"]),
                 world_size=int(env.get("SLURM_NTASKS", env.get("SLURM_STEP_NUM_TASKS", "1"))),
                 local_rank=int(env.get("SLURM_LOCALID", "0")),
-                master_addr=env.get("MASTER_ADDR") or _reachable(first_host(nodelist), env),
+                master_addr=env.get("MASTER_ADDR") or reachable(first_host(nodelist), env),
                 master_port=int(env.get("MASTER_PORT") or 20000 + job_id % 20000),
             )
         return cls()
@@ -121,6 +121,13 @@ def any_rank(flag: bool, device: torch.device) -> bool:
     t = torch.tensor([1 if flag else 0], dtype=torch.int32, device=device)
     tdist.all_reduce(t, op=tdist.ReduceOp.MAX)
     return bool(t.item())
+
+
+def all_reduce_sum(t: torch.Tensor) -> torch.Tensor:
+    """The element-wise sum of every rank's tensor, on every rank (in place)."""
+    if tdist.is_initialized():
+        tdist.all_reduce(t, op=tdist.ReduceOp.SUM)
+    return t
 
 
 def all_gather_tensor(t: torch.Tensor) -> list[torch.Tensor]:

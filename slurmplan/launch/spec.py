@@ -82,7 +82,9 @@ class TrainSpec:
     report_every_s: float = 60.0
     backend: str | None = None
     on_step: Callable[[int, float], None] | None = None
-    """Called on every rank after each global step with (step, mean local loss): logging, evaluation."""
+    """Called on every rank after each global step with (step, loss): logging, evaluation. The loss is the mean over
+    all ``max_p`` logical workers (each worker's mean over its micro-batches), the same on every rank and on any
+    process count."""
     log_every: int = 10
 
     def __post_init__(self) -> None:

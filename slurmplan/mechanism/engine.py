@@ -220,7 +220,7 @@ def assign(
         if reason is Reason.KEPT and tuple(where.nodes) != tuple(ctx.jobs[j].job.nodes):
             gone = set(ctx.jobs[j].job.nodes) - set(ctx.pool.names)
             why = f"{','.join(sorted(gone))} no longer schedulable" if gone else "so that larger jobs fit"
-            reason, detail = Reason.MOVED, f"re-placed on {','.join(where.nodes)}, {why} (was {detail})"
+            reason, detail = Reason.MOVED, f"re-placed on {','.join(where.nodes)} ({why}); before that: {detail}"
         elif reason is Reason.KEPT:
             cur = states[job_id].current
             plan = cur.plan if cur is not None and cur.cell == cells[c] and cur.plan else plan  # what it runs

@@ -55,8 +55,9 @@ def requests_for(
         waiting = not info.running[j] and st.requeued_at is not None
         avoid = tuple(mj.job.nodes) if leaving else (st.ran_on if waiting else ())
         req = PlacementRequest(
-            j, cell, cand.cpus if cand else 0, cand.host_memory_mb if cand else 0, preferred, avoid, waiting
-        )
+            j, cell, cand.cpus if cand else 0, cand.host_memory_mb if cand else 0, preferred, avoid, waiting,
+            mj.hints.max_nodes,
+        )  # fmt: skip
         (kept if info.running[j] and not info.signalled[j] else others).append(req)
     return kept + others
 

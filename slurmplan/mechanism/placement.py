@@ -36,6 +36,8 @@ class PlacementRequest:
     """Nodes the job just left, where Slurm would make it wait its requeue delay: used only if nothing else fits."""
     refuse_avoided: bool = False
     """Never use ``avoid`` (the job is pending in its requeue delay): Unplaced rather than waiting on them."""
+    max_nodes: int | None = None
+    """The job's own node limit (``--nodes``): never split over more nodes than this."""
 
 
 @dataclass(frozen=True)
@@ -116,7 +118,7 @@ class _Free:
         g = req.cell.gpus
         if idx is None or idx.size == 0:
             return Unplaced(f"no schedulable {req.cell.gpu_type} node: every one is down, drained or absent")
-        for k in range(1, min(g, idx.size) + 1):
+        for k in range(1, min(g, idx.size, req.max_nodes or g) + 1):
             if g % k:
                 continue
             gpn, cpn, mpn = g // k, _ceil_div(req.cpus, k), _ceil_div(req.memory_mb, k)
@@ -129,8 +131,10 @@ class _Free:
                     ok = ok[away]
                 elif req.refuse_avoided:
                     return Unplaced(
-                        f"fits only on {','.join(sorted(req.avoid))}, which it just left: Slurm would hold it there "
-                        "for its requeue delay (cred_expire + 1), so those GPUs go to other jobs meanwhile",
+                        f"waits: the policy chose {req.cell.short()} for it, which fits only on "
+                        f"{','.join(sorted(req.avoid))}, which it just left; Slurm would hold it there for its requeue"
+                        " delay (cred_expire + 1), so those GPUs go to other jobs meanwhile, and other GPU types are"
+                        " not tried for it before the next round",
                         waits=True,
                     )
             best = ok[np.lexsort((ok, self.gpus[ok]))[:k]]

@@ -80,7 +80,10 @@ def _move_sentence(move: bool, gain: float, horizon: float, cost: float, ratio: 
             f"staying, above the {needed:.2f}x a move must reach"
         )
     if cost >= horizon:
-        return f"moving would gain {gain:.1f}x for {horizon:.0f} s but costs {cost:.0f} s, all of that time"
+        return (
+            f"moving would run {gain:.1f}x as fast, but its restart takes {cost:.0f} s, longer than the"
+            f" {horizon:.0f} s over which a move is weighed"
+        )
     if gain <= 1.0:
         return f"moving would run {gain:.2f}x as fast, no gain"
     return (

@@ -191,10 +191,15 @@ def _outranked(
     c = int(np.argmax(np.where(x[j] > EPS, priority[j], -np.inf)))
     cell = problem.cells[c]
     free = left.get(cell.gpu_type, 0)
+    about = f"priority {priority[j, c]:.3g}, share of time {x[j].sum():.2f}"
+    if free >= cell.gpus:  # "needs 4 GPUs and 4 were left" read as a contradiction
+        return (
+            f"not picked this round: its best configuration is {cell.short()}; {_gpus(free, cell.gpu_type)} are"
+            f" free after the round's picks, so it may start there at the next round ({about})"
+        )
     return (
-        f"outranked this round: its best configuration {cell.short()} needs {_gpus(cell.gpus)} and "
-        f"{_gpus(free, cell.gpu_type)} were left after jobs of higher priority (its priority {priority[j, c]:.3g}, "
-        f"its share of time {x[j].sum():.2f})"
+        f"outranked this round: its best configuration {cell.short()} needs {_gpus(cell.gpus)}, but jobs of"
+        f" higher priority left only {_gpus(free, cell.gpu_type)} ({about})"
     )
 
 
@@ -242,7 +247,7 @@ def _explain(
         return Reason.SCHEDULED, f"restarts as {cell.short()} after its checkpoint"
     if running and c == cur:
         if note:
-            return Reason.KEPT, f"{note} (its share of time {x[j, c]:.2f})"
+            return Reason.KEPT, f"{note}; share of time {x[j, c]:.2f}"
         if kept:
             return Reason.KEPT, f"keeps {cell.short()}: GPUs of its type were left over after the round's picks"
         return Reason.KEPT, f"lease renewed on {cell.short()} (its share of time {x[j, c]:.2f})"

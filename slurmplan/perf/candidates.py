@@ -289,8 +289,12 @@ def job_candidates(
         if exc.field != "model":
             raise
         table = _table_candidates(hints, shapes) if hints.model else None
-        return table if table is not None else _unknown_candidates(hints, shapes, measurements or ())
-    return _cached(key, shapes, _measurement_key(key.model, measurements or ()))
+        cands = table if table is not None else _unknown_candidates(hints, shapes, measurements or ())
+    else:
+        cands = _cached(key, shapes, _measurement_key(key.model, measurements or ()))
+    if hints.max_nodes is not None:  # the job's own --nodes: never spread wider
+        cands = tuple(c for c in cands if c.nodes <= hints.max_nodes)
+    return cands
 
 
 def _unknown_candidates(

@@ -11,8 +11,9 @@ from pathlib import Path
 from slurmplan.domain import ValidationError
 from slurmplan.slurm.backend import SlurmBackend
 from slurmplan.slurm.devcluster import DevCluster, default_state_dir, install_packages
+from slurmplan.slurm.devconfig import dev_daemon_files, write_daemon_config
 from slurmplan.slurm.devlayout import load_layout
-from slurmplan.slurm.status import check_slurm_conf, render_status, status_dict
+from slurmplan.slurm.status import check_slurm_conf, job_progress, render_status, status_dict
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -33,7 +34,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         p.add_argument(
             "--state-dir",
             metavar="DIR",
-            help=f"where the cluster keeps everything (default: $SLURMPLAN_DEVCLUSTER_DIR or {default_state_dir()})",
+            help="where the cluster keeps everything (default: $SLURMPLAN_DEVCLUSTER_DIR, else .state/devcluster in"
+            " the source checkout the slurmplan package is installed from, else /var/lib/slurmplan/devcluster;"
+            " `up` prints the one it used)",
         )
         p.add_argument("--json", action="store_true", help="print machine-readable JSON")
         if action == "up":
@@ -71,6 +74,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     st.add_argument("--json", action="store_true", help="print machine-readable JSON")
     st.add_argument("--all", action="store_true", help="include finished jobs Slurm still remembers")
     st.add_argument("--slurm-conf", metavar="FILE", help="the slurm.conf to use (e.g. a dev cluster's)")
+    st.add_argument(
+        "--report-dir",
+        metavar="DIR",
+        help="the launcher's report folder, for each job's step and predicted finish (default $SLURMPLAN_REPORT_DIR;"
+        " none: no STEP figures)",
+    )
     st.set_defaults(func=_status)
 
 
@@ -79,9 +88,13 @@ def _devcluster(args: argparse.Namespace) -> int:
     if getattr(args, "install", False):
         install_packages(bool(accounting))
     cluster = DevCluster(load_layout(args.layout), args.state_dir, accounting)
+    journal = None
     if getattr(args, "site", False):
-        cluster = _site_cluster(args, cluster)
+        cluster, journal = _site_cluster(args, cluster)
+    files = dev_daemon_files(cluster.paths.root, journal)
     if args.devcluster_command == "up":
+        partitions = tuple(getattr(args, "managed_partition", ()) or ())
+        write_daemon_config(files, cluster.layout.cred_expire, partitions)
         status = cluster.up(timeout=args.timeout, detach=True)
     elif args.devcluster_command == "down":
         cluster.down()
@@ -100,11 +113,14 @@ def _devcluster(args: argparse.Namespace) -> int:
         print(f"  node {n.name:<15} {n.state:<12} {gpus}")
     if status.running:
         print(f"\nexport SLURM_CONF={status.slurm_conf}")
+        if files.config.exists():  # the daemon's config for this cluster (journal, reports, round_s)
+            print(f"export SLURMPLAN_CONFIG={files.config}")
+            print(f"export SLURMPLAN_REPORT_DIR={files.report_dir}")
     return 0 if args.devcluster_command == "down" or status.running else 1
 
 
-def _site_cluster(args: argparse.Namespace, plain: DevCluster) -> DevCluster:
-    """The same cluster with the site's controller configuration laid over its layout."""
+def _site_cluster(args: argparse.Namespace, plain: DevCluster) -> tuple[DevCluster, Path]:
+    """The same cluster with the site's controller configuration laid over its layout, and its journal."""
     from slurmplan.slurm.site import build_plugin, dev_site_overrides, source_root
 
     overrides, dev = dev_site_overrides(
@@ -112,12 +128,13 @@ def _site_cluster(args: argparse.Namespace, plain: DevCluster) -> DevCluster:
         plain.paths.conf_dir,
         managed_partitions=tuple(args.managed_partition),
         plugin=build_plugin(source_root()),
+        config=dev_daemon_files(plain.paths.root).config,
     )
     extra = [*plain.layout.slurm_conf_extra, *overrides["slurm_conf_extra"]]
     files = {**{k: str(v) for k, v in plain.layout.conf_files.items()}, **overrides["conf_files"]}
     layout = load_layout(args.layout, {"slurm_conf_extra": extra, "conf_files": files})
     print(f"site: journal {dev.journal}, plan files {dev.plan_dir}, hook log {dev.hook_log}", file=sys.stderr)
-    return DevCluster(layout, plain.paths.root, plain.accounting)
+    return DevCluster(layout, plain.paths.root, plain.accounting), dev.journal
 
 
 def _accounting_flag(args: argparse.Namespace) -> bool | None:
@@ -143,9 +160,11 @@ def _status(args: argparse.Namespace) -> int:
     check_slurm_conf(conf)
     env = {"SLURM_CONF": conf} if conf else None
     snapshot = SlurmBackend(env).snapshot()
+    reports = args.report_dir or os.environ.get("SLURMPLAN_REPORT_DIR")
+    progress = job_progress(snapshot, Path(reports) if reports else None)
     if args.json:
-        json.dump(status_dict(snapshot, args.all), sys.stdout, indent=2)
+        json.dump(status_dict(snapshot, args.all, progress), sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        sys.stdout.write(render_status(snapshot, args.all))
+        sys.stdout.write(render_status(snapshot, args.all, progress))
     return 0

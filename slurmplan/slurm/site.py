@@ -341,6 +341,7 @@ def dev_site_overrides(
     command: str | None = None,
     root: Path | None = None,
     plugin: Path | None = None,
+    config: Path | None = None,
 ) -> tuple[dict[str, Any], DevSite]:
     """Layout overrides that configure a dev cluster's controller as ``site install`` configures a real one:
     the SPANK plugin loaded (``required``) from plugstack.conf, ``JobSubmitPlugins=lua`` with job_submit.lua
@@ -363,6 +364,8 @@ def dev_site_overrides(
         plugstack.write_text("# slurmplan_spank.so could not be built here (make -C spank): no plan options\n")
     env_file = site_dir / "slurmplan-hook.env"
     layout = SiteLayout(command=command or default_command(), database=dev.journal, hook_log=dev.hook_log)
+    if config is not None:  # the daemon config `devcluster up` writes (``devconfig.py``), not /etc's
+        layout = replace(layout, config=config)
     env_file.write_text(hook_env(layout))
     lua = site_dir / "job_submit.lua"
     lua.write_text(render_job_submit((root / "site/job_submit.lua").read_text(), managed_partitions, *known_names()))

@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from slurmplan.domain import Job, Node, Snapshot, ValidationError
+from slurmplan.formats import split_admin_comment
+from slurmplan.progress import JobProgress, read_progress, report_file, short_text
 from slurmplan.slurm.parse import compress_hostlist
 
 
@@ -62,14 +64,36 @@ def _job_dict(job: Job) -> dict[str, Any]:
     return data
 
 
-def status_dict(snapshot: Snapshot, include_finished: bool = False) -> dict[str, Any]:
+def job_progress(snapshot: Snapshot, report_dir: Path | None) -> dict[int, JobProgress]:
+    """The progress each unfinished job's launcher reported in ``report_dir`` (``$SLURMPLAN_REPORT_DIR``)."""
+    if report_dir is None:
+        return {}
+    found = {j.job_id: read_progress(report_file(report_dir, j.job_id)) for j in snapshot.jobs if not j.state.finished}
+    return {job_id: p for job_id, p in found.items() if p is not None}
+
+
+def _reason(job: Job) -> str:
+    """Slurm's reason, and for a held managed job without a decision yet, that it waits for slurmplan's round."""
+    reason = job.state_reason or "None"
+    comment = split_admin_comment(job.admin_comment)
+    if job.held and comment.hints and not comment.decision:
+        reason += ": waits for slurmplan's next round, see `slurmplan explain`"
+    return f"({reason})"
+
+
+def status_dict(
+    snapshot: Snapshot, include_finished: bool = False, progress: dict[int, JobProgress] | None = None
+) -> dict[str, Any]:
     jobs = [j for j in snapshot.jobs if include_finished or not j.state.finished]
+    progress = progress or {}
     return {
         "time": snapshot.time,
         "gpus": gpu_summary(snapshot),
         "nodes_by_state": dict(sorted(Counter(n.state.value for n in snapshot.cluster.nodes).items())),
         "nodes": [_node_dict(n) for n in snapshot.cluster.nodes],
-        "jobs": [_job_dict(j) for j in jobs],
+        "jobs": [
+            {**_job_dict(j), "progress": asdict(progress[j.job_id]) if j.job_id in progress else None} for j in jobs
+        ],
     }
 
 
@@ -87,8 +111,12 @@ def gpu_request_text(job: Job) -> str:
     return text + (f" x {job.node_count} nodes" if job.node_count > 1 else "")
 
 
-def render_status(snapshot: Snapshot, include_finished: bool = False) -> str:
-    """sinfo/squeue-like text: GPU table, node states, node table, job table."""
+def render_status(
+    snapshot: Snapshot, include_finished: bool = False, progress: dict[int, JobProgress] | None = None
+) -> str:
+    """sinfo/squeue-like text: GPU table, node states, node table, job table (with each job's reported steps and
+    predicted finish when ``progress`` has them)."""
+    progress = progress or {}
     lines = ["GPUS"]
     summary = gpu_summary(snapshot)
     lines += _table(
@@ -124,7 +152,7 @@ def render_status(snapshot: Snapshot, include_finished: bool = False) -> str:
     jobs = [j for j in snapshot.jobs if include_finished or not j.state.finished]
     lines += ["", "JOBS"]
     lines += _table(
-        ["JOBID", "NAME", "USER", "STATE", "GPUS", "NODES(REASON)", "ADMIN_COMMENT"],
+        ["JOBID", "NAME", "USER", "STATE", "GPUS", "STEP", "NODES(REASON)", "ADMIN_COMMENT"],
         [
             [
                 str(j.job_id),
@@ -132,7 +160,8 @@ def render_status(snapshot: Snapshot, include_finished: bool = False) -> str:
                 j.user,
                 j.state.value + (" (held)" if j.held else ""),
                 gpu_request_text(j),
-                compress_hostlist(j.nodes) if j.nodes else f"({j.state_reason or 'None'})",
+                short_text(progress[j.job_id]) if j.job_id in progress else "-",
+                compress_hostlist(j.nodes) if j.nodes else _reason(j),
                 j.admin_comment,
             ]
             for j in jobs

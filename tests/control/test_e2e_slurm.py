@@ -127,6 +127,9 @@ def test_daemon_command_ticks_until_sigterm_and_explain_reads_it(rig: Rig) -> No
         out, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
     assert f"job {job:>6}: scheduled" in out
+    # issue 29 item 12: it says that it stops, and when it stopped
+    assert "SIGTERM: stopping after the current tick" in err and "slurmplan daemon: stopped after" in err
+    assert "s after the signal" in err
     explained = subprocess.run(
         [sys.executable, "-m", "slurmplan.cli", "explain", str(job), "--config", str(config)],
         env=env, capture_output=True, text=True, check=True,

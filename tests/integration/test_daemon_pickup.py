@@ -119,3 +119,36 @@ def test_a_job_without_a_model_is_started_from_the_default_not_held_forever(site
     assert "invalid model" not in "".join(outputs)
     cell, plan = parse_decision(job["admin_comment"])
     assert cell.gpu_type in ("v100", "t4") and plan.dp == cell.gpus
+    explained = subprocess.run(
+        [sys.executable, "-m", "slurmplan.cli", "explain", str(job_id), "--config", str(config)],
+        env=site.env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert explained.returncode == 0, explained.stderr
+    assert " default " in explained.stdout and "a relative figure" in explained.stdout  # the source, named
+
+
+def test_a_fixed_one_node_job_is_neither_shrunk_nor_spread(site: SiteCluster) -> None:
+    """Issue 29 items 4 and 5: with 2 A100s free on each of two nodes, a job of --gres=gpu:a100:4 --nodes=1 and no
+    min/max ran as a100x2, or over both nodes; it now waits for 4 GPUs on one node, then runs as asked."""
+    config = site.tmp / "slurmplan-fixed.yaml"
+    config.write_text(f"database: {site.journal}\nreport_dir: {site.tmp / 'reports'}\nround_s: 1\n")
+    blockers = [
+        site.sbatch("sleep 300", "--gres=gpu:a100:2", f"--nodelist={n}", "--comment", "not managed")
+        for n in ("a100n1", "a100n2")
+    ]
+    job_id = site.sbatch("sleep 300", "--gres=gpu:a100:4", "--nodes=1", "--plan-model=bert-large",
+                         "--plan-gpu-types=a100")  # fmt: skip
+    try:
+        for b in blockers:
+            site.wait_state(b, "RUNNING")
+        assert site.wait_state(job_id, "PENDING")["admin_comment"].endswith(";nodes=1")
+        outputs = [tick(site, config) for _ in range(3)]
+        job = site.job(job_id)
+        assert job["job_state"] == "PENDING", (job["nodes"], job["admin_comment"], outputs)
+        site.run("scancel", *map(str, blockers), check=True)
+        outputs += _tick_until_running(site, config, job_id, ticks=15)
+        job = site.wait_state(job_id, "RUNNING", timeout=30)
+        cell, _ = parse_decision(job["admin_comment"])
+        assert (cell.gpu_type, cell.gpus, job["node_count"]) == ("a100", 4, 1), outputs
+    finally:
+        site.run("scancel", str(job_id), *map(str, blockers))

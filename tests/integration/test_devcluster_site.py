@@ -39,8 +39,9 @@ def test_devcluster_up_site_configures_the_controller_and_down_stops_everything(
         job_id = held.stdout.strip()
         shown = subprocess.run(["scontrol", "show", "job", job_id], env=env, capture_output=True, text=True).stdout
         assert "AdminComment=slurmplan:model=llama2-7b;asked=a100:1" in shown and "Priority=0" in shown
-        refused = subprocess.run([*sub, "--plan-model=nope", str(script)], env=env, capture_output=True, text=True)
-        assert refused.returncode != 0 and 'invalid model "nope"' in refused.stderr
+        refused = subprocess.run([*sub, "--plan-gpu-types=z9", str(script)], env=env, capture_output=True, text=True)
+        assert refused.returncode != 0 and 'invalid types "z9"' in refused.stderr
+        _daemon_config_is_written_and_printed(state)
         partition = subprocess.run([*sub, "-p", "debug", str(script)], env=env, capture_output=True, text=True)
         assert partition.returncode == 0, partition.stderr
         # the prolog hook journals into the site's journal once the daemon (here: an admin) releases a job
@@ -55,3 +56,19 @@ def test_devcluster_up_site_configures_the_controller_and_down_stops_everything(
     assert down.returncode == 0, down.stderr
     status = cli("devcluster", "status", "--state-dir", str(state), "--json")
     assert '"running": true' not in status.stdout
+
+
+def _daemon_config_is_written_and_printed(state: Path) -> None:
+    """Issue 29 item 6: `up` writes the daemon's config for this cluster (the hooks' env file names it) and the
+    text output says what to export."""
+    from slurmplan.control.config import load_config
+
+    config = state / "slurmplan.yaml"
+    cfg = load_config(config)
+    assert cfg.database == (state / "site" / "journal.db").resolve() and cfg.report_dir == (state / "reports").resolve()
+    assert (cfg.round_s, cfg.requeue_delay_s, cfg.managed_partitions) == (60.0, 11.0, ("debug",))
+    hook_env = (state / "conf" / "slurmplan-hook.env").read_text()
+    assert f"SLURMPLAN_CONFIG={config.resolve()}" in hook_env
+    shown = cli("devcluster", "status", "--state-dir", str(state))
+    assert f"export SLURMPLAN_CONFIG={config.resolve()}" in shown.stdout, shown.stdout + shown.stderr
+    assert f"export SLURMPLAN_REPORT_DIR={(state / 'reports').resolve()}" in shown.stdout

@@ -185,12 +185,12 @@ def test_unmanaged_typed_request_is_never_rewritten(site: SiteCluster, opts: tup
 @pytest.mark.parametrize(
     ("opts", "message"),
     [
-        (("--plan-model=gpt5-ultra",), 'invalid model "gpt5-ultra": one of bert, bert-large'),
         (("--plan-gpu-types=a100,z9000",), 'invalid types "z9000": GPU types among a10, a100'),
         (("--comment", "slurmplan:model=llama2_7B;types=tesla-t4"), None),  # aliases, any case: accepted
+        (("--plan-model=my-own-net",), None),  # not in the catalog: scheduled from a default (issue 29 item 2)
     ],
 )
-def test_unknown_model_or_type_is_refused_at_submission(
+def test_unknown_type_is_refused_at_submission_any_model_accepted(
     site: SiteCluster, opts: tuple[str, ...], message: str | None
 ) -> None:
     script = site.jobs_dir / "known.sh"
@@ -212,3 +212,19 @@ def test_typed_request_of_a_job_that_needs_its_type_is_left_typed(site: SiteClus
     assert (job["tres_per_node"], job["features"]) == ("gres:gpu:v100:1", "")
     assert job["admin_comment"] == "slurmplan:gpus=1;types=v100"
     site.run("scancel", str(job_id), check=True)
+
+
+def test_a_requeue_is_journaled_as_requeued_not_completed(site: SiteCluster) -> None:
+    """Issue 29 item 10: the epilog of a requeued run exits 0:0 like a completed one; the journal said
+    ``completed``. A requeue is told apart by the restart count the epilog already sees."""
+    job_id = site.sbatch("sleep 120", "--plan-gpus=1", "--requeue")
+    site.wait_state(job_id, "PENDING")
+    release_with_plan(site, job_id, "slurmplan:gpus=1")
+    site.wait_state(job_id, "RUNNING", timeout=60)
+    site.wait_events(job_id, "job-start")
+    site.run("scontrol", "requeuehold", str(job_id), check=True)
+    try:
+        end = next(e for e in site.wait_events(job_id, "job-end") if e["event"] == "job-end")
+        assert json.loads(end["detail"])["exit_state"] == "requeued"
+    finally:
+        site.run("scancel", str(job_id))

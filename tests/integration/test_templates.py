@@ -84,7 +84,7 @@ def test_template_hints_become_canonical_admin_comment(site: SiteCluster, name: 
     job_id = site.sbatch(TEMPLATES / name, *fit(name), f"--gres=gpu:{gpu_type}:2")
     job = site.wait_state(job_id, "PENDING")
     # job_submit.lua made the typed request movable and recorded what was asked (site/README.md)
-    assert job["admin_comment"] == f"{EXPECTED[name]};asked={gpu_type}:2"
+    assert job["admin_comment"] == f"{EXPECTED[name]};asked={gpu_type}:2;nodes=1"  # --nodes=1 recorded
     assert (job["tres_per_node"], job["features"]) == ("gres:gpu:2", gpu_type)
     assert job["priority"] == 0
     site.run("scancel", str(job_id), check=True)
@@ -279,6 +279,7 @@ def test_elastic_template_signalled_the_moment_it_runs_checkpoints_and_requeues(
     # Taken either while Python starts (blocked, then "arrived while starting up") or, when the template forwards it
     # a little later (a loaded machine: the trap gives a young srun a second), by the installed handler.
     assert "arrived while starting up" in text or "checkpoint on SIGUSR2" in text, text
+    assert "DUE TO JOB REQUEUE' and 'Terminated' lines that follow are expected" in text  # issue 29 item 12
     steps = sorted(p.name for p in ckpt.iterdir() if p.name.startswith("step-"))
     assert steps and steps[-1] < "step-00000200", text  # stopped early, after a checkpoint
     site.run("scancel", str(job_id), check=True)
@@ -303,7 +304,7 @@ def test_elastic_template_as_shipped_trains_on_four_gpus(site: SiteCluster, work
     pytest.importorskip("torch")
     job_id = site.sbatch(TEMPLATES / "elastic_dp.sbatch", f"--chdir={workdir}", **_shipped_env(workdir, STEPS="3"))
     job = site.wait_state(job_id, "PENDING")
-    assert job["admin_comment"] == f"{EXPECTED['elastic_dp.sbatch']};asked=a100:4"
+    assert job["admin_comment"] == f"{EXPECTED['elastic_dp.sbatch']};asked=a100:4;nodes=1"
     decision = format_decision(Cell("a100", 4), Plan(dp=4, grad_accum=2), "round 1")
     site.release_with(job_id, compose_admin_comment(EXPECTED["elastic_dp.sbatch"], decision))
     job = site.wait_state(job_id, "COMPLETED", "FAILED", timeout=240)
@@ -344,6 +345,7 @@ def test_framework_templates_as_shipped_are_accepted_and_held(site: SiteCluster,
     job_id = site.sbatch(TEMPLATES / name, *fit, f"--chdir={site.jobs_dir}")
     job = site.wait_state(job_id, "PENDING")
     asked = "a100:4" if name == "megatron.sbatch" else "v100:4"
-    assert job["admin_comment"] == f"{EXPECTED[name]};asked={asked}"
+    nodes = 2 if name == "megatron.sbatch" else 1  # each template's own #SBATCH --nodes
+    assert job["admin_comment"] == f"{EXPECTED[name]};asked={asked};nodes={nodes}"
     assert job["priority"] == 0
     site.run("scancel", str(job_id), check=True)

@@ -85,3 +85,28 @@ def test_deepspeed_template_chooses_the_precision(tmp_path: Path, gpu: str, bf16
     assert proc.returncode == 0, proc.stderr
     config = json.loads((tmp_path / "ds_config-77.json").read_text())
     assert config["bf16"]["enabled"] is (bf16 == "true") and config["fp16"]["enabled"] is (fp16 == "true")
+
+
+def test_torchrun_nodes_and_rendezvous_come_from_the_allocation() -> None:
+    """Issue 29 item 5: a 2-node job printed --nnodes 1 and 127.0.0.1:29500 even with SLURM_NNODES=2."""
+    env = {"SLURMPLAN_GPUS": "8", "SLURM_JOB_ID": "1234", "SLURM_JOB_NUM_NODES": "2", "SLURM_NNODES": "2"}
+    proc = _launch_args("torchrun", "--json", SLURM_JOB_NODELIST="localhost,other-node", **env)
+    args = json.loads(proc.stdout)
+    flag = {args[i]: args[i + 1] for i in range(0, len(args), 2)}
+    assert (flag["--nnodes"], flag["--nproc-per-node"]) == ("2", "4"), proc.stderr
+    assert flag["--rdzv-endpoint"] == f"localhost:{20000 + 1234 % 20000}" and flag["--rdzv-id"] == "1234"
+    explicit = _launch_args("torchrun", "--nodes", "1", "--rdzv-endpoint", "h:1", SLURM_JOB_NODELIST="x", **env)
+    assert "--nnodes 1 --nproc-per-node 8" in explicit.stdout and "--rdzv-endpoint h:1" in explicit.stdout
+
+
+@pytest.mark.slurm
+def test_torchrun_args_in_a_real_two_node_job(devcluster, tmp_path: Path) -> None:  # noqa: ANN001
+    out = tmp_path / "args.json"
+    script = f"unset SLURMPLAN_DP\n{sys.executable} -m slurmplan.cli launch-args torchrun --default-ok --json > {out}\n"
+    job = devcluster.sbatch(script, "-N2", "--time=2", f"--output={tmp_path / 'job.out'}")
+    final = devcluster.wait_state(job, "COMPLETED", "FAILED", "CANCELLED", timeout=120)
+    assert final["job_state"] == "COMPLETED", (tmp_path / "job.out").read_text()
+    args = json.loads(out.read_text())
+    flag = {args[i]: args[i + 1] for i in range(0, len(args), 2)}
+    assert flag["--nnodes"] == "2" and flag["--rdzv-id"] == str(job)
+    assert flag["--rdzv-endpoint"].endswith(f":{20000 + job % 20000}")

@@ -70,6 +70,10 @@ def test_nproc_parent_forwards_the_signal_and_exits_75(tmp_path: Path, to_group:
     assert 5 <= state["step"] < 400 and state["world_size"] == 2
     assert f"stopping after step {state['step']}" in text
     assert "Traceback" not in text
+    # issue 29 item 12: exit 75 outside Slurm says how to go on; only rank 0 logs the steps
+    assert text.count("run the same command again to resume") == 1
+    assert text.count(" step 5/400 loss ") == 1
+    assert text.count("checkpoint on SIGUSR2 (pid") == 1 and text.count("joined the gloo group") == 1
     if not to_group:
         assert "forwarding SIGUSR2 to workers" in text
 

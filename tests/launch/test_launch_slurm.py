@@ -112,3 +112,31 @@ def test_nproc_parent_in_a_batch_job_checkpoints_and_requeues(devcluster, tmp_pa
     assert "Traceback" not in text and "Connection closed" not in text
     if how == "sbatch-signal-B":
         assert "forwarding SIGUSR2 to workers" in text or "arrived while starting up" in text
+
+
+def test_a_checkpoint_folder_held_by_a_live_job_is_refused_and_a_takeover_is_named(devcluster, tmp_path: Path) -> None:  # noqa: ANN001
+    """Issue 29 item 3: two jobs with one checkpoint folder wrote to it at once, and a new job silently resumed
+    from another job's checkpoint. Now the second live job is refused; a later job takes the folder over only
+    once the first has ended, and says whose checkpoint it resumes from."""
+    ckpt = tmp_path / "shared-ckpt"
+    run = f"unset SLURMPLAN_DP\nexec {sys.executable} {EXAMPLE} --checkpoint-dir {ckpt} --checkpoint-every 2 "
+    outs = [tmp_path / f"job{i}.out" for i in range(3)]
+    first = devcluster.sbatch(run + "--steps 2000 --step-sleep 0.1\n", f"--output={outs[0]}", "--time=5")
+    try:
+        _wait_for_text(outs[0], r"step 5/", 120)
+        second = devcluster.sbatch(run + "--steps 20\n", f"--output={outs[1]}", "--time=5")
+        done = devcluster.wait_state(second, "COMPLETED", "FAILED", "CANCELLED", timeout=120)
+        text = outs[1].read_text()
+        assert done["job_state"] == "FAILED", text[-2000:]
+        assert f"is held by job {first}, which is still pending or running" in text
+        assert text.count("give this job its own folder") == 1
+    finally:
+        devcluster.run("scancel", str(first))
+    devcluster.wait_state(first, "CANCELLED", "COMPLETED", "FAILED", timeout=60)
+    last = max(int(p.name.split("-")[1]) for p in ckpt.glob("step-*"))
+    resume = f"unset SLURMPLAN_DP\nexec {sys.executable} {EXAMPLE} --checkpoint-dir {ckpt} --steps {last + 2}\n"
+    third = devcluster.sbatch(resume, f"--output={outs[2]}", "--time=5")
+    devcluster.wait_state(third, "COMPLETED", "FAILED", timeout=180)
+    text = outs[2].read_text()
+    assert f"was last used by job {first}, which has ended; job {third} takes it over" in text, text[-2000:]
+    assert re.search(rf"resuming from .*step-\d+: step \d+, written by job {first}", text), text[-2000:]

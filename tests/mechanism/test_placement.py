@@ -89,6 +89,16 @@ def test_nodes_it_left_are_used_when_nothing_else_fits_unless_it_is_already_wait
     )
     assert isinstance(waiting[0], Unplaced) and waiting[0].waits
     assert "n0" in waiting[0].why and "requeue delay" in waiting[0].why
+    # issue 29: say that the policy chose to wait, and until when other types are not tried
+    assert waiting[0].why.startswith("waits: the policy chose a100x2 for it") and "next round" in waiting[0].why
+
+
+def test_a_job_is_never_split_over_more_nodes_than_its_own_limit() -> None:
+    """Issue 29 item 5: --nodes=1 (hints nodes=1): two nodes with 2 free GPUs each do not take a 4-GPU job."""
+    spread = place(pool({"n0": 2, "n1": 2}), [PlacementRequest(0, Cell("a100", 4))])
+    assert spread[0] == Placed(("n0", "n1"), 2)
+    one = place(pool({"n0": 2, "n1": 2}), [PlacementRequest(0, Cell("a100", 4), max_nodes=1)])
+    assert isinstance(one[0], Unplaced)
 
 
 def test_preferred_nodes_it_just_left_are_not_kept_when_others_have_room() -> None:

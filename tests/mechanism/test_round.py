@@ -32,6 +32,16 @@ def test_priority_is_x_over_received_and_infinite_when_nothing_received() -> Non
     assert list(zip(rows.tolist(), cols.tolist(), strict=True)) == [(1, 0), (0, 0), (1, 1)]
 
 
+def test_a_job_not_picked_while_gpus_are_left_is_not_told_it_was_outranked() -> None:
+    """Issue 29 item 10: "needs 4 GPUs and 4 a100 GPUs were left" contradicted itself."""
+    from slurmplan.mechanism.round import _outranked
+
+    p = problem([Cell("a100", 4)], [[10.0]], {"a100": 8})
+    text = _outranked(p, 0, np.array([[0.5]]), np.array([[2.0]]), {"a100": 4})
+    assert text.startswith("not picked this round: its best configuration is a100x4; 4 a100 GPUs are free")
+    assert "outranked" not in text and "next round" in text
+
+
 def test_greedy_skips_what_does_not_fit_and_takes_a_job_once() -> None:
     cells = [Cell("a100", 8), Cell("a100", 1)]
     p = problem(cells, [[80, 10], [0, 10], [0, 10]], {"a100": 8})
@@ -40,8 +50,8 @@ def test_greedy_skips_what_does_not_fit_and_takes_a_job_once() -> None:
     choice = plan_round(p, x, pri, idle(3), CONFIG)
     assert choice.col.tolist() == [0, -1, -1]  # job 1 takes all 8 GPUs once; the others do not fit
     assert choice.reason == (Reason.SCHEDULED, Reason.WAITING, Reason.WAITING)
-    assert choice.detail[1].startswith("outranked this round: its best configuration a100x1 needs 1 GPU and ")
-    assert "0 a100 GPUs were left after jobs of higher priority" in choice.detail[1]
+    assert choice.detail[1].startswith("outranked this round: its best configuration a100x1 needs 1 GPU, but ")
+    assert "jobs of higher priority left only 0 a100 GPUs" in choice.detail[1]
     assert choice.priority.tolist() == [9.0, 5.0, 4.0]  # the chosen pair's, else the job's best
 
 
@@ -134,7 +144,9 @@ def test_a_move_that_cannot_pay_its_restart_says_so_in_seconds() -> None:
     """The issue's example: 4.1x for the 20 s left, against 78 s of restart."""
     verdict = judge_move(10.0, 41.0, 20.0, CONFIG)
     assert not verdict.move
-    assert verdict.detail == "moving would gain 4.1x for 20 s but costs 78 s, all of that time"
+    assert verdict.detail == (
+        "moving would run 4.1x as fast, but its restart takes 78 s, longer than the 20 s over which a move is weighed"
+    )
 
 
 def test_a_preempted_job_says_who_took_its_gpus() -> None:

@@ -110,3 +110,31 @@ def test_status_with_a_missing_slurm_conf_fails_at_once_naming_it(env, args, nam
     )
     assert r.returncode == 1 and f"invalid {named}" in r.stderr and "does not exist" in r.stderr, r.stderr
     assert time.monotonic() - start < 30
+
+
+@pytest.mark.slurm
+def test_cli_status_shows_steps_eta_and_a_held_job_waiting_for_the_round(devcluster, tmp_path):
+    """Issue 29 item 9: the STEP column (reported steps, predicted finish) and the reason of a held managed job
+    that has no decision yet."""
+    import time
+
+    running = devcluster.sbatch("sleep 120", "--time=3")
+    held = devcluster.sbatch("sleep 1", "--hold")
+    devcluster.run("scontrol", "update", f"jobid={held}", "AdminComment=slurmplan:model=mine;gpus=1", check=True)
+    devcluster.wait_state(running, "RUNNING")
+    now = time.time()
+    lines = [{"step": 10, "time": now - 10, "total_steps": 100}, {"step": 20, "time": now, "total_steps": 100}]
+    (tmp_path / f"{running}.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    argv = [sys.executable, "-m", "slurmplan.cli", "status", "--slurm-conf", devcluster.env["SLURM_CONF"]]
+    try:
+        text = subprocess.run([*argv, "--report-dir", str(tmp_path)], capture_output=True, text=True, check=True).stdout
+        row = next(line for line in text.splitlines() if line.startswith(f"{running} "))
+        assert "20/100 ETA " in row
+        held_row = next(line for line in text.splitlines() if line.startswith(f"{held} "))
+        assert "waits for slurmplan's next round" in held_row
+        data = json.loads(subprocess.run([*argv, "--json", "--report-dir", str(tmp_path)], capture_output=True,
+                                         text=True, check=True).stdout)  # fmt: skip
+        job = next(j for j in data["jobs"] if j["job_id"] == running)
+        assert job["progress"]["step"] == 20 and job["progress"]["steps_per_s"] == pytest.approx(1.0)
+    finally:
+        devcluster.run("scancel", str(running), str(held))

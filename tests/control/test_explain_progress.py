@@ -1,0 +1,55 @@
+"""``explain`` shows the job's progress and predicted finish (from its launcher's report lines), when the next round
+comes, and Slurm's state now next to the journal's (issue 29 items 9 and 11)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from slurmplan.cli import main
+from slurmplan.control.explain import LiveView, explain_job, format_explanation
+from slurmplan.control.journal import Journal
+from slurmplan.progress import JobProgress, progress_text, read_progress
+from tests.control.test_commands import journal_setup  # noqa: F401  # the fixture: a real tick's journal
+
+
+def _report(folder: Path, job_id: int, *lines: dict | bytes) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / f"{job_id}.jsonl", "ab") as fh:
+        for line in lines:
+            fh.write(line if isinstance(line, bytes) else (json.dumps(line) + "\n").encode())
+
+
+def test_progress_rate_and_finish_from_the_newest_two_lines_bad_lines_skipped(tmp_path: Path) -> None:
+    _report(tmp_path, 5, {"step": 100, "time": 1000.0, "total_steps": 1000}, b"\xff garbage\n", b"[1, 2]\n",
+            {"step": 200, "time": 1050.0, "checkpoint_step": 150, "total_steps": 1000})  # fmt: skip
+    p = read_progress(tmp_path / "5.jsonl")
+    assert p == JobProgress(200, 1050.0, 150, 1000, 2.0)
+    assert p.finish_time() == 1050.0 + 800 / 2.0
+    text = progress_text(p, now=1060.0)
+    assert "step 200/1000 (20.0%)" in text and "checkpoint at step 150" in text and "in 6 min" in text
+    _report(tmp_path, 5, {"step": 150, "time": 1100.0, "total_steps": 1000})  # restarted from its checkpoint
+    assert read_progress(tmp_path / "5.jsonl").steps_per_s is None  # no rate across a restart
+    _report(tmp_path, 5, b'{"step": 999, "time": 1200')  # a line still being written is not read
+    assert read_progress(tmp_path / "5.jsonl").step == 150
+    assert read_progress(tmp_path / "missing.jsonl") is None
+
+
+def test_explain_shows_progress_next_round_and_the_live_state(journal_setup, tmp_path: Path, capsys) -> None:  # noqa: ANN001, F811
+    cfg, db = journal_setup
+    now = time.time()
+    _report(tmp_path / "reports", 11, {"step": 10, "time": now - 60, "total_steps": 100},
+            {"step": 40, "time": now, "checkpoint_step": 30, "total_steps": 100})  # fmt: skip
+    with Journal(db, readonly=True) as j:
+        e = explain_job(j, 11, LiveView("RUNNING", tmp_path / "reports", 60.0, now))
+    assert e["progress"]["step"] == 40 and abs(e["progress"]["finish_time"] - (now + 120)) < 1e-6
+    assert e["next_round"] >= now and e["slurm_state"] == "RUNNING"
+    text = format_explanation(e)
+    assert "progress: step 40/100 (40.0%), checkpoint at step 30" in text and "predicted finish" in text
+    assert "next round at" in text and "every 60 s" in text
+    assert f"running now (the daemon's last tick saw {e['state']})" in text
+    # the command itself (no Slurm here: the live state is left out, and said to be the last tick's)
+    assert main(["explain", "11", "--config", str(cfg)]) == 0
+    out = capsys.readouterr().out
+    assert "(as of the daemon's last tick)" in out and "progress: step 40/100" in out and "next round at" in out
