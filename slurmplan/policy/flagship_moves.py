@@ -105,8 +105,9 @@ def guard_moves(
         if any(urgent[k] for k in pushed):
             kept[j] = "makes room for a job that cannot wait"
             continue
-        # each job it makes room for would otherwise wait about as long as it has left
-        others = left[j] * len(pushed)
+        # each job it makes room for would otherwise wait until GPUs of that type free up: when it, or the
+        # soonest other job running there, finishes
+        others = _wait_saved(pack, j, c0, cur, left) * len(pushed)
         delay = min((est[k] for k in pushed), default=left[j])  # stopped: it restarts when they finish
         new = int(pack.col[j])
         price = price_change(left[j], thr[j, c0], thr[j, new] if new >= 0 else 0.0, cost[j], others, delay, factor)
@@ -118,6 +119,16 @@ def guard_moves(
         _adopt(pack, trial)
         undone[j] = price.detail
     return Guarded(undone, kept)
+
+
+def _wait_saved(pack: Packing, j: int, c0: int, cur: np.ndarray, left: np.ndarray) -> float:
+    """How long a job pushed out of ``j``'s GPUs would wait for GPUs of that type: until the soonest of ``j``
+    and the other jobs that keep running on that type finishes."""
+    t = pack.cell_type[c0]
+    same = (cur >= 0) & (pack.col == cur) & (pack.cell_type[np.maximum(cur, 0)] == t)
+    same[j] = False
+    soonest = float(left[same].min()) if same.any() else np.inf
+    return min(float(left[j]), soonest)
 
 
 def _make_room(trial: Packing, j: int, c0: int, order: np.ndarray, cur: np.ndarray) -> list[int] | None:
