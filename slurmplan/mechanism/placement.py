@@ -36,6 +36,9 @@ class PlacementRequest:
     """Nodes the job just left, where Slurm would make it wait its requeue delay: used only if nothing else fits."""
     refuse_avoided: bool = False
     """Never use ``avoid`` (the job is pending in its requeue delay): Unplaced rather than waiting on them."""
+    max_nodes: int = 0
+    """At most this many nodes (its candidate's node count: the throughput the decision was made with is for that
+    many; issue 23 saw a 2-GPU T4 job spread over two nodes "throughput predicted for 1"); 0: no limit."""
 
 
 @dataclass(frozen=True)
@@ -116,7 +119,9 @@ class _Free:
         g = req.cell.gpus
         if idx is None or idx.size == 0:
             return Unplaced(f"no schedulable {req.cell.gpu_type} node: every one is down, drained or absent")
-        for k in range(1, min(g, idx.size) + 1):
+        # no more nodes than predicted, or than the fewest the type could ever hold it on (1-GPU nodes: g)
+        most = max(req.max_nodes, _ceil_div(g, max(1, int(self.pool.gpus[idx].max())))) if req.max_nodes else g
+        for k in range(1, min(g, idx.size, most) + 1):
             if g % k:
                 continue
             gpn, cpn, mpn = g // k, _ceil_div(req.cpus, k), _ceil_div(req.memory_mb, k)

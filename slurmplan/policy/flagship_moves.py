@@ -104,6 +104,11 @@ def guard_moves(
             continue  # its GPUs went to jobs that also run now: nothing simple to undo
         if any(urgent[k] for k in pushed):
             kept[j] = "makes room for a job that cannot wait"
+            new = int(pack.col[j])
+            wait = min((est[k] for k in pushed), default=0.0)
+            if new >= 0 and thr[j, new] < thr[j, c0] and left[j] * (thr[j, c0] / thr[j, new] - 1.0) > wait:
+                pack.release(j)  # slower there than stopped until they finish: it waits for its GPUs instead
+                kept[j] += ", and waits for its GPUs rather than run slower elsewhere"
             continue
         # each job it makes room for would otherwise wait until GPUs of that type free up: when it, or the
         # soonest other job running there, finishes
