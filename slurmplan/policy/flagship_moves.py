@@ -99,9 +99,10 @@ def guard_moves(
             continue
         trial = pack.copy()
         trial.release(j)
-        pushed = _make_room(trial, j, c0, order, cur)
-        if pushed is None:
-            continue  # its GPUs went to jobs that also run now: nothing simple to undo
+        room = _make_room(trial, j, c0, order, cur)
+        if room is None:
+            continue  # its GPUs went to jobs that keep running there: nothing simple to undo
+        pushed, back = room
         if any(urgent[k] for k in pushed):
             kept[j] = "makes room for a job that cannot wait"
             new = int(pack.col[j])
@@ -113,6 +114,8 @@ def guard_moves(
         # each job it makes room for would otherwise wait until GPUs of that type free up: when it, or the
         # soonest other job running there, finishes
         others = _wait_saved(pack, j, c0, cur, left) * len(pushed)
+        # running jobs that moved onto its GPUs go back where they ran: their moves' own gains are lost too
+        others += sum(max(0.0, left[k] * (1.0 - thr[k, cur[k]] / thr[k, pack.col[k]])) for k in back)
         delay = min((est[k] for k in pushed), default=left[j])  # stopped: it restarts when they finish
         new = int(pack.col[j])
         price = price_change(left[j], thr[j, c0], thr[j, new] if new >= 0 else 0.0, cost[j], others, delay, factor)
@@ -136,19 +139,30 @@ def _wait_saved(pack: Packing, j: int, c0: int, cur: np.ndarray, left: np.ndarra
     return min(float(left[j]), soonest)
 
 
-def _make_room(trial: Packing, j: int, c0: int, order: np.ndarray, cur: np.ndarray) -> list[int] | None:
-    """Unplace jobs that did not run before, last in the order first, until ``j`` fits its old column again;
-    the list of those jobs, or None when only running jobs stand in the way."""
+def _make_room(
+    trial: Packing, j: int, c0: int, order: np.ndarray, cur: np.ndarray
+) -> tuple[list[int], list[int]] | None:
+    """Free ``j``'s old column again in ``trial``, last in the order first: unplace jobs that did not run before,
+    and send running jobs that moved onto that GPU type this round back to where they run. Returns (the jobs
+    pushed out, the movers sent back), or None when that cannot make room (jobs that ran there keep it)."""
     pushed: list[int] = []
+    back: list[int] = []
     t = trial.cell_type[c0]
     for k in order[::-1].tolist():
         if trial.fits(j, c0):
-            return pushed
-        if k == j or cur[k] >= 0 or trial.col[k] < 0 or trial.cell_type[trial.col[k]] != t:
+            return pushed, back
+        col = trial.col[k]
+        if k == j or col < 0 or trial.cell_type[col] != t or col == cur[k]:
             continue
         trial.release(k)
-        pushed.append(k)
-    return pushed if trial.fits(j, c0) else None
+        if cur[k] < 0:
+            pushed.append(k)
+        elif trial.fits(k, int(cur[k])) and trial.cell_type[cur[k]] != t:
+            trial.assign(k, int(cur[k]))
+            back.append(k)
+        else:
+            return None
+    return (pushed, back) if trial.fits(j, c0) else None
 
 
 def _place_elsewhere(
