@@ -130,8 +130,8 @@ def _line(r: dict) -> str:
     best = f"{r['vs_best']:.3f} ({r['best_other']})" if r["vs_best"] is not None else "n/a"
     return (
         f"{r['family']:15s} load {r['load']:5.2f} seed {r['seed']}: flagship {r['flagship_h']:.3f} h, /best {best}, "
-        f"/slurm {_ratio(r['vs_slurm'], r['slurm_unfinished'])}, restarts {r['restarts_per_job']:.2f}, ftf_max {r['ftf_max']:.2f}, "
-        f"unfinished {r['unfinished']}"
+        f"/slurm {_ratio(r['vs_slurm'], r['slurm_unfinished'])}, restarts {r['restarts_per_job']:.2f}, "
+        f"ftf_max {r['ftf_max']:.2f}, unfinished {r['unfinished']}"
     )
 
 
