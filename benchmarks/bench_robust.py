@@ -58,9 +58,9 @@ class Family:
 
 
 FAMILIES = (
-    Family("gavel-single", GAVEL, (1.0, 1.5), 160, 40),
-    Family("gavel-multiple", GAVEL, (0.5, 0.75), 100, 30),
-    Family("llm-crius", CRIUS, (40.0, 80.0), 200, 40),
+    Family("gavel-single", GAVEL, (1.0, 1.5), 100, 40),
+    Family("gavel-multiple", GAVEL, (0.5, 0.75), 60, 30),
+    Family("llm-crius", CRIUS, (40.0, 80.0), 120, 40),
     Family("llm-dev", DEV, (4.0, 8.0), 40, 16),
     Family("replay-like", DEV, (16.0, 24.0), 28, 16),
 )
