@@ -156,9 +156,7 @@ def main() -> None:
                 results = compare(specs, workers=args.workers)
                 summaries = {p: summarize(r) for p, r in zip(policies, results, strict=True)}
                 rows.append(row(family, load, seed, summaries))
-                if not args.json:
-                    r = rows[-1]
-                    print(_line(r), flush=True)
+                print(_line(rows[-1]), file=sys.stderr if args.json else sys.stdout, flush=True)
     medians = {
         f.name: {
             "vs_best": statistics.median(r["vs_best"] or float("nan") for r in rows if r["family"] == f.name),
