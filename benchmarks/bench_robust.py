@@ -122,6 +122,12 @@ def row(family: Family, load: float, seed: int, summaries: dict[str, dict]) -> d
     }
 
 
+def _median(values: list[float | None]) -> float:
+    """Median of the ratios that exist (n/a ones left out); nan when none does."""
+    known = [v for v in values if v is not None]
+    return statistics.median(known) if known else float("nan")
+
+
 def _ratio(value: float | None, unfinished: int) -> str:
     return f"{value:.3f}" if value is not None else f"n/a ({unfinished} unfinished)"
 
@@ -159,10 +165,8 @@ def main() -> None:
                 print(_line(rows[-1]), file=sys.stderr if args.json else sys.stdout, flush=True)
     medians = {
         f.name: {
-            "vs_best": statistics.median(r["vs_best"] or float("nan") for r in rows if r["family"] == f.name),
-            "vs_slurm": statistics.median(
-                r["vs_slurm"] for r in rows if r["family"] == f.name and r["vs_slurm"] is not None
-            ),
+            "vs_best": _median([r["vs_best"] for r in rows if r["family"] == f.name]),
+            "vs_slurm": _median([r["vs_slurm"] for r in rows if r["family"] == f.name]),
         }
         for f in FAMILIES
         if any(r["family"] == f.name for r in rows)

@@ -133,7 +133,7 @@ class Slurmplan(Policy):
         floors, catch = self._floors(problem, sla_floor, running)
         queue = queue_order(problem, est, floors, guarded, stretch, running, p)
         # selection, then matching and sizing, which change a running job only where that pays for itself
-        pays = paying_columns(problem, p["move_pay"], p["prior_floor_s"])
+        pays = paying_columns(problem, p["move_pay"], p["prior_floor_s"], floors > 0)
         pack, floors = self._select(problem, queue, floors, catch, guarded, running, pays)
         if p["match_types"]:
             choose = lambda j, floor: self._choices(problem, j, floor)  # noqa: E731

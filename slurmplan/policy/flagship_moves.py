@@ -46,7 +46,9 @@ def remaining_where_running(problem: AllocationProblem, floor_s: float) -> np.nd
     return est
 
 
-def paying_columns(problem: AllocationProblem, factor: float, floor_s: float) -> np.ndarray | None:
+def paying_columns(
+    problem: AllocationProblem, factor: float, floor_s: float, exempt: np.ndarray | None = None
+) -> np.ndarray | None:
     """Jobs x columns: where each job may be placed without a change that does not pay for itself. A running
     job with a restart cost may stay, or go where ``remaining x (1 - thr_cur / thr_new) > factor x cost`` (its own
     gain over its expected remaining time); every other job anywhere. None when nothing is priced (no costs)."""
@@ -55,6 +57,8 @@ def paying_columns(problem: AllocationProblem, factor: float, floor_s: float) ->
     cost = np.asarray(problem.restart_cost_s, dtype=float)
     cur = np.asarray(problem.current, dtype=int)
     priced = (cur >= 0) & (cost > 0)
+    if exempt is not None:  # guaranteed jobs: their SLA is a promise, not a bet on their remaining time
+        priced &= ~np.asarray(exempt, dtype=bool)
     if not priced.any():
         return None
     thr = np.asarray(problem.throughput, dtype=float)
