@@ -242,12 +242,19 @@ def test_chosen_job_that_no_nodes_fit_is_unplaceable_and_held() -> None:
     assert kinds(out) == [(1, ActionKind.HOLD)]
 
 
-def test_job_spread_over_more_nodes_than_predicted_says_so() -> None:
-    base = Cluster(tuple(node(f"a100-{i}", "a100", 8, used=4) for i in range(2)))
-    out = decide(TickInput(T0, base, (mjob(1, {"a100": {8: 80.0}}, gpus=8),)), RequestedPolicy(), SchedulerState())
-    a = by_job(out)[1]
-    assert a.nodes == ("a100-0", "a100-1") and a.gpus_per_node == 4
-    assert "spread over 2 nodes" in a.detail
+def test_job_is_not_spread_over_more_nodes_than_its_throughput_was_predicted_for() -> None:
+    """Issue 23: "spread over 2 nodes, throughput predicted for 1" for a 2-GPU job on 2-GPU T4 nodes, each holding
+    a 1-GPU job. A job predicted on one node is not split over two (its throughput there was never predicted, and
+    Slurm splits no per-node GRES request either); a candidate for two nodes may use two."""
+    base = cluster(t4=(2, 2))
+    ones = [mjob(i, {"t4": {1: 10.0}}, state=JobState.RUNNING, nodes=(f"t4-{i}",)) for i in (0, 1)]
+    new = mjob(2, {"t4": {2: 18.0}}, gpus=2)
+    out = decide(TickInput(T0, base, (*ones, new)), RequestedPolicy(), SchedulerState())
+    a = by_job(out)[2]
+    assert len(a.nodes) <= 1 and "spread" not in a.detail
+    two = replace(new, candidates=tuple(replace(c, nodes=2) for c in new.candidates))
+    out = decide(TickInput(T0, base, (*ones, two)), RequestedPolicy(), SchedulerState())
+    assert by_job(out)[2].nodes == ("t4-0", "t4-1") and by_job(out)[2].gpus_per_node == 1
 
 
 class FailingPolicy:
@@ -298,6 +305,7 @@ def test_kept_jobs_are_repacked_when_they_fragment_the_nodes_a_larger_job_needs(
     # node would leave only 4 there: job 2 could never be placed while job 1 keeps winning its column.
     base = cluster(a100=(2, 8))
     small = mjob(1, {"a100": {4: 40.0}}, gpus=4, state=JobState.RUNNING, nodes=("a100-0",))
+    small = replace(small, candidates=tuple(replace(c, nodes=2) for c in small.candidates))  # may run on 2 nodes
     large = mjob(2, {"a100": {12: 100.0}}, gpus=12, submit=T0 + 1)
     policy = FixedPolicy({1: {Cell("a100", 4): 0.9}, 2: {Cell("a100", 12): 0.5}})
     out = decide(TickInput(T0, base, (small, large)), policy, SchedulerState())

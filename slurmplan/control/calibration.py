@@ -96,38 +96,60 @@ def _gpus(what: str, detail: str) -> int | None:
 
 
 def restart_samples(rows: Sequence[Mapping[str, Any]]) -> list[RestartSample]:
-    """Every complete signal -> job-end -> job-start sequence of one job in the rows (ordered by job, time), each
-    ended by the job's first ``report`` row after its start when there is one."""
+    """Every restart of one job in the rows (ordered by job, time): signal -> job-end -> job-start, each ended by
+    the job's first ``report`` after its start when there is one. Without the controller hooks' events (a cluster
+    without PrologSlurmctld/EpilogSlurmctld), signal -> the daemon's RELEASE of the requeued job -> its first
+    report is the same restart, end to end."""
     out: list[RestartSample] = []
     by_job: dict[int, list[Mapping[str, Any]]] = {}
     for r in rows:
         by_job.setdefault(int(r["job_id"]), []).append(r)
     for job_id, events in by_job.items():
-        events = sorted(events, key=lambda r: float(r["time"]))
-        signal_at = requeued_at = None
-        gpus: int | None = None
-        last_gpus: int | None = None
-        open_sample: int | None = None  # index in ``out`` of a sample still waiting for its first report
-        for r in events:
-            what, at = r["what"], float(r["time"])
-            if what == "report":
-                if open_sample is not None:
-                    out[open_sample] = dataclasses.replace(out[open_sample], training_at=at)
-                    open_sample = None
-            elif what == "signal":
-                signal_at, requeued_at, gpus, open_sample = at, None, None, None
-            elif what == "update" and signal_at is not None:
-                gpus = _gpus(what, r["detail"]) or gpus
-            elif what == "job-end" and signal_at is not None and requeued_at is None:
-                requeued_at = at
-            elif what == "job-start":
-                size = gpus or _gpus(what, r["detail"]) or last_gpus
-                if signal_at is not None and requeued_at is not None and size:
-                    out.append(RestartSample(job_id, size, signal_at, requeued_at, at))
-                    open_sample = len(out) - 1
-                last_gpus = _gpus(what, r["detail"]) or size or last_gpus
-                signal_at = requeued_at = None
+        out.extend(_job_restarts(job_id, sorted(events, key=lambda r: float(r["time"]))))
     return out
+
+
+def _job_restarts(job_id: int, events: Sequence[Mapping[str, Any]]) -> list[RestartSample]:
+    out: list[RestartSample] = []
+    signal_at = requeued_at = released_at = None
+    gpus: int | None = None
+    last_gpus: int | None = None
+    open_sample: int | None = None  # index in ``out`` of a sample still waiting for its first report
+    for r in events:
+        what, at = r["what"], float(r["time"])
+        if what == "report":
+            size = gpus or _report_gpus(r.get("detail")) or last_gpus
+            if open_sample is not None:
+                out[open_sample] = dataclasses.replace(out[open_sample], training_at=at)
+            elif signal_at is not None and released_at is not None and size:  # no hook events: release -> report
+                out.append(RestartSample(job_id, size, signal_at, requeued_at or released_at, released_at, at))
+                signal_at = requeued_at = released_at = None
+            open_sample = None
+            last_gpus = _report_gpus(r.get("detail")) or last_gpus
+        elif what == "signal":
+            signal_at, requeued_at, released_at, gpus, open_sample = at, None, None, None, None
+        elif what == "update" and signal_at is not None:
+            gpus = _gpus(what, r["detail"]) or gpus
+        elif what == "release" and signal_at is not None:
+            released_at = at
+        elif what == "job-end" and signal_at is not None and requeued_at is None:
+            requeued_at = at
+        elif what == "job-start":
+            size = gpus or _gpus(what, r["detail"]) or last_gpus
+            if signal_at is not None and requeued_at is not None and size:
+                out.append(RestartSample(job_id, size, signal_at, requeued_at, at))
+                open_sample = len(out) - 1
+            last_gpus = _gpus(what, r["detail"]) or size or last_gpus
+            signal_at = requeued_at = released_at = None
+    return out
+
+
+def _report_gpus(detail: object) -> int | None:
+    try:
+        gpus = int(str(detail))
+    except ValueError:
+        return None
+    return gpus if gpus > 0 else None
 
 
 def calibrate(

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from slurmplan.domain import (
     Action,
@@ -22,6 +23,7 @@ from slurmplan.domain import (
     Cluster,
     Hints,
     Job,
+    JobState,
     Measurement,
     SlurmplanError,
 )
@@ -100,6 +102,7 @@ class SlurmJobSource:
         managed_partitions: Sequence[str],
         candidates_fn: CandidateFn = default_candidates,
         measurements: Callable[[], Sequence[Measurement]] = tuple,
+        progress: Callable[[], Mapping[int, Mapping[str, Any]]] = dict,
         adjust: Callable[[Observed], Observed] | None = None,
     ) -> None:
         self.managed_partitions = tuple(managed_partitions)
@@ -108,6 +111,8 @@ class SlurmJobSource:
         self.candidates_fn = candidates_fn
         self._load = measurements
         self._measurements: Sequence[Measurement] | None = None
+        self._load_progress = progress
+        self._progress: Mapping[int, Mapping[str, Any]] | None = None
 
     def classify(self, job: Job) -> Observed:
         observed = classify(job, self.managed_partitions)
@@ -119,7 +124,17 @@ class SlurmJobSource:
         return self.candidates_fn(hints, cluster, self._measurements)
 
     def progress(self, job: Job) -> float:
-        return 0.0  # the launcher's reports reach the policy through the measurements, not as steps
+        """Steps the job has done, from its latest report (``step``); a job not running (requeued, held) counts
+        from its newest checkpoint (``checkpoint_step``), as it will resume there. 0 without reports."""
+        if self._progress is None:
+            self._progress = self._load_progress()
+        row = self._progress.get(job.job_id)
+        if not row:
+            return 0.0
+        step, saved = row.get("step"), row.get("checkpoint_step")
+        if job.state is not JobState.RUNNING and saved is not None:
+            return float(saved)
+        return float(step if step is not None else saved or 0.0)
 
     def keep_hints(self, action: Action, job: Job | None) -> Action:
         return keep_user_hints(action, job)

@@ -16,7 +16,7 @@ from pathlib import Path
 from slurmplan.control.codec import plan_from_dict, plan_to_dict
 from slurmplan.control.journal import Journal
 from slurmplan.domain import Measurement, Plan
-from slurmplan.perf.measurements import measurement_from_dict, measurement_to_dict
+from slurmplan.perf.measurements import PROGRESS_FIELDS, measurement_from_dict, measurement_to_dict
 
 log = logging.getLogger(__name__)
 
@@ -42,12 +42,15 @@ def ingest_reports(journal: Journal, report_dir: Path) -> int:
             log.warning("cannot read report %s: %s", path, exc)
             continue
         end = data.rfind(b"\n") + 1  # only complete lines
-        rows = []
+        rows, progress = [], {}
         for lineno, raw in enumerate(data[:end].splitlines(), 1):
             row = _parse_line(raw, path, lineno)
             if row is not None:
                 rows.append(row)
-        journal.measurements.add(rows, path.name, start + end)
+                step = {k: row.pop(k) for k in PROGRESS_FIELDS if k in row}
+                if step and row.get("job_id") is not None:  # the job's latest progress (issue 23)
+                    progress[row["job_id"]] = {"job_id": row["job_id"], "time": row["time"], **step}
+        journal.measurements.add(rows, path.name, start + end, list(progress.values()))
         added += len(rows)
     return added
 

@@ -146,7 +146,11 @@ class Daemon:
         site = self.site_accounting
         site.refresh()
         source = SlurmJobSource(
-            cfg.managed_partitions, self.candidates_fn, lambda: load_measurements(journal), adjust=site.adjust
+            cfg.managed_partitions,
+            self.candidates_fn,
+            lambda: load_measurements(journal),
+            progress=journal.measurements.progress,
+            adjust=site.adjust,
         )
         tick_config = with_account_weights(cfg.tick_config(self.measured_costs(journal)), site)
         report = run_tick(self.backend, time.time, store, policy, source, config=tick_config, decide=self.decide_fn)

@@ -18,6 +18,7 @@ from slurmplan.domain import (
     AllocationProblem,
     Assignment,
     Candidate,
+    JobClass,
     JobId,
     Policy,
     Reason,
@@ -156,10 +157,14 @@ def with_arrivals(
     x = x.copy()
     gpus = np.array([c.gpus for c in p.cells])
     req = p.requested if p.requested is not None else np.full(p.num_jobs, -1)
+    sla = p.column("sla_throughput")
+    guaranteed = [c is JobClass.GUARANTEED for c in p.job_class] if p.job_class else [False] * p.num_jobs
     for j in np.flatnonzero(new).tolist():
         row = np.asarray(p.throughput[j], dtype=float)
         if req[j] >= 0:
             row = np.where(gpus == gpus[req[j]], row, 0.0)
+        if guaranteed[j]:  # a guaranteed job starts only where it gets its SLA (its requested speed)
+            row = np.where(row >= sla[j] - 1e-9, row, 0.0)
         if row.max(initial=0.0) > 0:
             x[j] = row / row.max()
     return x

@@ -54,9 +54,10 @@ def requests_for(
         leaving = info.running[j] and (info.signalled[j] or c != info.current[j])
         waiting = not info.running[j] and st.requeued_at is not None
         avoid = tuple(mj.job.nodes) if leaving else (st.ran_on if waiting else ())
+        most = max(1, cand.nodes) if cand is not None and cand.nodes else 0
         req = PlacementRequest(
             j, cell, cand.cpus if cand else 0, cand.host_memory_mb if cand else 0, preferred, avoid, waiting,
-            mj.hints.max_nodes,
+            mj.hints.max_nodes, most,
         )  # fmt: skip
         (kept if info.running[j] and not info.signalled[j] else others).append(req)
     return kept + others

@@ -38,6 +38,10 @@ class PlacementRequest:
     """Never use ``avoid`` (the job is pending in its requeue delay): Unplaced rather than waiting on them."""
     max_nodes: int | None = None
     """The job's own node limit (``--nodes``): never split over more nodes than this."""
+    most_nodes: int = 0
+    """At most this many nodes where the type allows (its candidate's node count: the throughput the decision was
+    made with is for that many; issue 23 saw a 2-GPU T4 job spread over two nodes "throughput predicted for 1");
+    0: no such limit. ``max_nodes`` (the user's) is a hard limit on top of it."""
 
 
 @dataclass(frozen=True)
@@ -118,7 +122,12 @@ class _Free:
         g = req.cell.gpus
         if idx is None or idx.size == 0:
             return Unplaced(f"no schedulable {req.cell.gpu_type} node: every one is down, drained or absent")
-        for k in range(1, min(g, idx.size, req.max_nodes or g) + 1):
+        # no more nodes than predicted, or than the fewest the type could ever hold it on (1-GPU nodes: g),
+        # and never more than the user's own --nodes
+        most = max(req.most_nodes, _ceil_div(g, max(1, int(self.pool.gpus[idx].max())))) if req.most_nodes else g
+        if req.max_nodes:
+            most = min(most, req.max_nodes)
+        for k in range(1, min(g, idx.size, most) + 1):
             if g % k:
                 continue
             gpn, cpn, mpn = g // k, _ceil_div(req.cpus, k), _ceil_div(req.memory_mb, k)

@@ -450,7 +450,10 @@ def _assemble(
     requested = np.array([_match(by_shape, *requested_cell(mj)) for mj in rows], dtype=np.int64).reshape(n)
     col_of = {c: i for i, c in enumerate(cells)}
     current = np.array([current_column(mj, states.get(mj.job.job_id), by_shape, col_of) for mj in rows], dtype=np.int64)
-    steps = np.array([np.nan if mj.hints.steps is None else mj.hints.steps - mj.steps_done for mj in rows])
+    # Steps in the units of the job's candidates' throughput: a model job's candidates count samples/s, so its
+    # steps count global batches (as the simulator's workloads convert them); a table job's count steps/s.
+    unit = np.array([_unit_per_step(mj) for mj in rows])
+    steps = np.array([np.nan if mj.hints.steps is None else mj.hints.steps - mj.steps_done for mj in rows]) * unit
     known = steps[~np.isnan(steps)]
     # Jobs without a step count look as long as the longest known one: finish-time policies stay finite.
     steps = np.where(np.isnan(steps), known.max() if known.size else 1.0, np.maximum(steps, 0.0))
@@ -482,6 +485,14 @@ def _assemble(
         restart_cost_s=cost.reshape(n),
         moved_recently=recent.reshape(n),
     )
+
+
+def _unit_per_step(mj: ManagedJob) -> float:
+    """Samples per training step of a job whose candidates count samples/s (its plan's global batch), else 1."""
+    if mj.hints.global_batch:
+        return float(mj.hints.global_batch)
+    plan = next((c.plan for c in mj.candidates if c.plan is not None), None)
+    return float(plan.global_batch) if plan is not None and plan.global_batch else 1.0
 
 
 def _restart_costs(

@@ -26,6 +26,11 @@ def plan_from_dict(raw: Mapping[str, object], where: str = "plan") -> Plan:
     return Plan(**{k: raw[k] for k in PLAN_FIELDS if k in raw})  # type: ignore[arg-type]
 
 
+PROGRESS_FIELDS = ("step", "checkpoint_step", "total_steps")
+"""Optional fields of a report line: steps done, the step of the newest checkpoint, the job's step count. The
+daemon reads them as the job's progress (``control.observe.SlurmJobSource.progress``); kept in ``extra``."""
+
+
 def measurement_from_dict(raw: Mapping[str, object], where: str = "measurement") -> Measurement:
     """One Measurement from a decoded JSON object."""
     if not isinstance(raw, Mapping):
@@ -44,6 +49,14 @@ def measurement_from_dict(raw: Mapping[str, object], where: str = "measurement")
     if plan.gpus > gpus:
         raise ValidationError("plan", plan.short(), f"at most gpus={gpus} GPUs (dp*tp*pp)", where)
     memory = raw.get("memory_gb")
+    extra = {}
+    for key in PROGRESS_FIELDS:  # the job's progress (issue 23): optional, non-negative numbers
+        value = raw.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, int | float) or isinstance(value, bool) or not 0 <= value < float("inf"):
+            raise ValidationError(key, value, "a number of steps >= 0", where)
+        extra[key] = float(value)
     return Measurement(
         model=str(raw["model"]),
         gpu_type=str(raw["gpu_type"]).lower(),
@@ -54,6 +67,7 @@ def measurement_from_dict(raw: Mapping[str, object], where: str = "measurement")
         memory_gb=float(memory) if isinstance(memory, int | float) else None,  # type: ignore[arg-type]
         job_id=raw.get("job_id") if isinstance(raw.get("job_id"), int) else None,  # type: ignore[arg-type]
         time=float(raw["time"]) if isinstance(raw.get("time"), int | float) else None,  # type: ignore[arg-type]
+        extra=extra,
     )
 
 
@@ -88,4 +102,5 @@ def measurement_to_dict(m: Measurement) -> dict[str, object]:
         "samples_per_s": m.samples_per_s,
         "memory_gb": m.memory_gb,
         "time": m.time,
+        **{k: m.extra[k] for k in PROGRESS_FIELDS if k in m.extra},
     }

@@ -133,7 +133,7 @@ class Slurmplan(Policy):
         floors, catch = self._floors(problem, sla_floor, running)
         queue = queue_order(problem, est, floors, guarded, stretch, running, p)
         # selection, then matching and sizing, which change a running job only where that pays for itself
-        pays = paying_columns(problem, p["move_pay"], p["prior_floor_s"])
+        pays = paying_columns(problem, p["move_pay"], p["prior_floor_s"], floors > 0)
         pack, floors = self._select(problem, queue, floors, catch, guarded, running, pays)
         if p["match_types"]:
             choose = lambda j, floor: self._choices(problem, j, floor)  # noqa: E731
@@ -201,10 +201,11 @@ class Slurmplan(Policy):
                 choose = lambda k, floor: self._choices(problem, k, floor)  # noqa: E731
                 floors, caught = catch_up(problem, pack, queue.order, floors, catch, choose), True
             choices = self._choices(problem, j, floors[j])
-            if pays is not None and running[j]:
+            cur = int(problem.current[j]) if running[j] else -1
+            if pays is not None and running[j] and pack.fits(j, cur):
+                # it can stay: it moves only where that pays (its GPUs taken, any column beats stopping)
                 choices = [c for c in choices if pays[j, c]]
             fit = [c for c in choices if pack.fits(j, c)]
-            cur = int(problem.current[j]) if running[j] else -1
             if blocked.any() and not first[j]:
                 fit = [c for c in fit if c == cur or pack.cell_type[c] < 0 or not blocked[pack.cell_type[c]]]
                 if fit:

@@ -53,33 +53,7 @@ def match_types(
     chosen = np.flatnonzero(pack.col >= 0)
     if chosen.size < 2:
         return
-    thr = np.asarray(problem.throughput, dtype=float)
-    best = thr.max(axis=1)
-    # Fast GPUs go first to jobs already stretched the most: time in the system against time left (a job
-    # 10 h in with 5 h to go weighs 1 + 2 x stretch_weight); this keeps the worst finish-time ratio low.
-    age = problem.column("time_since_start")
-    left = np.maximum(np.minimum(est, 1e12), 360.0)
-    weight = 1.0 + (params["stretch_weight"] * age + params["short_bias_s"]) / left
-    # A job at its stretch guard outweighs every unguarded one: it gets its fastest type; among guarded jobs the
-    # same weights decide (shorter first: a short job on a slow GPU passes the guard within a round or two).
-    weight = np.where(guard > 0, 1e3 * weight.max(initial=1.0) * weight, weight)
-    rows, cols, vals = [], [], []
-    for j in chosen.tolist():
-        size = problem.cells[pack.col[j]].gpus
-        floor = floors[j] if thr[j, pack.col[j]] >= floors[j] else 0.0  # never re-placed below its SLA
-        here = pack.cell_type[pack.col[j]]
-        for c in choices(j, floors[j]):
-            if allowed is not None and not allowed[j, c]:
-                continue  # a move of a running job that does not pay its restart (flagship_moves.py)
-            if pack.cell_type[c] >= 0 and blocked[pack.cell_type[c]] and pack.cell_type[c] != here:
-                continue  # reserved for a job past its guard
-            if problem.cells[c].gpus == size and pack.cell_type[c] >= 0 and thr[j, c] >= floor:
-                rows.append(j)
-                cols.append(c)
-                # a move costs a restart: staying is worth stay_bonus of a round at full speed (ties: stay)
-                on = problem.current is not None and problem.current[j] == c
-                vals.append((thr[j, c] / best[j] + (params["stay_bonus"] if on else 0.0)) * weight[j])
-                vals[-1] += 1e-3 if on else 0.0
+    rows, cols, vals = _match_values(problem, pack, chosen, floors, est, guard, blocked, params, choices, allowed)
     if len(set(cols)) < 2:
         return
     rows_a, cols_a = np.array(rows), np.array(cols)
@@ -108,6 +82,38 @@ def match_types(
     pack.col[:], pack.free[:] = trial.col, trial.free
     for (_, free), (_, tfree) in zip(pack.host, trial.host, strict=True):
         free[:] = tfree
+
+
+def _match_values(problem, pack, chosen, floors, est, guard, blocked, params, choices, allowed):
+    """The LP's variables: (job, column of its size, value) for every chosen job and column it may take."""
+    thr = np.asarray(problem.throughput, dtype=float)
+    best = thr.max(axis=1)
+    # Fast GPUs go first to jobs already stretched the most: time in the system against time left (a job
+    # 10 h in with 5 h to go weighs 1 + 2 x stretch_weight); this keeps the worst finish-time ratio low.
+    age = problem.column("time_since_start")
+    left = np.maximum(np.minimum(est, 1e12), 360.0)
+    weight = 1.0 + (params["stretch_weight"] * age + params["short_bias_s"]) / left
+    # A job at its stretch guard outweighs every unguarded one: it gets its fastest type; among guarded jobs the
+    # same weights decide (shorter first: a short job on a slow GPU passes the guard within a round or two).
+    weight = np.where(guard > 0, 1e3 * weight.max(initial=1.0) * weight, weight)
+    rows, cols, vals = [], [], []
+    for j in chosen.tolist():
+        size = problem.cells[pack.col[j]].gpus
+        floor = floors[j] if thr[j, pack.col[j]] >= floors[j] else 0.0  # never re-placed below its SLA
+        here = pack.cell_type[pack.col[j]]
+        for c in choices(j, floors[j]):
+            if allowed is not None and not allowed[j, c]:
+                continue  # a move of a running job that does not pay its restart (flagship_moves.py)
+            if pack.cell_type[c] >= 0 and blocked[pack.cell_type[c]] and pack.cell_type[c] != here:
+                continue  # reserved for a job past its guard
+            if problem.cells[c].gpus == size and pack.cell_type[c] >= 0 and thr[j, c] >= floor:
+                rows.append(j)
+                cols.append(c)
+                # a move costs a restart: staying is worth stay_bonus of a round at full speed (ties: stay)
+                on = problem.current is not None and problem.current[j] == c
+                vals.append((thr[j, c] / best[j] + (params["stay_bonus"] if on else 0.0)) * weight[j])
+                vals[-1] += 1e-3 if on else 0.0
+    return rows, cols, vals
 
 
 def greedy_match(pack: Packing, chosen: np.ndarray, rows: np.ndarray, cols: np.ndarray, vals: np.ndarray):

@@ -46,7 +46,9 @@ def remaining_where_running(problem: AllocationProblem, floor_s: float) -> np.nd
     return est
 
 
-def paying_columns(problem: AllocationProblem, factor: float, floor_s: float) -> np.ndarray | None:
+def paying_columns(
+    problem: AllocationProblem, factor: float, floor_s: float, exempt: np.ndarray | None = None
+) -> np.ndarray | None:
     """Jobs x columns: where each job may be placed without a change that does not pay for itself. A running
     job with a restart cost may stay, or go where ``remaining x (1 - thr_cur / thr_new) > factor x cost`` (its own
     gain over its expected remaining time); every other job anywhere. None when nothing is priced (no costs)."""
@@ -55,6 +57,8 @@ def paying_columns(problem: AllocationProblem, factor: float, floor_s: float) ->
     cost = np.asarray(problem.restart_cost_s, dtype=float)
     cur = np.asarray(problem.current, dtype=int)
     priced = (cur >= 0) & (cost > 0)
+    if exempt is not None:  # guaranteed jobs: their SLA is a promise, not a bet on their remaining time
+        priced &= ~np.asarray(exempt, dtype=bool)
     if not priced.any():
         return None
     thr = np.asarray(problem.throughput, dtype=float)
@@ -99,14 +103,23 @@ def guard_moves(
             continue
         trial = pack.copy()
         trial.release(j)
-        pushed = _make_room(trial, j, c0, order, cur)
-        if pushed is None:
-            continue  # its GPUs went to jobs that also run now: nothing simple to undo
+        room = _make_room(trial, j, c0, order, cur)
+        if room is None:
+            continue  # its GPUs went to jobs that keep running there: nothing simple to undo
+        pushed, back = room
         if any(urgent[k] for k in pushed):
             kept[j] = "makes room for a job that cannot wait"
+            new = int(pack.col[j])
+            wait = min((est[k] for k in pushed), default=0.0)
+            if new >= 0 and thr[j, new] < thr[j, c0] and left[j] * (thr[j, c0] / thr[j, new] - 1.0) > wait:
+                pack.release(j)  # slower there than stopped until they finish: it waits for its GPUs instead
+                kept[j] += ", and waits for its GPUs rather than run slower elsewhere"
             continue
-        # each job it makes room for would otherwise wait about as long as it has left
-        others = left[j] * len(pushed)
+        # each job it makes room for would otherwise wait until GPUs of that type free up: when it, or the
+        # soonest other job running there, finishes
+        others = _wait_saved(pack, j, c0, cur, left) * len(pushed)
+        # running jobs that moved onto its GPUs go back where they ran: their moves' own gains are lost too
+        others += sum(max(0.0, left[k] * (1.0 - thr[k, cur[k]] / thr[k, pack.col[k]])) for k in back)
         delay = min((est[k] for k in pushed), default=left[j])  # stopped: it restarts when they finish
         new = int(pack.col[j])
         price = price_change(left[j], thr[j, c0], thr[j, new] if new >= 0 else 0.0, cost[j], others, delay, factor)
@@ -120,19 +133,40 @@ def guard_moves(
     return Guarded(undone, kept)
 
 
-def _make_room(trial: Packing, j: int, c0: int, order: np.ndarray, cur: np.ndarray) -> list[int] | None:
-    """Unplace jobs that did not run before, last in the order first, until ``j`` fits its old column again;
-    the list of those jobs, or None when only running jobs stand in the way."""
+def _wait_saved(pack: Packing, j: int, c0: int, cur: np.ndarray, left: np.ndarray) -> float:
+    """How long a job pushed out of ``j``'s GPUs would wait for GPUs of that type: until the soonest of ``j``
+    and the other jobs that keep running on that type finishes."""
+    t = pack.cell_type[c0]
+    same = (cur >= 0) & (pack.col == cur) & (pack.cell_type[np.maximum(cur, 0)] == t)
+    same[j] = False
+    soonest = float(left[same].min()) if same.any() else np.inf
+    return min(float(left[j]), soonest)
+
+
+def _make_room(
+    trial: Packing, j: int, c0: int, order: np.ndarray, cur: np.ndarray
+) -> tuple[list[int], list[int]] | None:
+    """Free ``j``'s old column again in ``trial``, last in the order first: unplace jobs that did not run before,
+    and send running jobs that moved onto that GPU type this round back to where they run. Returns (the jobs
+    pushed out, the movers sent back), or None when that cannot make room (jobs that ran there keep it)."""
     pushed: list[int] = []
+    back: list[int] = []
     t = trial.cell_type[c0]
     for k in order[::-1].tolist():
         if trial.fits(j, c0):
-            return pushed
-        if k == j or cur[k] >= 0 or trial.col[k] < 0 or trial.cell_type[trial.col[k]] != t:
+            return pushed, back
+        col = trial.col[k]
+        if k == j or col < 0 or trial.cell_type[col] != t or col == cur[k]:
             continue
         trial.release(k)
-        pushed.append(k)
-    return pushed if trial.fits(j, c0) else None
+        if cur[k] < 0:
+            pushed.append(k)
+        elif trial.fits(k, int(cur[k])) and trial.cell_type[cur[k]] != t:
+            trial.assign(k, int(cur[k]))
+            back.append(k)
+        else:
+            return None
+    return (pushed, back) if trial.fits(j, c0) else None
 
 
 def _place_elsewhere(

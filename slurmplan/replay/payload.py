@@ -93,7 +93,7 @@ def run(spec_path: Path) -> int:
     flag = StopFlag(resolve_signal()).install()
     restarts = int(os.environ.get("SLURM_RESTART_COUNT") or 0)
     state = store.load() or {"work": 0.0}
-    work = float(state["work"])
+    work = saved = float(state["work"])
     gpu_type, gpus, plan, managed = _configuration(spec)
     rate = rate_for(spec, gpu_type, gpus, plan.pp)
     ready = time.time()
@@ -113,8 +113,10 @@ def run(spec_path: Path) -> int:
         work = min(total, work + rate * speedup * (now - last))
         last = now
         if now - reported >= float(spec.get("report_every_s", 5.0)) and rate > 0 and gpu_type:
+            unit = float(spec.get("unit_per_step") or 1.0)
+            step = {"step": work / unit, "checkpoint_step": saved / unit, "total_steps": total / unit}
             m = Measurement(spec["model"], gpu_type, gpus, plan, rate, job_id=os.environ.get("SLURM_JOB_ID"),
-                            time=time.time())  # fmt: skip
+                            time=time.time(), extra=step)  # fmt: skip
             append_report(m, report_path())
             reported = now
         if flag.triggered and work < total:

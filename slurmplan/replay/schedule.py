@@ -93,6 +93,7 @@ def build_submissions(
             "managed": managed,
             "speedup": speedup,
             "work_total": w.work_total,
+            "unit_per_step": w.unit_per_step,
             "restart_cost_s": restart_cost_s,
             "report_every_s": 5.0,
             "node_types": dict(node_types),

@@ -100,3 +100,27 @@ def test_reports_ingested_once_and_bad_lines_skipped(tmp_path: Path) -> None:
         assert ingest_reports(j, reports) == 1
         ms = load_measurements(j, "resnet50")
     assert [(m.gpu_type, m.gpus, m.job_id, m.plan.dp) for m in ms] == [("a100", 2, 41, 2), ("a100", 1, 41, 1)]
+
+
+def test_report_progress_fields_reach_the_job_source(tmp_path: Path) -> None:
+    """Issue 23: ``step``/``checkpoint_step``/``total_steps`` on a report line become the job's progress; a bad
+    value skips that one line (named in the log), the others are ingested."""
+    from slurmplan.control.observe import SlurmJobSource
+    from slurmplan.domain import Job
+    from slurmplan.domain import JobState as SlurmState
+
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    line = {"model": "gpt2", "gpu_type": "t4", "gpus": 1, "plan": {}, "samples_per_s": 5.0, "time": 1.0}
+    rows = [{**line, "step": 40, "checkpoint_step": 30, "total_steps": 100}, {**line, "step": "many"},
+            {**line, "step": 55, "checkpoint_step": 50, "time": 2.0}]  # fmt: skip
+    (reports / "7.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with Journal(tmp_path / "j.db") as j:
+        assert ingest_reports(j, reports) == 2
+        assert j.measurements.progress()[7]["step"] == 55.0
+        source = SlurmJobSource((), progress=j.measurements.progress)
+        running = Job(job_id=7, name="x", state=SlurmState.RUNNING)
+        assert source.progress(running) == 55.0
+        pending = dataclasses.replace(running, state=SlurmState.PENDING)
+        assert source.progress(pending) == 50.0  # it resumes from its checkpoint
+        assert source.progress(dataclasses.replace(running, job_id=8)) == 0.0

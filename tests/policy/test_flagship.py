@@ -459,3 +459,22 @@ def test_do_no_harm_a_running_job_is_not_stopped_for_a_job_that_gains_less_than_
     np.testing.assert_array_equal(kept.x[:, 0], [1, 0])
     assert "stays where it runs" in kept.notes[0]
     np.testing.assert_array_equal(flagship(hold_s=0.0).allocate(problem(1200.0)).x[:, 0], [0, 1])
+
+
+def test_remaining_time_is_never_the_time_limit_alone():
+    """Issue 23: every job read "7.0 d left (time limit)" on real Slurm. A job without steps is expected to run as
+    long again as it has run (at least ``prior_floor_s``); its limit only caps that."""
+    from slurmplan.policy.flagship_order import expected_remaining_s, queue_order
+
+    p = one_gpu_problem([[10.0], [10.0], [10.0]], {"v100": 1}, steps_remaining=np.ones(3),
+                        steps_known=np.array([False, False, False]), attained_time=np.array([0.0, 7200.0, 7200.0]),
+                        time_limit_left=np.array([7 * 86400.0, 7 * 86400.0, 600.0]), submit_time=np.zeros(3),
+                        time_since_start=np.array([0.0, 7200.0, 7200.0]))  # fmt: skip
+    est, source = expected_remaining_s(p, 360.0)
+    np.testing.assert_allclose(est, [360.0, 7200.0, 600.0])
+    assert source == ["run so far", "run so far", "time limit"]
+    alloc = load_policy("slurmplan").allocate(p)
+    assert "6 min left (run so far)" in alloc.notes[0] and "7.0 d" not in alloc.notes[0].split("bound")[0]
+    params = {"length_weight": 1.0, "max_wait_s": 7 * 86400.0, "hold_s": 0.0}
+    queue = queue_order(p, est, np.zeros(3), np.zeros(3, bool), np.zeros(3), np.zeros(3, bool), params)
+    assert queue.order.tolist() == [0, 2, 1]  # shortest expected first; a due time never reads the limit alone

@@ -215,3 +215,18 @@ def test_journal_timeline_ends_a_restart_at_the_jobs_first_report(tmp_path):
         assert [r["what"] for r in timeline if r["job_id"] == 100] == ["signal", "job-end", "update", "job-start",
                                                                         "report"]  # fmt: skip
         assert calibrate(restart_samples(timeline)).costs() == {2: 10.0}
+
+
+def test_without_hook_events_a_restart_runs_from_the_signal_through_the_release_to_the_first_report():
+    """A cluster without PrologSlurmctld/EpilogSlurmctld journals no job events (the replay's cluster): the
+    daemon's own RELEASE of the requeued job marks its restart, and its first report ends it."""
+    rows = [
+        _row(9, 10.0, "report", "2"),
+        _row(9, 20.0, "signal"),
+        _row(9, 22.0, "update", _update(1)),
+        _row(9, 22.0, "release"),
+        _row(9, 33.0, "report", "1"),
+        _row(9, 38.0, "report", "1"),
+    ]
+    (sample,) = restart_samples(rows)
+    assert (sample.gpus, sample.total_s, sample.running_at) == (1, 13.0, 22.0)

@@ -185,10 +185,10 @@ class IntentStore(Store):
             since = float(row[0]) if row is not None else since
         reports = ""  # the first throughput report after a restart ends it (calibration: end to end)
         if "measurements" in self.db.table_names():
-            reports = "UNION ALL SELECT job_id, time, 'report' AS what, '' FROM measurements WHERE time >= ? "
+            reports = "UNION ALL SELECT job_id, time, 'report' AS what, gpus FROM measurements WHERE time >= ? "
         sql = (
             "SELECT job_id, applied_at AS time, kind AS what, payload AS detail FROM actions "
-            "WHERE kind IN ('signal', 'update') AND applied_at >= ? AND status IN ('applied', 'confirmed') "
+            "WHERE kind IN ('signal', 'update', 'release') AND applied_at >= ? AND status IN ('applied', 'confirmed') "
             "UNION ALL SELECT job_id, time, event AS what, detail FROM events "
             f"WHERE event IN ('job-start', 'job-end') AND time >= ? {reports}ORDER BY job_id, time"
         )

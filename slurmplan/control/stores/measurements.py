@@ -20,21 +20,32 @@ _COLUMNS = {
 }
 
 
+_PROGRESS = {"job_id": int, "step": float, "checkpoint_step": float, "total_steps": float, "time": float}
+"""Each job's latest reported progress (issue 23): steps done, its newest checkpoint's step, its step count."""
+
+
 class MeasurementStore(Store):
     TABLES = (
         Table("measurements", _COLUMNS, indexes=(["model", "gpu_type"], ["time"])),
         Table("report_offsets", {"file": str, "offset": int}, pk="file"),
+        Table("job_progress", _PROGRESS, pk="job_id"),
     )
 
     def offsets(self) -> dict[str, int]:
         """Bytes already ingested of each report file, by file name."""
         return {r["file"]: r["offset"] for r in self.db["report_offsets"].rows}
 
-    def add(self, rows: Sequence[dict[str, Any]], file: str, offset: int) -> None:
-        """Add one file's new rows and move its offset, together (a crash re-reads, never skips)."""
+    def add(
+        self, rows: Sequence[dict[str, Any]], file: str, offset: int, progress: Sequence[dict[str, Any]] = ()
+    ) -> None:
+        """Add one file's new rows and move its offset, together (a crash re-reads, never skips); ``progress``
+        rows (``job_id``, ``time`` and any of ``step``, ``checkpoint_step``, ``total_steps``) update each job's
+        latest progress."""
         with self.transaction():
             if rows:
                 self.db["measurements"].insert_all(rows)
+            for row in progress:
+                self.db["job_progress"].upsert(row, pk="job_id")
             self.db["report_offsets"].upsert({"file": file, "offset": offset}, pk="file")
 
     def with_prediction_since(self, rowid: int) -> list[tuple[int, float, float | None]]:
@@ -56,3 +67,7 @@ class MeasurementStore(Store):
         """Measurement rows (all, or one model's), oldest first."""
         where, args = ("model = ?", [model]) if model else (None, None)
         return list(self.db["measurements"].rows_where(where, args, order_by="rowid"))
+
+    def progress(self) -> dict[int, dict[str, Any]]:
+        """Each job's latest reported progress, by job id."""
+        return {int(r["job_id"]): r for r in self.db["job_progress"].rows}
