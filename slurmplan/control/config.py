@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from slurmplan.control.trust import RULES, HintTrust, trust_lists
 from slurmplan.domain import ValidationError
 from slurmplan.tick import TickConfig
 
@@ -68,7 +69,27 @@ class DaemonConfig:
     """Serve Prometheus metrics on 127.0.0.1:PORT (``slurmplan daemon``); none by default."""
     metrics_textfile: Path | None = None
     """Write Prometheus metrics to this node_exporter textfile after every tick; none by default."""
+    hints_from_comment: bool = True
+    """Read hints from the user's ``--comment`` when the admin comment has none (``control/trust.py``); a site
+    with job_submit.lua says false."""
+    guaranteed_accounts: tuple[str, ...] | None = None
+    """Who may use ``class=guaranteed`` (with ``guaranteed_qos``); both unset: everybody. Same for the others."""
+    guaranteed_qos: tuple[str, ...] | None = None
+    unmanaged_accounts: tuple[str, ...] | None = None
+    """Who may opt out of a managed partition with ``managed=no``."""
+    unmanaged_qos: tuple[str, ...] | None = None
+    steps_accounts: tuple[str, ...] | None = None
+    """Who may give ``steps=`` (a short job moves earlier)."""
+    steps_qos: tuple[str, ...] | None = None
+    deadline_accounts: tuple[str, ...] | None = None
+    """Who may give ``deadline=``."""
+    deadline_qos: tuple[str, ...] | None = None
     source: str = "<defaults>"
+
+    @property
+    def trust(self) -> HintTrust:
+        """Where hints may come from and who may use the hints that change a job's standing."""
+        return HintTrust(self.hints_from_comment, *(getattr(self, f"{r}_{k}") for r in RULES for k in _TRUST_KINDS))
 
     @property
     def lock_path(self) -> Path:
@@ -181,7 +202,12 @@ _FIELDS: dict[str, Any] = {
     "fail_open_after_s": lambda v, w: _seconds("fail_open_after_s", v, w),
     "metrics_port": _port,
     "metrics_textfile": lambda v, w: _path("metrics_textfile", v, w),
+    "hints_from_comment": lambda v, w: _bool("hints_from_comment", v, w),
 }
+_TRUST_KINDS = ("accounts", "qos")
+for _rule in RULES:
+    for _kind in _TRUST_KINDS:
+        _FIELDS[f"{_rule}_{_kind}"] = lambda v, w, f=f"{_rule}_{_kind}": trust_lists(v, f, w)
 
 
 def config_from_mapping(data: Any, where: str = "<mapping>") -> DaemonConfig:

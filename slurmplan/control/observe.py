@@ -15,6 +15,7 @@ import dataclasses
 import logging
 from collections.abc import Callable, Sequence
 
+from slurmplan.control.trust import HintTrust
 from slurmplan.domain import (
     Action,
     ActionKind,
@@ -31,6 +32,7 @@ from slurmplan.formats import (
     compose_admin_comment,
     decision_of,
     find_hints,
+    foreign_hold,
     split_admin_comment,
     with_decision,
 )
@@ -59,15 +61,29 @@ CandidateFn = Callable[[Hints, Cluster, Sequence[Measurement]], tuple[Candidate,
 """Per job, every configuration it may run in. Injectable so tests and the benchmark can price jobs cheaply."""
 
 _MAX_ERROR_CHARS = 200
+_OPEN = HintTrust()
 
 
-def classify(job: Job, managed_partitions: Sequence[str]) -> Observed:
-    """Decide whether a job is slurmplan's; a malformed hint yields ``error`` instead of raising."""
+def classify(job: Job, managed_partitions: Sequence[str], trust: HintTrust = _OPEN) -> Observed:
+    """Decide whether a job is slurmplan's; a malformed hint yields ``error`` instead of raising.
+
+    A job held by an administrator or by its user (:func:`~slurmplan.formats.foreign_hold`) is left alone while
+    that hold lasts, so neither the daemon nor the watchdog ever releases it. Hints come from the admin comment
+    (and from ``--comment`` only where ``trust.hints_from_comment``), minus those the site's allowlist does not
+    grant this job (``control/trust.py``).
+    """
+    owner = foreign_hold(job.held, job.state_reason, job.admin_comment, job.restart_count)
+    if owner is not None:
+        _log_foreign_hold(job.job_id, owner)
+        return Observed(job, None)
     try:
-        hints = find_hints(job.admin_comment) or find_hints(job.comment)
+        hints = find_hints(job.admin_comment)
+        if hints is None and trust.hints_from_comment:
+            hints = find_hints(job.comment)
     except (SlurmplanError, ValueError) as exc:
         return Observed(job, None, _one_line(str(exc)))
     if hints is not None:
+        hints = trust.enforce(hints, job)
         return Observed(job, hints if hints.managed else None)
     partitions = [p for p in job.partition.split(",") if p]
     if any(p in managed_partitions for p in partitions):
@@ -75,8 +91,19 @@ def classify(job: Job, managed_partitions: Sequence[str]) -> Observed:
     return Observed(job, None)
 
 
-def classify_all(jobs: Sequence[Job], managed_partitions: Sequence[str]) -> list[Observed]:
-    return [classify(job, managed_partitions) for job in jobs]
+_FOREIGN_LOGGED: set[tuple[int, str]] = set()
+
+
+def _log_foreign_hold(job_id: int, owner: str) -> None:
+    if (job_id, owner) not in _FOREIGN_LOGGED:
+        if len(_FOREIGN_LOGGED) > 100_000:
+            _FOREIGN_LOGGED.clear()
+        _FOREIGN_LOGGED.add((job_id, owner))
+        log.info("job %d is held by its %s: left alone until that hold is lifted", job_id, owner)
+
+
+def classify_all(jobs: Sequence[Job], managed_partitions: Sequence[str], trust: HintTrust = _OPEN) -> list[Observed]:
+    return [classify(job, managed_partitions, trust) for job in jobs]
 
 
 def default_candidates(hints: Hints, cluster: Cluster, measurements: Sequence[Measurement]) -> tuple[Candidate, ...]:
@@ -135,14 +162,16 @@ class SlurmJobSource:
         managed_partitions: Sequence[str],
         candidates_fn: CandidateFn = default_candidates,
         measurements: Callable[[], Sequence[Measurement]] = tuple,
+        trust: HintTrust = _OPEN,
     ) -> None:
         self.managed_partitions = tuple(managed_partitions)
+        self.trust = trust
         self.candidates_fn = candidates_fn
         self._load = measurements
         self._measurements: Sequence[Measurement] | None = None
 
     def classify(self, job: Job) -> Observed:
-        return classify(job, self.managed_partitions)
+        return classify(job, self.managed_partitions, self.trust)
 
     def price(self, hints: Hints, job: Job, cluster: Cluster) -> tuple[Candidate, ...]:
         if self._measurements is None:

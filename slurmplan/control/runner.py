@@ -117,7 +117,9 @@ class Daemon:
         store = SqliteTickJournal(
             journal, self.mode, policy_name=cfg.policy, round_s=cfg.round_s, report_dir=cfg.report_dir
         )
-        source = SlurmJobSource(cfg.managed_partitions, self.candidates_fn, lambda: load_measurements(journal))
+        source = SlurmJobSource(
+            cfg.managed_partitions, self.candidates_fn, lambda: load_measurements(journal), trust=cfg.trust
+        )
         tick_config = cfg.tick_config(self.measured_costs(journal))
         report = run_tick(self.backend, time.time, store, policy, source, config=tick_config, decide=self.decide_fn)
         if self.mode == "act" and not report.skipped:  # the watchdog and job_submit.lua fail open when stale

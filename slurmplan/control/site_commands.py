@@ -93,6 +93,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _layout(args: argparse.Namespace) -> SiteLayout:
     from slurmplan.control.config import load_config
+    from slurmplan.control.trust import RULES
 
     layout = SiteLayout(
         prefix=args.prefix,
@@ -104,7 +105,12 @@ def _layout(args: argparse.Namespace) -> SiteLayout:
     config_file = layout.at(args.config)
     if config_file.is_file():  # job_submit.lua holds the jobs of the partitions the daemon manages
         cfg = load_config(config_file)
-        layout = replace(layout, managed_partitions=cfg.managed_partitions, heartbeat_file=cfg.heartbeat_path)
+        layout = replace(
+            layout,
+            managed_partitions=cfg.managed_partitions,
+            heartbeat_file=cfg.heartbeat_path,
+            trust=tuple((r, getattr(cfg, f"{r}_accounts"), getattr(cfg, f"{r}_qos")) for r in RULES),
+        )
     return layout
 
 

@@ -159,6 +159,31 @@ def node_from_json(record: Any, index: int = 0, source: str = "sinfo --json") ->
     )
 
 
+_FEATURE_TERM = re.compile(r"[a-z0-9_.-]+")
+
+
+def _type_term(features: str, gpu_types: frozenset[str]) -> str | None:
+    """The GPU type in a constraint of ``&``-joined features (``a100``, ``ib&a100``, as job_submit.lua writes
+    them), when exactly one term names a type and every term is a plain feature; else None."""
+    terms = features.split("&")
+    if not all(_FEATURE_TERM.fullmatch(t) for t in terms):
+        return None
+    typed = [t for t in terms if t in gpu_types]
+    return typed[0] if len(typed) == 1 else None
+
+
+def _other_features(squeue: Any, gpu_types: frozenset[str]) -> dict[int, tuple[str, ...]]:
+    """job id -> the features of its constraint that are not its GPU type (kept when the type moves)."""
+    out: dict[int, tuple[str, ...]] = {}
+    for record in squeue.get("jobs", []) if isinstance(squeue, Mapping) else []:
+        feature = record.get("features") if isinstance(record, Mapping) else None
+        if isinstance(feature, str) and "&" in feature and isinstance(record.get("job_id"), int):
+            terms = feature.strip().split("&")
+            if _type_term(feature.strip().lower(), gpu_types):
+                out[record["job_id"]] = tuple(t for t in terms if t.lower() not in gpu_types)
+    return out
+
+
 def _time_limit_s(minutes: int | None) -> int | None:
     if minutes is None or minutes <= 0 or minutes >= _INFINITE:
         return None
@@ -185,9 +210,10 @@ def job_from_json(
         if per_job:
             gpu_type, per_node = job_type, math.ceil(per_job / node_count)
     feature = r.text("features", required=False).strip().lower()
-    preferred = bool(per_node and gpu_type is None and feature in gpu_types)
+    type_term = _type_term(feature, gpu_types)
+    preferred = bool(per_node and gpu_type is None and type_term)
     if preferred:
-        gpu_type = feature  # a preference (rules.py): an untyped request moves between types by node feature
+        gpu_type = type_term  # a preference (rules.py): an untyped request moves between types by node feature
     cpus = r.num("cpus", required=False) or 1
     per_node_mem = r.num("memory_per_node", default=None, required=False)
     per_cpu_mem = r.num("memory_per_cpu", default=None, required=False)
@@ -205,6 +231,8 @@ def job_from_json(
         name=r.text("name", required=False),
         user=r.text("user_name", required=False),
         account=r.text("account", required=False),
+        qos=r.text("qos", required=False),
+        cluster=r.text("cluster", required=False),
         partition=r.text("partition", required=False),
         state=state,
         state_reason="" if reason == "None" else reason,
@@ -226,14 +254,52 @@ def job_from_json(
 
 
 def snapshot_from_json(sinfo: Any, squeue: Any, now: float) -> Snapshot:
-    """Build a snapshot from the two parsed JSON documents (pure: tested on recorded output)."""
-    nodes = tuple(node_from_json(n, i) for i, n in enumerate(_records(sinfo, "nodes", "sinfo --json")))
+    """Build a snapshot from the two parsed JSON documents (pure: tested on recorded output).
+
+    A record that cannot be read is skipped and logged (once per record and problem, see :func:`_each`), never
+    the whole snapshot: names, comments, accounts and work directories are users' bytes, and one hostile job
+    must not stop the scheduler for everybody. A document of the wrong shape still raises.
+    """
+    nodes = tuple(_each(_records(sinfo, "nodes", "sinfo --json"), node_from_json, "sinfo --json"))
     types = frozenset(n.gpu_type for n in nodes if n.gpu_type)
-    jobs = tuple(job_from_json(j, i, gpu_types=types) for i, j in enumerate(_records(squeue, "jobs", "squeue --json")))
+
+    def job(record: Any, i: int) -> Job:
+        return job_from_json(record, i, gpu_types=types)
+
+    jobs = tuple(_each(_records(squeue, "jobs", "squeue --json"), job, "squeue --json"))
     return Snapshot(time=now, cluster=Cluster(nodes=nodes), jobs=jobs)
 
 
-def action_commands(action: Action, current_request: str | None = None) -> list[list[str]]:
+_SKIPPED_LOGGED: set[tuple[str, str]] = set()
+"""(record key, problem) pairs already logged: a bad job is logged when first seen, not on every tick."""
+_SKIPPED_LOG_MAX = 10_000
+
+
+def _each(records: list[Any], read: Any, source: str) -> list[Any]:
+    """``read(record, index)`` for every record, leaving out (and logging once) those that fail."""
+    out = []
+    for i, record in enumerate(records):
+        try:
+            out.append(read(record, i))
+        except (SlurmplanError, ValueError, TypeError, OverflowError) as exc:
+            _log_skipped(record, i, source, exc)
+    return out
+
+
+def _log_skipped(record: Any, index: int, source: str, exc: Exception) -> None:
+    ident = record.get("job_id", record.get("name")) if isinstance(record, Mapping) else None
+    key = (f"{source}:{ident if isinstance(ident, int | str) else f'#{index}'}", type(exc).__name__ + str(exc)[:200])
+    if key in _SKIPPED_LOGGED:
+        return
+    if len(_SKIPPED_LOGGED) >= _SKIPPED_LOG_MAX:
+        _SKIPPED_LOGGED.clear()
+    _SKIPPED_LOGGED.add(key)
+    log.warning("%s: skipping record %s that cannot be read: %s", source, key[0], ascii(str(exc))[:300])
+
+
+def action_commands(
+    action: Action, current_request: str | None = None, keep_features: tuple[str, ...] = ()
+) -> list[list[str]]:
     """The Slurm command lines that carry out ``action`` (pure; an empty list means nothing to do).
 
     ``current_request`` is the job's ``tres_per_node`` now; an UPDATE of the GPU request depends on it (see
@@ -241,8 +307,8 @@ def action_commands(action: Action, current_request: str | None = None) -> list[
     """
     jid = str(action.job_id)
     kind = action.kind
-    if kind is ActionKind.HOLD:
-        return [["scontrol", "hold", jid]]
+    if kind is ActionKind.HOLD:  # a user hold: only an admin's own ``scontrol hold`` shows JobHeldAdmin
+        return [["scontrol", "uhold", jid]]
     if kind is ActionKind.RELEASE:
         return [["scontrol", "release", jid]]
     if kind is ActionKind.REQUEUE:
@@ -256,12 +322,12 @@ def action_commands(action: Action, current_request: str | None = None) -> list[
     if kind is ActionKind.ANNOTATE:
         return [["scontrol", "update", f"jobid={jid}", f"AdminComment={action.admin_comment or ''}"]]
     if kind is ActionKind.UPDATE:
-        fields = _update_fields(action, current_request)
+        fields = _update_fields(action, current_request, keep_features)
         return [["scontrol", "update", f"jobid={jid}", *fields]] if fields else []
     raise ValidationError("action kind", kind, f"one of {', '.join(k.value for k in ActionKind)}", "slurm backend")
 
 
-def _gpu_fields(action: Action, current_request: str | None) -> list[str]:
+def _gpu_fields(action: Action, current_request: str | None, keep_features: tuple[str, ...] = ()) -> list[str]:
     """How to change a pending job's GPU request on Slurm 22.05, checked on this platform:
 
     * the count of a typed request can change (``TresPerNode=gres:gpu:a100:1``);
@@ -281,15 +347,15 @@ def _gpu_fields(action: Action, current_request: str | None) -> list[str]:
     if typed_now:
         return [f"TresPerNode={format_tres_per_node(current_type, action.gpus_per_node)}"]
     fields = [f"TresPerNode={format_tres_per_node(None, action.gpus_per_node)}"]
-    if action.gpu_type is not None:
-        fields.append(f"Features={action.gpu_type}")
+    if action.gpu_type is not None:  # the user's other features stay (``ib&a100`` -> ``ib&v100``)
+        fields.append(f"Features={'&'.join((*keep_features, action.gpu_type))}")
     return fields
 
 
-def _update_fields(action: Action, current_request: str | None) -> list[str]:
+def _update_fields(action: Action, current_request: str | None, keep_features: tuple[str, ...] = ()) -> list[str]:
     fields: list[str] = []
     if action.gpus_per_node is not None:
-        fields += _gpu_fields(action, current_request)
+        fields += _gpu_fields(action, current_request, keep_features)
     elif action.gpu_type is not None:
         raise ValidationError("gpus_per_node", None, "a GPU count whenever gpu_type is set", "update action")
     if action.node_count is not None:
@@ -305,7 +371,7 @@ def _update_fields(action: Action, current_request: str | None) -> list[str]:
 
 
 _BATCHABLE = {
-    ActionKind.HOLD: ("scontrol", "hold"),
+    ActionKind.HOLD: ("scontrol", "uhold"),
     ActionKind.RELEASE: ("scontrol", "release"),
     ActionKind.REQUEUE: ("scontrol", "requeue"),
     ActionKind.REQUEUE_HOLD: ("scontrol", "requeuehold"),
@@ -393,6 +459,7 @@ class SlurmBackend:
         self.timeout = timeout
         self.calls = 0
         self._requests: dict[int, str] = {}
+        self._features: dict[int, tuple[str, ...]] = {}
         self._restarted: set[int] = set()
         self._begin_wait: set[int] = set()  # released jobs still waiting out Slurm's requeue begin time
         self._ran_on: dict[int, frozenset[str]] = {}  # the nodes each job was last seen running on
@@ -423,6 +490,7 @@ class SlurmBackend:
         squeue = self._json(["squeue", "--json", "--states=all"])
         snapshot = snapshot_from_json(sinfo, squeue, now)
         self._requests = _requests(squeue)
+        self._features = _other_features(squeue, frozenset(n.gpu_type for n in snapshot.cluster.nodes if n.gpu_type))
         self._restarted = {
             j.job_id for j in snapshot.jobs if j.restart_count > 0 and j.state in (JobState.PENDING, JobState.REQUEUED)
         }
@@ -508,7 +576,7 @@ class SlurmBackend:
 
     def _apply_one(self, action: Action, current_request: str | None) -> ActionResult:
         try:
-            commands = action_commands(action, current_request)
+            commands = action_commands(action, current_request, self._features.get(action.job_id, ()))
         except ValidationError as exc:
             return ActionResult(action, False, str(exc))
         if not commands:
@@ -529,6 +597,9 @@ def _requests(squeue: Any) -> dict[int, str]:
     """job id -> ``tres_per_node`` of every job in one ``squeue --json`` document."""
     out: dict[int, str] = {}
     for i, record in enumerate(_records(squeue, "jobs", "squeue --json")):
-        r = _Reader(record, "squeue --json", f"jobs[{i}]")
-        out[r.num("job_id") or 0] = r.text("tres_per_node", required=False)
+        try:
+            r = _Reader(record, "squeue --json", f"jobs[{i}]")
+            out[r.num("job_id") or 0] = r.text("tres_per_node", required=False)
+        except SlurmOutputError:
+            continue  # skipped (and logged) by snapshot_from_json
     return out

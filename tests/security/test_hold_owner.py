@@ -1,0 +1,35 @@
+"""Who holds a job, read from what Slurm shows (pure; the real-cluster cases are in test_hostile_jobs.py).
+
+A user's hold placed after the daemon released the job cannot be caused reliably on the dev cluster (the
+daemon releases a job only onto free nodes, where Slurm starts it within the second), so that case is pinned
+here on the values Slurm shows for it: ``JobHeldUser`` with the daemon's running decision in the admin comment.
+"""
+
+from __future__ import annotations
+
+from slurmplan.control.observe import classify
+from slurmplan.control.trust import HintTrust
+from slurmplan.domain import Job, JobState
+from slurmplan.formats import USER_HOLD_MARK, foreign_hold
+
+HINTS = "slurmplan:model=llama2-7b;gpus=1"
+RUNNING = "slurmplan: a100x1 dp1 tp1 pp1 mb1 ga1 | since round 3"
+HELD = "slurmplan: held (preempted) | round 4 | its a100 GPUs went to job 2"
+
+
+def test_hold_owners() -> None:
+    assert foreign_hold(False, "", f"{HINTS} || {RUNNING}") is None
+    assert foreign_hold(True, "JobHeldAdmin", HINTS) == "admin"
+    assert foreign_hold(True, "JobHeldUser", HINTS) is None  # job_submit.lua's hold at submission
+    assert foreign_hold(True, "JobHeldUser", f"{HINTS} || {HELD}") is None  # the daemon's hold
+    assert foreign_hold(True, "JobHeldUser", f"{HINTS} || {USER_HOLD_MARK}") == "user"  # sbatch -H
+    assert foreign_hold(True, "JobHeldUser", f"{HINTS} || {RUNNING}") == "user"  # held after the daemon released it
+    assert foreign_hold(True, "JobHeldUser", f"{HINTS} || {RUNNING}", restart_count=1) is None  # self-requeue-hold
+
+
+def test_a_foreign_hold_leaves_the_job_unmanaged_and_comment_hints_need_trust() -> None:
+    admin = Job(1, admin_comment=HINTS, held=True, state=JobState.PENDING, state_reason="JobHeldAdmin")
+    assert not classify(admin, ()).managed
+    commented = Job(2, comment=HINTS, held=True, state=JobState.PENDING, state_reason="JobHeldUser")
+    assert classify(commented, (), HintTrust(hints_from_comment=True)).managed
+    assert not classify(commented, (), HintTrust(hints_from_comment=False)).managed
