@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from slurmplan.domain import ValidationError
+from slurmplan.slurm.site_layout import slurm_group
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +63,8 @@ class SiteLayout:
     """The dedicated user the daemon and watchdog units run as (``site install`` creates it when missing)."""
     heartbeat_file: Path | None = None
     """The daemon's heartbeat; job_submit.lua stops holding jobs when it is stale (fail-open)."""
+    slurm_user: str = "slurm"
+    """slurmctld's SlurmUser, who runs the controller hooks: the state folders are group-writable for its group."""
     trust: tuple[tuple[str, tuple[str, ...] | None, tuple[str, ...] | None], ...] = ()
     """The config's trust allowlist as ``(rule, accounts, qos)`` (``control/trust.py``) for job_submit.lua."""
 
@@ -76,6 +79,7 @@ class SiteLayout:
             "@CONFIG@": str(self.config),
             "@SLURMPLAN_CMD@": self.command or default_command(),
             "@SERVICE_USER@": self.service_user,
+            "@SLURM_GROUP@": slurm_group(self.slurm_user),
         }
 
 
