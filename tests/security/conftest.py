@@ -97,6 +97,18 @@ class Hostile:
                 return job
         return None
 
+    def wait_state(self, job_id: int, *states: str, timeout: float = 30) -> dict[str, Any]:
+        """Like ``SiteCluster.wait_state``, reading squeue as :meth:`job` does (a job named with any bytes)."""
+        deadline = time.monotonic() + timeout
+        job = None
+        while time.monotonic() < deadline:
+            job = self.job(job_id)
+            if job is not None and job["job_state"] in states:
+                return job
+            time.sleep(0.3)
+        last = job and job["job_state"]
+        raise AssertionError(f"job {job_id}: state in {states} not reached in {timeout} s (last {last})")
+
     def cancel(self, *job_ids: int) -> None:
         self.site.run("scancel", *map(str, job_ids))
 

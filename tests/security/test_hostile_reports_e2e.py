@@ -37,7 +37,7 @@ def test_a_hostile_report_neither_stalls_nor_skews_its_model(hostile) -> None:
         script=_script(f"{reports}/{cluster}.$SLURM_JOB_ID.jsonl", infinity, huge, other_job, json.dumps(LINE))
         + _script(f"{reports}/{cluster}.{victim}.jsonl", json.dumps({**LINE, "samples_per_s": 99999.0})),
     )
-    hostile.site.wait_state(bad, "COMPLETED", timeout=60)
+    hostile.wait_state(bad, "COMPLETED", timeout=60)
     job_id = hostile.sbatch("--comment", f"slurmplan:model={MODEL};gpus=1", "--gres=gpu:1")
     job = hostile.ticks_until(job_id, ("RUNNING",))  # priced and started: not "bad hints", not held
     assert "bad hints" not in job["admin_comment"]

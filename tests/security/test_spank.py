@@ -26,7 +26,7 @@ def _run(hostile, name: str | bytes, out: Path, *extra: str) -> dict[str, str]:
     hints = extra or ("--comment", "slurmplan:gpus=2")
     job_id = hostile.sbatch("-J", name, *hints, script=SCRIPT.format(out=out))
     hostile.site.release_with(job_id, DECISION)
-    hostile.site.wait_state(job_id, "COMPLETED", timeout=60)
+    hostile.wait_state(job_id, "COMPLETED", timeout=60)
     return dict(line.split("=", 1) for line in out.read_text().splitlines()) if out.exists() else {}
 
 
@@ -55,6 +55,6 @@ def test_a_plan_file_the_user_owns_is_ignored(hostile) -> None:
     planted = write_plan_file(hostile.site.plan_dir, job_id, Cell("t4", 1), Plan(tp=1))
     os.chown(planted, hostile.user.uid, hostile.user.gid)  # as if the user had written it
     hostile.site.release_with(job_id, DECISION)
-    hostile.site.wait_state(job_id, "COMPLETED", timeout=60)
+    hostile.wait_state(job_id, "COMPLETED", timeout=60)
     env = dict(line.split("=", 1) for line in out.read_text().splitlines())
     assert (env["SLURMPLAN_PLAN_SOURCE"], env["SLURMPLAN_GPU_TYPE"]) == ("admin-comment", "a100")
