@@ -33,7 +33,14 @@ from slurmplan.domain import (
     ValidationError,
 )
 from slurmplan.rules import SLURM_22_05, SlurmRules
-from slurmplan.slurm.parse import compress_hostlist, expand_hostlist, format_tres_per_node, gpu_request
+from slurmplan.slurm.parse import (
+    compress_hostlist,
+    expand_hostlist,
+    format_tres_per_node,
+    gpu_request,
+    gpu_type_term,
+    other_features,
+)
 from slurmplan.slurm.run import SlurmCommandError, run_slurm
 
 log = logging.getLogger(__name__)
@@ -159,31 +166,6 @@ def node_from_json(record: Any, index: int = 0, source: str = "sinfo --json") ->
     )
 
 
-_FEATURE_TERM = re.compile(r"[a-z0-9_.-]+")
-
-
-def _type_term(features: str, gpu_types: frozenset[str]) -> str | None:
-    """The GPU type in a constraint of ``&``-joined features (``a100``, ``ib&a100``, as job_submit.lua writes
-    them), when exactly one term names a type and every term is a plain feature; else None."""
-    terms = features.split("&")
-    if not all(_FEATURE_TERM.fullmatch(t) for t in terms):
-        return None
-    typed = [t for t in terms if t in gpu_types]
-    return typed[0] if len(typed) == 1 else None
-
-
-def _other_features(squeue: Any, gpu_types: frozenset[str]) -> dict[int, tuple[str, ...]]:
-    """job id -> the features of its constraint that are not its GPU type (kept when the type moves)."""
-    out: dict[int, tuple[str, ...]] = {}
-    for record in squeue.get("jobs", []) if isinstance(squeue, Mapping) else []:
-        feature = record.get("features") if isinstance(record, Mapping) else None
-        if isinstance(feature, str) and "&" in feature and isinstance(record.get("job_id"), int):
-            terms = feature.strip().split("&")
-            if _type_term(feature.strip().lower(), gpu_types):
-                out[record["job_id"]] = tuple(t for t in terms if t.lower() not in gpu_types)
-    return out
-
-
 def _time_limit_s(minutes: int | None) -> int | None:
     if minutes is None or minutes <= 0 or minutes >= _INFINITE:
         return None
@@ -210,7 +192,7 @@ def job_from_json(
         if per_job:
             gpu_type, per_node = job_type, math.ceil(per_job / node_count)
     feature = r.text("features", required=False).strip().lower()
-    type_term = _type_term(feature, gpu_types)
+    type_term = gpu_type_term(feature, gpu_types)
     preferred = bool(per_node and gpu_type is None and type_term)
     if preferred:
         gpu_type = type_term  # a preference (rules.py): an untyped request moves between types by node feature
@@ -490,7 +472,7 @@ class SlurmBackend:
         squeue = self._json(["squeue", "--json", "--states=all"])
         snapshot = snapshot_from_json(sinfo, squeue, now)
         self._requests = _requests(squeue)
-        self._features = _other_features(squeue, frozenset(n.gpu_type for n in snapshot.cluster.nodes if n.gpu_type))
+        self._features = other_features(squeue, frozenset(n.gpu_type for n in snapshot.cluster.nodes if n.gpu_type))
         self._restarted = {
             j.job_id for j in snapshot.jobs if j.restart_count > 0 and j.state in (JobState.PENDING, JobState.REQUEUED)
         }

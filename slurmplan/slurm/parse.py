@@ -8,8 +8,9 @@ They are small pure functions, kept apart from the backend so they can be proper
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from slurmplan.domain import ValidationError
 
@@ -311,3 +312,28 @@ def _tres_count(value: str, text: str) -> int:
 def format_tres(tres: dict[str, int]) -> str:
     """Inverse of :func:`parse_tres` (memory written in MB with an ``M`` suffix)."""
     return ",".join(f"{k}={v}M" if k == "mem" else f"{k}={v}" for k, v in tres.items())
+
+
+_FEATURE_TERM = re.compile(r"[a-z0-9_.-]+")
+
+
+def gpu_type_term(features: str, gpu_types: frozenset[str]) -> str | None:
+    """The GPU type in a constraint of ``&``-joined features (``a100``, ``ib&a100``, as job_submit.lua writes
+    them), when exactly one term names a type and every term is a plain feature; else None."""
+    terms = features.split("&")
+    if not all(_FEATURE_TERM.fullmatch(t) for t in terms):
+        return None
+    typed = [t for t in terms if t in gpu_types]
+    return typed[0] if len(typed) == 1 else None
+
+
+def other_features(squeue: Any, gpu_types: frozenset[str]) -> dict[int, tuple[str, ...]]:
+    """job id -> the features of its constraint that are not its GPU type (kept when the type moves)."""
+    out: dict[int, tuple[str, ...]] = {}
+    for record in squeue.get("jobs", []) if isinstance(squeue, Mapping) else []:
+        feature = record.get("features") if isinstance(record, Mapping) else None
+        if isinstance(feature, str) and "&" in feature and isinstance(record.get("job_id"), int):
+            terms = feature.strip().split("&")
+            if gpu_type_term(feature.strip().lower(), gpu_types):
+                out[record["job_id"]] = tuple(t for t in terms if t.lower() not in gpu_types)
+    return out
