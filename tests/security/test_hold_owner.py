@@ -33,3 +33,22 @@ def test_a_foreign_hold_leaves_the_job_unmanaged_and_comment_hints_need_trust() 
     commented = Job(2, comment=HINTS, held=True, state=JobState.PENDING, state_reason="JobHeldUser")
     assert classify(commented, (), HintTrust(hints_from_comment=True)).managed
     assert not classify(commented, (), HintTrust(hints_from_comment=False)).managed
+
+
+def test_trust_rules_by_account_or_qos() -> None:
+    from slurmplan.control.config import config_from_mapping
+    from slurmplan.domain import JobClass
+
+    trust = config_from_mapping(
+        {"guaranteed_qos": ["high"], "unmanaged_accounts": ["ops"], "steps_accounts": [], "deadline_qos": "dl"}
+    ).trust
+    hints = "slurmplan:class=guaranteed;steps=100;deadline=2031-01-01T00:00;managed=no"
+    plain = Job(1, account="lab", qos="normal", admin_comment=hints, partition="gpu")
+    got = classify(plain, ("gpu",), trust)  # every rule broken: best-effort, managed, no steps, no deadline
+    assert got.managed and got.hints.job_class is JobClass.BEST_EFFORT
+    assert (got.hints.steps, got.hints.deadline) == (None, None)
+    vip = Job(2, account="ops", qos="high", admin_comment=hints.replace(";steps=100", ""), partition="gpu")
+    assert not classify(vip, ("gpu",), trust).managed  # managed=no granted to account ops
+    high = Job(3, account="lab", qos="high", admin_comment="slurmplan:class=guaranteed", partition="gpu")
+    assert classify(high, ("gpu",), trust).hints.job_class is JobClass.GUARANTEED  # granted by QOS
+    assert "guaranteed_qos [high]" in trust.refusal("guaranteed", "lab", "normal")
