@@ -521,12 +521,17 @@ end
 -- lift with `scontrol release`; refuse that for anyone but root (the daemon runs as root), so Slurm never
 -- starts a managed job before slurmplan decided where and how.
 -- A change that does not touch the priority (TimeLimit, say) comes with priority NO_VAL (issue 24 item 10). A user
--- may lift a hold that is their own (USER_HOLD_MARK); the daemon takes the job over on its next tick.
+-- may lift a hold that is their own (USER_HOLD_MARK, or held after the daemon released the job: slurmplan/formats.py
+-- foreign_hold); the daemon takes the job over on its next tick.
 function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
   local prio = job_desc.priority
   if modify_uid == 0 or modify_uid == H.DAEMON_UID or prio == nil or prio == slurm.NO_VAL or prio == 0
     or job_rec.priority ~= 0 then return slurm.SUCCESS end
-  if H.decision_part(job_rec.admin_comment):sub(1, #H.USER_HOLD_MARK) == H.USER_HOLD_MARK then return slurm.SUCCESS end
+  local decision = H.decision_part(job_rec.admin_comment)
+  if decision:sub(1, #H.USER_HOLD_MARK) == H.USER_HOLD_MARK then return slurm.SUCCESS end
+  -- released by the daemon (its decision says run), held since by its user: that hold is the user's to lift
+  local after = decision:sub(#H.PREFIX + 1):match("^%s*(.*)$") or ""
+  if decision:sub(1, #H.PREFIX) == H.PREFIX and after ~= "" and after:sub(1, 4) ~= "held" then return slurm.SUCCESS end
   local hints_text = H.hints_part(job_rec.admin_comment)
   local h = hints_text and H.parse(hints_text)
   if h and h.managed ~= "no" then

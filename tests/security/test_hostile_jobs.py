@@ -89,3 +89,29 @@ def test_unrelated_comment_with_bars_is_accepted(hostile) -> None:
     job_id = hostile.sbatch("--comment", "project=x || owner=y")
     assert hostile.job(job_id)["comment"] == "project=x || owner=y"
     hostile.cancel(job_id)
+
+
+def test_a_user_hold_after_the_daemon_released_the_job_is_not_lifted(hostile, tmp_path) -> None:
+    """Released by the daemon while Slurm still keeps it pending (its begin time), then held by its user: neither
+    the daemon nor a watchdog finding the daemon down lifts that hold."""
+    job_id = hostile.sbatch(*MANAGED, "--begin=now+600")
+    job = hostile.ticks_until(job_id, ("PENDING",), n=1)
+    for _ in range(6):
+        if job["priority"] != 0:
+            break
+        hostile.tick()
+        job = hostile.job(job_id)
+    assert job["priority"] != 0 and job["job_state"] == "PENDING", job  # released by the daemon; waits to begin
+    held = hostile.as_user("scontrol", "hold", str(job_id))
+    assert held.returncode == 0, held.stderr
+    for _ in range(3):
+        hostile.tick()
+    assert _held(hostile.job(job_id))
+    stale = tmp_path / "stale.yaml"
+    stale.write_text(hostile.config.read_text() + f"heartbeat_file: {tmp_path / 'no-heartbeat'}\n")
+    assert hostile.slurmplan("watchdog", "--config", str(stale)).returncode == 0
+    assert _held(hostile.job(job_id))
+    lift = hostile.as_user("scontrol", "release", str(job_id))
+    assert lift.returncode == 0, lift.stderr  # the user's own hold: theirs to lift
+    assert hostile.job(job_id)["priority"] != 0
+    hostile.cancel(job_id)
