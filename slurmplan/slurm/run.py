@@ -50,10 +50,6 @@ def run_slurm(
 ) -> subprocess.CompletedProcess[str]:
     """Run one Slurm command and return its completed process; raise :class:`SlurmCommandError` on failure.
 
-    Output is read as bytes and decoded as UTF-8 with invalid bytes replaced (U+FFFD): job names, comments and
-    work directories are the users' bytes, and one job named ``$'ok\\xffbad'`` must not make every ``squeue``
-    unreadable (strict decoding stopped every tick, ``status`` and the watchdog while such a job was known).
-
     With ``check=False`` a non-zero exit status is returned rather than raised (a missing binary or a
     timeout still raises, since there is no answer to look at).
     """
@@ -64,8 +60,10 @@ def run_slurm(
             argv,
             env=slurm_env(env),
             capture_output=True,
+            encoding="utf-8",
+            errors="replace",  # Slurm prints users' bytes (job names, comments) as they are: never fail on them
             timeout=timeout,
-            input=None if stdin is None else stdin.encode(),
+            input=stdin,
             check=False,
         )
     except FileNotFoundError as exc:
@@ -73,12 +71,11 @@ def run_slurm(
     except subprocess.TimeoutExpired as exc:
         err = decode(exc.stderr) if isinstance(exc.stderr, bytes) else (exc.stderr or "")
         raise SlurmCommandError(argv, None, f"timed out after {timeout:g} s. {err}") from exc
-    text = subprocess.CompletedProcess(proc.args, proc.returncode, decode(proc.stdout), decode(proc.stderr))
-    if check and text.returncode != 0:
-        raise SlurmCommandError(argv, text.returncode, text.stderr, text.stdout)
-    return text
+    if check and proc.returncode != 0:
+        raise SlurmCommandError(argv, proc.returncode, proc.stderr, proc.stdout)
+    return proc
 
 
 def decode(data: bytes | None) -> str:
-    """Slurm's output as text: UTF-8, each invalid byte replaced by U+FFFD (never raises)."""
+    """Slurm's output as text, as :func:`run_slurm` reads it: UTF-8, each invalid byte replaced by U+FFFD."""
     return (data or b"").decode("utf-8", errors="replace")
