@@ -53,8 +53,14 @@ local function err(field, value, allowed)
   return { field = field, value = tostring(value), allowed = allowed }
 end
 
+-- User text in a message is made printable: control characters and bytes >= 0x7f become '?', so a hint cannot
+-- forge lines or terminal escapes in slurmctld's log or the user's terminal (issue 24 item 11).
+function H.printable(s)
+  return (tostring(s):gsub("[%c\127-\255]", "?"))
+end
+
 function H.message(e)
-  return string.format("hints: invalid %s %q: %s", e.field, e.value, e.allowed)
+  return string.format("hints: invalid %s %q: %s", H.printable(e.field), H.printable(e.value), e.allowed)
 end
 
 -- Only spaces and tabs are blanks (Python strips the same two characters).
@@ -204,13 +210,27 @@ function H.hints_part(text)
   local bar = s:find("||", 1, true)
   if bar then
     local left = strip(s:sub(1, bar - 1))
-    return left ~= "" and left or nil
+    -- someone else's text before `||` (`project=x || owner=y`) is not hints (issue 24 item 6)
+    if left == "" or left:sub(1, #H.PREFIX) ~= H.PREFIX then return nil end
+    return left
   end
   if s:sub(1, #H.PREFIX) ~= H.PREFIX then return nil end
   local rest = strip(s:sub(#H.PREFIX + 1))
   if rest == "" or rest:find("=", 1, true) then return s end
   return nil
 end
+
+-- The decision part of an admin comment (after " || "), or "".
+function H.decision_part(text)
+  local s = strip(text or "")
+  local bar = s:find("||", 1, true)
+  if bar then return strip(s:sub(bar + 2)) end
+  return ""
+end
+
+-- What a managed job submitted held by its user (`sbatch -H`) shows as its decision: slurmplan's daemon never
+-- lifts that hold (slurmplan/formats.py USER_HOLD_MARK); its user may.
+H.USER_HOLD_MARK = "slurmplan! held by its user"
 
 -- ------------------------------------------------------------------------------------------ SPANK options
 
@@ -336,26 +356,38 @@ end
 
 -- ------------------------------------------------------------------------------------------ typed requests
 
+local function is_set(v)
+  return v ~= nil and v ~= "" and v ~= slurm.NO_VAL
+end
+
 -- A typed GPU request in tres_per_node ("gres:gpu:a100:4", "gpu:a100:4", "gres/gpu:a100:4", possibly beside
 -- other GRES) as untyped text plus the type and count; nil when there is no typed GPU entry.
+-- Left as asked (nil) when there is nothing to move: no typed GPU entry, a count of 0 (`gpu:a100:0` asks for no
+-- GPU), or several GPU entries (`gpu:a100:2,gpu:h100:2`: rewriting one would mix typed and untyped; issue 24 item 7).
 function H.untype(tres)
   if type(tres) ~= "string" or tres == "" then return nil end
-  local out, gpu_type, count = {}, nil, nil
+  local out, gpu_type, count, gpus = {}, nil, nil, 0
   for _, entry in ipairs(split(tres, ",")) do
     local prefix, t, n = entry:match("^(.-gpu):([A-Za-z0-9][A-Za-z0-9_%-]*):([0-9]+)$")
-    if prefix and not gpu_type and (prefix == "gpu" or prefix == "gres:gpu" or prefix == "gres/gpu") then
+    local is_gpu = prefix == "gpu" or prefix == "gres:gpu" or prefix == "gres/gpu"
+    if entry:match("^gpu") or entry:match("^gres[:/]gpu") then gpus = gpus + 1 end
+    if is_gpu and not gpu_type then
       gpu_type, count = t:lower(), tonumber(n)
       out[#out + 1] = prefix .. ":" .. n
     else
       out[#out + 1] = entry
     end
   end
-  if not gpu_type then return nil end
+  if not gpu_type or count < 1 or gpus > 1 then return nil end
   return table.concat(out, ","), gpu_type, count
 end
 
-local function is_set(v)
-  return v ~= nil and v ~= "" and v ~= slurm.NO_VAL
+-- A constraint the GPU type can be ANDed onto (`ib` -> `ib&a100`): features joined by `&` only. Anything with
+-- `|`, `[`, `*` or parentheses is left alone, and then so is the typed request (the type must not be lost).
+function H.and_constraint(features, gpu_type)
+  if not is_set(features) then return gpu_type end
+  if not features:match("^[A-Za-z0-9_%-%.&]+$") then return nil end
+  return features .. "&" .. gpu_type
 end
 
 -- Rewrite a managed job's typed request; returns the hints (with asked= added) to record.
@@ -363,8 +395,10 @@ local function make_movable(job_desc, h)
   local untyped, gpu_type, count = H.untype(job_desc.tres_per_node)
   if not untyped then return h end
   if h.types and #h.types == 1 and h.types[1] == gpu_type then return h end -- needs that type: left as asked
+  local features = H.and_constraint(job_desc.features, gpu_type)
+  if not features then return h end -- a constraint the type cannot be joined to: the request stays typed
   job_desc.tres_per_node = untyped
-  if not is_set(job_desc.features) then job_desc.features = gpu_type end
+  job_desc.features = features
   if not h.asked then h.asked = gpu_type .. ":" .. string.format("%d", count) end
   return h
 end
@@ -374,6 +408,36 @@ local function record_nodes(job_desc, h)
   local most = tonumber(job_desc.max_nodes)
   if not h.nodes and most and most >= 1 and most <= 999999999 then h.nodes = math.floor(most) end
   return h
+end
+
+-- ------------------------------------------------------------------------------------------ trust (issue 24)
+
+-- Who may use the hints that change a job's standing against others' (the daemon's guaranteed_accounts,
+-- guaranteed_qos, unmanaged_*, steps_*, deadline_* settings; `slurmplan site install` fills this in). A rule that
+-- is absent allows everybody; a rule allows a job whose account or QOS is listed. Keep it on one line.
+H.TRUST = {}
+local TRUST_HINT = { guaranteed = "class=guaranteed", unmanaged = "managed=no", steps = "steps=", deadline = "deadline=" }
+local TRUST_ORDER = { "guaranteed", "unmanaged", "steps", "deadline" }
+
+local function rule_used(rule, h)
+  if rule == "guaranteed" then return h.class == "guaranteed" end
+  if rule == "unmanaged" then return h.managed == "no" end
+  return h[rule] ~= nil
+end
+
+-- The refusal (same text as slurmplan/control/trust.py) for the first rule the hints break, or nil.
+function H.check_trust(h, account, qos)
+  account, qos = account or "", qos or ""
+  for _, rule in ipairs(TRUST_ORDER) do
+    local r = H.TRUST[rule]
+    if r and rule_used(rule, h) and not (listed(r.accounts or {}, account) or listed(r.qos or {}, qos)) then
+      return string.format(
+        "hints: %s is not allowed for account '%s' / QOS '%s': the site allows it for %s_accounts [%s] or %s_qos [%s]",
+        TRUST_HINT[rule], H.printable(account ~= "" and account or "(none)"), H.printable(qos ~= "" and qos or "(none)"),
+        rule, table.concat(r.accounts or {}, ", "), rule, table.concat(r.qos or {}, ", "))
+    end
+  end
+  return nil
 end
 
 -- ------------------------------------------------------------------------------------------ fail-open (issue 16)
@@ -395,6 +459,17 @@ function H.daemon_down(path, now)
   local t = tonumber(string.match(text, "time=([%d%.]+)"))
   local limit = tonumber(string.match(text, "stale_after_s=([%d%.]+)"))
   if not t or not limit then return true end
+  -- Same boot of this host: the age on the monotonic clock (/proc/uptime), so a wall-clock step neither fails
+  -- open early nor keeps a dead daemon's heartbeat fresh (issue 24 item 12).
+  local boot, up = string.match(text, "boot=([%w%-]+)"), tonumber(string.match(text, "uptime=([%d%.]+)"))
+  if not now and boot and up then
+    local bf, uf = io.open("/proc/sys/kernel/random/boot_id", "r"), io.open("/proc/uptime", "r")
+    local this_boot = bf and (bf:read("*l") or "")
+    local this_up = uf and tonumber(string.match(uf:read("*l") or "", "^([%d%.]+)"))
+    if bf then bf:close() end
+    if uf then uf:close() end
+    if this_boot == boot and this_up then return this_up - up > limit end
+  end
   return (now or os.time()) - t > limit
 end
 
@@ -419,12 +494,28 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
     slurm.log_user("%s", msg)
     return slurm.ERROR
   end
+  local untrusted = H.check_trust(h, job_desc.account, job_desc.qos)
+  if untrusted then
+    local msg = "slurmplan: " .. untrusted
+    slurm.log_info("slurmplan: refused job from uid %d: %s", submit_uid, msg)
+    slurm.log_user("%s", msg)
+    return slurm.ERROR
+  end
   if h.managed ~= "no" and H.daemon_down(H.HEARTBEAT_FILE) then
     -- fail open: plain Slurm runs the job as submitted (typed request untouched)
     slurm.log_info("slurmplan: daemon down (stale heartbeat %s): job from uid %d not held", H.HEARTBEAT_FILE, submit_uid)
+  elseif h.managed ~= "no" and is_set(job_desc.tres_per_job) and tostring(job_desc.tres_per_job):find("gpu", 1, true) then
+    -- GPUs per job (`--gpus=a100:4`): the daemon resizes per node, and Slurm would keep both (issue 24 item 7)
+    local msg = "slurmplan: hints: invalid --gpus " .. string.format("%q", H.printable(job_desc.tres_per_job))
+      .. ": a managed job asks for GPUs per node, --gres=gpu[:TYPE]:N (or --gpus-per-node)"
+    slurm.log_info("slurmplan: refused job from uid %d: %s", submit_uid, msg)
+    slurm.log_user("%s", msg)
+    return slurm.ERROR
   elseif h.managed ~= "no" then
+    local user_held = job_desc.priority == 0 -- `sbatch -H`: the user's own hold, which the daemon must not lift
     h = record_nodes(job_desc, make_movable(job_desc, h))
     text = H.format(h)
+    if user_held then text = text .. " || " .. H.USER_HOLD_MARK end
     job_desc.priority = 0 -- held until the slurmplan daemon releases it
   end
   job_desc.admin_comment = text
@@ -435,9 +526,18 @@ end
 -- A managed job is held (priority 0) for the daemon. Slurm records that as a user hold, which its owner could
 -- lift with `scontrol release`; refuse that for anyone but root (the daemon runs as root), so Slurm never
 -- starts a managed job before slurmplan decided where and how.
+-- A change that does not touch the priority (TimeLimit, say) comes with priority NO_VAL (issue 24 item 10). A user
+-- may lift a hold that is their own (USER_HOLD_MARK, or held after the daemon released the job: slurmplan/formats.py
+-- foreign_hold); the daemon takes the job over on its next tick.
 function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
   local prio = job_desc.priority
-  if modify_uid == 0 or modify_uid == H.DAEMON_UID or prio == nil or prio == 0 or job_rec.priority ~= 0 then return slurm.SUCCESS end
+  if modify_uid == 0 or modify_uid == H.DAEMON_UID or prio == nil or prio == slurm.NO_VAL or prio == 0
+    or job_rec.priority ~= 0 then return slurm.SUCCESS end
+  local decision = H.decision_part(job_rec.admin_comment)
+  if decision:sub(1, #H.USER_HOLD_MARK) == H.USER_HOLD_MARK then return slurm.SUCCESS end
+  -- released by the daemon (its decision says run), held since by its user: that hold is the user's to lift
+  local after = decision:sub(#H.PREFIX + 1):match("^%s*(.*)$") or ""
+  if decision:sub(1, #H.PREFIX) == H.PREFIX and after ~= "" and after:sub(1, 4) ~= "held" then return slurm.SUCCESS end
   local hints_text = H.hints_part(job_rec.admin_comment)
   local h = hints_text and H.parse(hints_text)
   if h and h.managed ~= "no" then

@@ -232,6 +232,10 @@ class Job:
     """True when ``gpu_type`` is only a preference: the GRES request is untyped (``--gres=gpu:2``) and the type
     comes from ``--constraint`` or from the nodes it runs on. Slurm lets the daemon move such a request to another
     type through node features; a typed request (False, with a ``gpu_type``) keeps its type (``slurmplan.rules``)."""
+    qos: str = ""
+    """The job's Slurm QOS (the trust allowlist of hints may name QOS, ``control/trust.py``)."""
+    cluster: str = ""
+    """Slurm's ClusterName the job belongs to (report files are keyed by it, ``control/reports.py``)."""
 
     @property
     def gpus(self) -> int:

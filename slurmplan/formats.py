@@ -282,8 +282,10 @@ def split_admin_comment(text: str) -> AdminComment:
     """Split an admin comment (or a ``--comment``) into hints and decision, per the layout in the module doc."""
     stripped = (text or "").strip(_BLANK)
     if "||" in stripped:
-        left, _, right = stripped.partition("||")
-        return AdminComment(left.strip(_BLANK), right.strip(_BLANK))
+        left, _, right = (part.strip(_BLANK) for part in stripped.partition("||"))
+        if left and not left.startswith(PREFIX):  # someone else's text (``project=x || owner=y``): not hints
+            return AdminComment(decision=right if right.startswith((PREFIX, BAD_HINTS_PREFIX)) else "")
+        return AdminComment(left, right)
     if stripped.startswith(BAD_HINTS_PREFIX):
         return AdminComment(decision=stripped)
     if not stripped.startswith(PREFIX):
@@ -400,6 +402,36 @@ def with_decision(existing: str, decision: str) -> str:
 def bad_hints_decision(error: str) -> str:
     """``slurmplan! bad hints: <error>``: what a job whose hints were refused shows in its admin comment."""
     return f"{BAD_HINTS_PREFIX} {error}"
+
+
+USER_HOLD_MARK = "slurmplan! held by its user"
+"""The decision job_submit.lua writes for a managed job its user submitted held (``sbatch -H``): that hold is the
+user's, and the daemon must not lift it (Slurm shows both that hold and slurmplan's own as ``JobHeldUser``)."""
+
+
+def foreign_hold(held: bool, state_reason: str, admin_comment: str, restart_count: int = 0) -> str | None:
+    """Who else holds a held job: ``"admin"``, ``"user"``, or None when the hold is slurmplan's own (or none).
+
+    slurmplan holds with ``scontrol uhold``/``requeuehold`` and job_submit.lua with priority 0, all of which Slurm
+    shows as ``JobHeldUser``; only an administrator's ``scontrol hold`` shows ``JobHeldAdmin``, so that one is
+    never slurmplan's. A user's hold is told apart by the admin comment, which users cannot write: the user held it
+    at submission (:data:`USER_HOLD_MARK`), or it is held although the daemon's decision there says it should run
+    (the daemon writes ``held (...)`` with its own holds). A job that requeue-held itself (``restart_count`` > 0:
+    the launcher does so on the daemon's checkpoint signal, before the daemon writes ``held``) counts as the
+    daemon's: a user who holds a job that was requeued before is not told apart, the one case left. Neither the
+    daemon nor the watchdog ever lifts a foreign hold.
+    """
+    if not held:
+        return None
+    if state_reason == "JobHeldAdmin":
+        return "admin"
+    decision = decision_of(admin_comment)
+    if decision.startswith(USER_HOLD_MARK):
+        return "user"
+    running = decision.startswith(PREFIX) and not decision[len(PREFIX) :].strip().startswith("held")
+    if running and restart_count == 0:
+        return "user"  # decided to run (released by the daemon), held since, never requeued: by its user
+    return None
 
 
 def decision_of(admin_comment: str) -> str:

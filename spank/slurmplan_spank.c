@@ -15,28 +15,34 @@
  *      one with slurmplan.control.hook.write_plan_file (needs plan_dir on a file system the compute nodes see; a file writable by
  *      group or others is ignored);
  *   2. the decision part of the job's admin comment, read with `scontrol show job -o <id>` (works on any
- *      node that can reach slurmctld; the step's SLURM_CONF is inherited from slurmd).
+ *      node that can reach slurmctld; the step's SLURM_CONF is inherited from slurmd); taken only when the
+ *      AdminComment= field is unambiguous (a job name or comment may hold that text too).
  * No plan found is not an error: the job simply runs without the variables. Nothing here ever fails a job.
  *
  * plugstack.conf arguments: plan_dir=DIR (default /var/lib/slurmplan/plans), scontrol=PATH (default
  * scontrol found on PATH), disable_remote (skip step 1 and 2).
  */
 #include <ctype.h>
+#include <fcntl.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <slurm/spank.h>
 
 SPANK_PLUGIN(slurmplan, 1);
 
 #define PLAN_TEXT_MAX 8192
+#define PLAN_OUTPUT_MAX (1 << 20)
 
 static char plan_dir[1024] = "/var/lib/slurmplan/plans";
 static char scontrol_path[1024] = "scontrol";
+
+int _admin_comment_field(const char *text, char *out, size_t size);
 static int remote_disabled = 0;
 
 static int _accept_option(int val, const char *optarg, int remote)
@@ -211,16 +217,26 @@ static int _parse_decision(const char *text, struct plan *p)
 static int _export_file(spank_t sp, uint32_t job_id)
 {
 	char path[1200], line[1024];
-	struct stat st;
-	int n = 0;
+	struct stat st, dir;
+	int n = 0, fd;
 	FILE *f;
 
 	snprintf(path, sizeof(path), "%s/%u.env", plan_dir, job_id);
-	if (!(f = fopen(path, "r")))
+	if ((fd = open(path, O_RDONLY | O_NOFOLLOW)) < 0)
 		return -1;
-	/* The file sets the job's environment: only trust one that only its owner (root or SlurmUser) can change. */
-	if (fstat(fileno(f), &st) || (st.st_mode & (S_IWGRP | S_IWOTH))) {
-		slurm_error("slurmplan: ignoring %s: writable by group or others", path);
+	if (!(f = fdopen(fd, "r"))) {
+		close(fd);
+		return -1;
+	}
+	/*
+	 * The file sets the job's environment: only trust one that only the hook's user can change. The folder and
+	 * the file must be owned by root or by the folder's owner (SlurmUser, who writes them from the controller
+	 * hook), and neither may be writable by group or others: a file a user planted is never read.
+	 */
+	if (fstat(fileno(f), &st) || stat(plan_dir, &dir) || (st.st_mode & (S_IWGRP | S_IWOTH)) ||
+	    (dir.st_mode & (S_IWGRP | S_IWOTH)) || (st.st_uid != 0 && st.st_uid != dir.st_uid) ||
+	    !S_ISREG(st.st_mode)) {
+		slurm_error("slurmplan: ignoring %s: not a file only root or the plan folder's owner can write", path);
 		fclose(f);
 		return -1;
 	}
@@ -238,20 +254,70 @@ static int _export_file(spank_t sp, uint32_t job_id)
 	return n > 0 ? 0 : -1;
 }
 
+/*
+ * The job's admin comment, from `scontrol show job -o <id>`. The job name, work directory and command come before
+ * AdminComment= and the user's Comment= after it, and each may hold any text, "AdminComment=" too. So the field
+ * must occur exactly once (otherwise a user string holds the key and the plan is not taken from there: logged),
+ * and its value ends where " Comment=" begins. (`squeue --json --jobs=` would quote user strings, but Slurm 22.05
+ * prints every job whatever the filter.) The output is read whole up to PLAN_OUTPUT_MAX; longer is logged.
+ */
 static int _read_admin_comment(uint32_t job_id, char *out, size_t size)
 {
 	char cmd[1200];
-	size_t used = 0, got;
+	size_t used = 0, got, cap = 16384;
+	char *text = malloc(cap), *more;
 	FILE *pipe;
+	int rc;
 
+	if (!text)
+		return -1;
 	snprintf(cmd, sizeof(cmd), "%s show job -o %u 2>/dev/null", scontrol_path, job_id);
-	if (!(pipe = popen(cmd, "r")))
+	if (!(pipe = popen(cmd, "r"))) {
+		free(text);
 		return -1;
-	while (used + 1 < size && (got = fread(out + used, 1, size - 1 - used, pipe)) > 0)
+	}
+	while ((got = fread(text + used, 1, cap - 1 - used, pipe)) > 0) {
 		used += got;
-	out[used] = '\0';
-	if (pclose(pipe) != 0)
+		if (used + 1 == cap) {
+			if (cap >= PLAN_OUTPUT_MAX || !(more = realloc(text, cap * 2)))
+				break;
+			text = more;
+			cap *= 2;
+		}
+	}
+	text[used] = '\0';
+	rc = pclose(pipe);
+	if (used + 1 == cap) {
+		slurm_error("slurmplan: scontrol output for job %u is over %d bytes: no plan from its admin comment",
+			    job_id, PLAN_OUTPUT_MAX);
+		rc = -1;
+	}
+	if (rc == 0)
+		rc = _admin_comment_field(text, out, size);
+	if (rc == -2)
+		slurm_error("slurmplan: job %u: \"AdminComment=\" occurs in its name, directory or comment too: no plan "
+			    "taken from the admin comment", job_id);
+	free(text);
+	return rc ? -1 : 0;
+}
+
+/* The value of the one AdminComment= field of `scontrol show job -o` text: 0, -1 absent, -2 ambiguous. */
+int _admin_comment_field(const char *text, char *out, size_t size)
+{
+	const char *key = "AdminComment=", *at = strstr(text, key), *end;
+	size_t len;
+
+	if (!at || !size)
 		return -1;
+	if (strstr(at + 1, key))
+		return -2;
+	at += strlen(key);
+	end = strstr(at, " Comment=");
+	len = end ? (size_t) (end - at) : strcspn(at, "\n");
+	if (len >= size)
+		len = size - 1;
+	memcpy(out, at, len);
+	out[len] = '\0';
 	return 0;
 }
 
@@ -270,8 +336,8 @@ static int _export_admin_comment(spank_t sp, uint32_t job_id)
 
 	if (_read_admin_comment(job_id, text, sizeof(text)))
 		return -1;
-	comment = strstr(text, "AdminComment=");
-	if (!comment || _parse_decision(comment, &p))
+	comment = strstr(text, "||"); /* the decision part; hints never hold "slurmplan: " and a cell */
+	if (_parse_decision(comment ? comment : text, &p))
 		return -1;
 	_setenv_long(sp, "SLURMPLAN_DP", p.dp);
 	_setenv_long(sp, "SLURMPLAN_TP", p.tp);

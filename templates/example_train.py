@@ -4,7 +4,7 @@ The user part is the four things below the imports: a model factory, a dataset, 
 factory. Everything else (processes, logical workers, checkpoints, requeueing, throughput reports, the plan the
 scheduler assigned) is the launcher's. Ways to run it:
 
-    python templates/example_train.py --steps 50 --checkpoint-dir /tmp/ckpt          # one process
+    python templates/example_train.py --steps 50 --checkpoint-dir ./ckpt   # one process (your own folder, not /tmp)
     python -m slurmplan.launch --nproc 2 templates/example_train.py:make_spec -- --steps 50
     srun python templates/example_train.py --checkpoint-dir $SCRATCH/ckpt             # in an sbatch script
 

@@ -80,11 +80,20 @@ class ClusterHandle:
         self._scripts += 1
         script = self.jobs_dir / f"script{self._scripts}.sh"
         script.write_text(script_text)
+        # `--hold` stands for job_submit.lua's hold, which Slurm shows as a user hold (JobHeldUser); root's own
+        # `sbatch --hold` would be an admin hold, which slurmplan never lifts (issue 24). So: submit it waiting on
+        # a begin time, hold it as a user hold, then clear the begin time.
+        hold = "--hold" in opts
+        if hold:
+            opts = tuple(o for o in opts if o != "--hold") + ("--begin=now+3600",)
         proc = self.run("sbatch", "--parsable", *opts, str(script))
         if proc.returncode != 0:
             raise RuntimeError(f"sbatch {' '.join(opts)} failed ({proc.returncode}): {proc.stderr.strip()}")
         job_id = int(proc.stdout.strip().split(";")[0])
         self.submitted.append(job_id)
+        if hold:
+            self.run("scontrol", "uhold", str(job_id), check=True)
+            self.run("scontrol", "update", f"jobid={job_id}", "StartTime=now", check=True)
         return job_id
 
     def squeue_job(self, job_id: int) -> dict[str, Any] | None:

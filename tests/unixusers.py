@@ -67,7 +67,7 @@ def ensure_user(name: str = DEFAULT_NAME) -> UnixUser:
 
 def run_as(
     user: UnixUser | str,
-    argv: Sequence[str],
+    argv: Sequence[str | bytes],
     env: Mapping[str, str] | None = None,
     *,
     cwd: str | os.PathLike[str] | None = None,
@@ -79,10 +79,20 @@ def run_as(
 
     ``runuser -u USER -- env -i ...`` so root's environment (``PYTHONPATH``, ``SLURM_*`` of the calling test)
     never reaches the user's command unless given in ``env``. Never raises on a non-zero exit: the caller
-    asserts on the result (a refusal is often what the test wants).
+    asserts on the result (a refusal is often what the test wants). An argument given as ``bytes`` reaches the
+    command unchanged (a job name that is not UTF-8, say).
     """
     name = user.name if isinstance(user, UnixUser) else user
     base = {"PATH": _PATH, "HOME": "/", "USER": name, "LOGNAME": name, "LANG": "C.UTF-8"}
     full = {**base, **(env or {})}
-    cmd = ["runuser", "-u", name, "--", "env", "-i", *(f"{k}={v}" for k, v in full.items()), *map(str, argv)]
+    cmd = [
+        "runuser",
+        "-u",
+        name,
+        "--",
+        "env",
+        "-i",
+        *(f"{k}={v}" for k, v in full.items()),
+        *(a if isinstance(a, bytes) else str(a) for a in argv),
+    ]
     return subprocess.run(cmd, capture_output=True, text=text, timeout=timeout, input=input, cwd=cwd, check=False)

@@ -66,14 +66,24 @@ def _count_attempt(journal: Journal, action_id: int, message: str) -> None:
 def roll_forward(journal: Journal, backend: ClusterBackend, now: float, max_age_s: float) -> ApplyReport:
     """Finish the work a killed or failing earlier tick left as intents; drop the stale ones."""
     rows = journal.intents.rows(status=ActionStatus.INTENT)
-    fresh = [r for r in rows if now - r.created_at <= max_age_s]
+    fresh = [r for r in rows if _fresh(now - r.created_at, max_age_s)]
     for r in rows:
-        if now - r.created_at > max_age_s:
+        if not _fresh(now - r.created_at, max_age_s):
             journal.intents.mark(r.id, ActionStatus.FAILED, now, "stale: superseded by a later decision")
     if fresh:
         log.info("rolling forward %d pending intents", len(fresh))
     report = apply_rows(journal, backend, fresh, now)[0] if fresh else ApplyReport()
     return ApplyReport(report.applied, report.failed, report.retry, len(rows) - len(fresh))
+
+
+_CLOCK_SLACK_S = 5.0
+
+
+def _fresh(age: float, max_age_s: float) -> bool:
+    """An intent younger than its round is fresh. One from the future means the wall clock stepped back since it
+    was written (the journal spans processes: a cron tick cannot use a monotonic clock), so how old it is is
+    unknown: stale, as the next decision supersedes it anyway (issue 24 item 12)."""
+    return -_CLOCK_SLACK_S <= age <= max_age_s
 
 
 # ------------------------------------------------------------------------------------------- confirmation

@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from slurmplan.control.trust import RULES, HintTrust, trust_lists
 from slurmplan.domain import ValidationError
 from slurmplan.tick import TickConfig
 
@@ -73,16 +74,29 @@ class DaemonConfig:
     ``auto`` where slurmctld has them (slurmdbd), ``on`` (a tick without them is logged), ``off``."""
     account_weights: Mapping[str, float] | None = None
     """Account weights for hierarchical policies; set, they replace the ones read from fairshare (sshare)."""
-    guaranteed_accounts: tuple[str, ...] = ()
-    guaranteed_qos: tuple[str, ...] = ()
-    """Jobs of these accounts or QOS are of the guaranteed class; with either set, ``class=guaranteed`` in a
-    user's hints counts only for them (see ``control.site_accounting``)."""
-    unmanaged_accounts: tuple[str, ...] = ()
-    unmanaged_qos: tuple[str, ...] = ()
-    """Jobs of these accounts or QOS are never managed, whatever their hints say."""
     journal_keep_days: float = 30.0
     """Journal rows older than this are pruned in small batches while the daemon runs (0: keep everything)."""
+    hints_from_comment: bool = True
+    """Read hints from the user's ``--comment`` when the admin comment has none (``control/trust.py``); a site
+    with job_submit.lua says false."""
+    guaranteed_accounts: tuple[str, ...] | None = None
+    """Who may use ``class=guaranteed`` (with ``guaranteed_qos``); both unset: everybody. Same for the others."""
+    guaranteed_qos: tuple[str, ...] | None = None
+    unmanaged_accounts: tuple[str, ...] | None = None
+    """Who may opt out of a managed partition with ``managed=no``."""
+    unmanaged_qos: tuple[str, ...] | None = None
+    steps_accounts: tuple[str, ...] | None = None
+    """Who may give ``steps=`` (a short job moves earlier)."""
+    steps_qos: tuple[str, ...] | None = None
+    deadline_accounts: tuple[str, ...] | None = None
+    """Who may give ``deadline=``."""
+    deadline_qos: tuple[str, ...] | None = None
     source: str = "<defaults>"
+
+    @property
+    def trust(self) -> HintTrust:
+        """Where hints may come from and who may use the hints that change a job's standing."""
+        return HintTrust(self.hints_from_comment, *(getattr(self, f"{r}_{k}") for r in RULES for k in _TRUST_KINDS))
 
     @property
     def lock_path(self) -> Path:
@@ -168,17 +182,6 @@ def _port(value: Any, where: str) -> int:
     return value
 
 
-def _names(name: str) -> Any:
-    def check(value: Any, where: str) -> tuple[str, ...]:
-        if isinstance(value, str):
-            value = [p for p in value.split(",") if p]
-        if not isinstance(value, list | tuple) or not all(isinstance(p, str) and p for p in value):
-            raise ValidationError(name, value, "a list of Slurm account or QOS names", where)
-        return tuple(value)
-
-    return check
-
-
 def _days(value: Any, where: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
         raise ValidationError("journal_keep_days", value, "a number of days >= 0 (0 keeps everything)", where)
@@ -230,12 +233,13 @@ _FIELDS: dict[str, Any] = {
     "metrics_textfile": lambda v, w: _path("metrics_textfile", v, w),
     "accounting": _accounting,
     "account_weights": _weights,
-    "guaranteed_accounts": _names("guaranteed_accounts"),
-    "guaranteed_qos": _names("guaranteed_qos"),
-    "unmanaged_accounts": _names("unmanaged_accounts"),
-    "unmanaged_qos": _names("unmanaged_qos"),
     "journal_keep_days": lambda v, w: _days(v, w),
+    "hints_from_comment": lambda v, w: _bool("hints_from_comment", v, w),
 }
+_TRUST_KINDS = ("accounts", "qos")
+for _rule in RULES:
+    for _kind in _TRUST_KINDS:
+        _FIELDS[f"{_rule}_{_kind}"] = lambda v, w, f=f"{_rule}_{_kind}": trust_lists(v, f, w)
 
 
 def config_from_mapping(data: Any, where: str = "<mapping>") -> DaemonConfig:

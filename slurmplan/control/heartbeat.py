@@ -15,18 +15,44 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+_BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
+
+
+def boot_id() -> str:
+    """This boot of this host ('' when unknown): monotonic times compare only within one boot."""
+    try:
+        return _BOOT_ID.read_text().strip()
+    except OSError:
+        return ""
+
+
+def uptime() -> float:
+    """Seconds since boot (CLOCK_BOOTTIME, what /proc/uptime shows): steps of the wall clock do not move it."""
+    return time.clock_gettime(time.CLOCK_BOOTTIME)
+
 
 @dataclass(frozen=True)
 class Heartbeat:
-    """What the last completed tick left behind."""
+    """What the last completed tick left behind.
+
+    ``time`` is the wall clock; ``boot``/``uptime`` are the monotonic clock of the host that wrote it. A reader on
+    the same boot of the same host (the watchdog, job_submit.lua on the controller) measures the age on the
+    monotonic clock, so a step of the wall clock (NTP, an admin's ``date -s``) neither fails open early (forward)
+    nor keeps a dead daemon's heartbeat fresh (backward). Another host falls back to the wall clock.
+    """
 
     time: float
     tick_id: int
     round_index: int
     stale_after_s: float
     pid: int
+    boot: str = ""
+    uptime: float | None = None
 
     def age(self, now: float | None = None) -> float:
+        """Seconds since the tick; ``now`` (wall clock) is for tests and replays: given, the wall clock is used."""
+        if now is None and self.uptime is not None and self.boot and self.boot == boot_id():
+            return uptime() - self.uptime
         return (time.time() if now is None else now) - self.time
 
     def stale(self, now: float | None = None) -> bool:
@@ -38,9 +64,12 @@ def write_heartbeat(
 ) -> None:
     """Replace ``path`` atomically (temp file + ``os.replace``): a reader never sees half a heartbeat."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    stamp = time.time() if now is None else now
+    wall = time.time()
+    stamp = wall if now is None else now
+    up = uptime() - (wall - stamp)  # a given ``now`` (tests) moves both clocks alike
     text = (
         f"time={stamp:.3f}\ntick={tick_id}\nround={round_index}\nstale_after_s={stale_after_s:.0f}\npid={os.getpid()}\n"
+        f"boot={boot_id()}\nuptime={up:.3f}\n"
     )
     fd, tmp = tempfile.mkstemp(prefix=".heartbeat.", dir=path.parent)
     try:
@@ -67,6 +96,8 @@ def read_heartbeat(path: Path) -> Heartbeat | None:
             round_index=int(values.get("round", 0)),
             stale_after_s=float(values["stale_after_s"]),
             pid=int(values.get("pid", 0)),
+            boot=values.get("boot", "").strip(),
+            uptime=float(values["uptime"]) if "uptime" in values else None,
         )
     except (KeyError, ValueError):
         return None

@@ -76,6 +76,12 @@ def record(event: HookEvent, database: str | os.PathLike[str]) -> None:
     from slurmplan.control.journal import Journal
 
     detail = dict(event.detail)
+    path = Path(database)
+    if not path.exists() and path.parent.is_dir() and path.parent.stat().st_uid != os.geteuid():
+        # the daemon's folder: a journal the hook (SlurmUser, maybe root) created would lock the daemon out
+        log.warning("journal %s does not exist yet (the daemon creates it): %s of job %d not recorded",
+                    path, event.event, event.job_id)  # fmt: skip
+        return
     with Journal(database) as journal:
         if (state := event.exit_state) is not None:
             detail["exit_state"] = "requeued" if was_requeued(event, journal.events.of(event.job_id)) else state

@@ -16,6 +16,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from slurmplan.control.trust import HintTrust
 from slurmplan.domain import (
     Action,
     ActionKind,
@@ -32,6 +33,7 @@ from slurmplan.formats import (
     compose_admin_comment,
     decision_of,
     find_hints,
+    foreign_hold,
     split_admin_comment,
     with_decision,
 )
@@ -42,19 +44,46 @@ log = logging.getLogger(__name__)
 CandidateFn = Callable[[Hints, Cluster, Sequence[Measurement]], tuple[Candidate, ...]]
 """Per job, every configuration it may run in. Injectable so tests and the benchmark can price jobs cheaply."""
 
+_MAX_ERROR_CHARS = 200
+_OPEN = HintTrust()
 
-def classify(job: Job, managed_partitions: Sequence[str]) -> Observed:
-    """Decide whether a job is slurmplan's; a malformed hint yields ``error`` instead of raising."""
+
+def classify(job: Job, managed_partitions: Sequence[str], trust: HintTrust = _OPEN) -> Observed:
+    """Decide whether a job is slurmplan's; a malformed hint yields ``error`` instead of raising.
+
+    A job held by an administrator or by its user (:func:`~slurmplan.formats.foreign_hold`) is left alone while
+    that hold lasts, so neither the daemon nor the watchdog ever releases it. Hints come from the admin comment
+    (and from ``--comment`` only where ``trust.hints_from_comment``), minus those the site's allowlist does not
+    grant this job (``control/trust.py``).
+    """
+    owner = foreign_hold(job.held, job.state_reason, job.admin_comment, job.restart_count)
+    if owner is not None:
+        _log_foreign_hold(job.job_id, owner)
+        return Observed(job, None)
     try:
-        hints = find_hints(job.admin_comment) or find_hints(job.comment)
+        hints = find_hints(job.admin_comment)
+        if hints is None and trust.hints_from_comment:
+            hints = find_hints(job.comment)
     except (SlurmplanError, ValueError) as exc:
         return Observed(job, None, one_line(str(exc)))
     if hints is not None:
+        hints = trust.enforce(hints, job)
         return Observed(job, hints if hints.managed else None)
     partitions = [p for p in job.partition.split(",") if p]
     if any(p in managed_partitions for p in partitions):
         return Observed(job, Hints())
     return Observed(job, None)
+
+
+_FOREIGN_LOGGED: set[tuple[int, str]] = set()
+
+
+def _log_foreign_hold(job_id: int, owner: str) -> None:
+    if (job_id, owner) not in _FOREIGN_LOGGED:
+        if len(_FOREIGN_LOGGED) > 100_000:
+            _FOREIGN_LOGGED.clear()
+        _FOREIGN_LOGGED.add((job_id, owner))
+        log.info("job %d is held by its %s: left alone until that hold is lifted", job_id, owner)
 
 
 def default_candidates(hints: Hints, cluster: Cluster, measurements: Sequence[Measurement]) -> tuple[Candidate, ...]:
@@ -104,10 +133,12 @@ class SlurmJobSource:
         measurements: Callable[[], Sequence[Measurement]] = tuple,
         progress: Callable[[], Mapping[int, Mapping[str, Any]]] = dict,
         adjust: Callable[[Observed], Observed] | None = None,
+        trust: HintTrust = _OPEN,
     ) -> None:
         self.managed_partitions = tuple(managed_partitions)
         self.adjust = adjust
         """The site's accounting applied to each classified job (``control.site_accounting``): limits, classes."""
+        self.trust = trust
         self.candidates_fn = candidates_fn
         self._load = measurements
         self._measurements: Sequence[Measurement] | None = None
@@ -115,7 +146,7 @@ class SlurmJobSource:
         self._progress: Mapping[int, Mapping[str, Any]] | None = None
 
     def classify(self, job: Job) -> Observed:
-        observed = classify(job, self.managed_partitions)
+        observed = classify(job, self.managed_partitions, self.trust)
         return self.adjust(observed) if self.adjust is not None else observed
 
     def price(self, hints: Hints, job: Job, cluster: Cluster) -> tuple[Candidate, ...]:

@@ -151,6 +151,7 @@ class Daemon:
             lambda: load_measurements(journal),
             progress=journal.measurements.progress,
             adjust=site.adjust,
+            trust=cfg.trust,
         )
         tick_config = with_account_weights(cfg.tick_config(self.measured_costs(journal)), site)
         report = run_tick(self.backend, time.time, store, policy, source, config=tick_config, decide=self.decide_fn)

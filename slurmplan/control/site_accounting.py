@@ -31,15 +31,11 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class ClassRules:
-    """The site's lists from the daemon config (keys ``guaranteed_*`` and ``unmanaged_*``)."""
+    """The site's guaranteed lists from the daemon config (``guaranteed_accounts``, ``guaranteed_qos``; who may
+    use ``managed=no`` and the other self-declared hints is ``control.trust``'s)."""
 
     guaranteed_accounts: tuple[str, ...] = ()
     guaranteed_qos: tuple[str, ...] = ()
-    unmanaged_accounts: tuple[str, ...] = ()
-    unmanaged_qos: tuple[str, ...] = ()
-
-    def unmanaged(self, account: str, qos: str) -> bool:
-        return account in self.unmanaged_accounts or qos in self.unmanaged_qos
 
     def job_class(self, hints: Hints, account: str, qos: str) -> JobClass:
         """Guaranteed when the site names the job's account or QOS; a user's own ``class=guaranteed`` counts
@@ -95,9 +91,6 @@ class SiteAccounting:
         job, hints = observed.job, observed.hints
         if hints is None or observed.error:
             return observed
-        if self.rules.unmanaged(job.account, job.qos):
-            self.notes[job.job_id] = f"unmanaged: account {job.account} / QOS {job.qos} listed by the site"
-            return Observed(job, None)
         parts: list[str] = []
         klass = self.rules.job_class(hints, job.account, job.qos)
         if klass is not hints.job_class:
@@ -144,9 +137,7 @@ def build_site_accounting(config: DaemonConfig, backend: object) -> SiteAccounti
     from slurmplan.slurm.accounting import read_accounting
     from slurmplan.slurm.backend import SlurmBackend
 
-    rules = ClassRules(
-        config.guaranteed_accounts, config.guaranteed_qos, config.unmanaged_accounts, config.unmanaged_qos
-    )
+    rules = ClassRules(config.guaranteed_accounts or (), config.guaranteed_qos or ())
     reads = config.accounting != "off" and (backend is None or isinstance(backend, SlurmBackend))
     env = backend.env if isinstance(backend, SlurmBackend) else None
 

@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import shlex
+import sys
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -45,6 +46,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "(default Administrator)",
     )
     inst.add_argument("--no-service", action="store_true", help="do not create the user nor enable the units")
+    inst.add_argument("--slurm-user", help="slurmctld's SlurmUser, who runs the hooks (default: from scontrol)")
     inst.set_defaults(func=_install)
 
     uninst = site_sub.add_parser(
@@ -68,6 +70,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sc.add_argument("--config", type=Path, default=None, help=f"slurmplan config (default {DEFAULT_CONFIG})")
     sc.add_argument("--daemon-user", help="the user the daemon runs as (default: the current user)")
     sc.add_argument("--json", action="store_true", help="print the findings as JSON")
+    sc.add_argument(
+        "--layout", action="store_true", help="also check owners and modes of /var/lib/slurmplan and /var/log/slurmplan"
+    )
     sc.set_defaults(func=_site_check)
 
     check = site_sub.add_parser(
@@ -107,6 +112,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _layout(args: argparse.Namespace) -> SiteLayout:
     from slurmplan.control.config import load_config
+    from slurmplan.control.trust import RULES
 
     layout = SiteLayout(
         prefix=args.prefix,
@@ -118,7 +124,12 @@ def _layout(args: argparse.Namespace) -> SiteLayout:
     config_file = layout.at(args.config)
     if config_file.is_file():  # job_submit.lua holds the jobs of the partitions the daemon manages
         cfg = load_config(config_file)
-        layout = replace(layout, managed_partitions=cfg.managed_partitions, heartbeat_file=cfg.heartbeat_path)
+        layout = replace(
+            layout,
+            managed_partitions=cfg.managed_partitions,
+            heartbeat_file=cfg.heartbeat_path,
+            trust=tuple((r, getattr(cfg, f"{r}_accounts"), getattr(cfg, f"{r}_qos")) for r in RULES),
+        )
     return layout
 
 
@@ -129,9 +140,14 @@ def _uninstall(args: argparse.Namespace) -> int:
 
 
 def _install(args: argparse.Namespace) -> int:
+    from slurmplan.slurm.site_layout import controller_slurm_user, untrusted_interpreter
     from slurmplan.slurm.site_service import ensure_service_user, install_service
 
-    layout = _layout(args)
+    layout = replace(_layout(args), slurm_user=args.slurm_user or controller_slurm_user())
+    refusal = untrusted_interpreter()
+    if refusal:  # the units and hooks run this Python with the service's rights (issue 24 item 9)
+        allowed = f"a Python and slurmplan that only root can change ({refusal})"
+        raise ValidationError("interpreter", sys.executable, allowed, "site install")
     results = [] if args.no_service else [ensure_service_user(layout, dry_run=args.dry_run)]
     results += install_site(layout, dry_run=args.dry_run, build=not args.no_build)
     if not args.no_service:  # the service user may hold and release other users' jobs (needs accounting)
@@ -158,10 +174,15 @@ def _print_results(args: argparse.Namespace, layout: SiteLayout, results: list) 
 
 def _site_check(args: argparse.Namespace) -> int:
     from slurmplan.control.config import load_config
-    from slurmplan.slurm.site_check import format_findings, site_check
+    from slurmplan.slurm.site_check import Finding, format_findings, site_check
+    from slurmplan.slurm.site_layout import check_state_layout, controller_slurm_user
 
     cfg = load_config(args.config)
     findings = site_check(cfg.managed_partitions, args.daemon_user)
+    if args.layout:  # the installed layout the daemon and the hooks share (issue 24 item 8)
+        wrong = check_state_layout(Path("/"), args.daemon_user or "slurmplan", controller_slurm_user())
+        fix = "run `slurmplan site install` again (it sets owners and modes), or see README 'Security model'"
+        findings.append(Finding("state-layout", not wrong, "; ".join(wrong) or "owners and modes as installed", fix))
     print(json.dumps([f.to_dict() for f in findings], indent=2) if args.json else format_findings(findings))
     return 0 if all(f.ok for f in findings) else 1
 

@@ -8,6 +8,7 @@ actions and applies nothing; ``dry-run`` writes nothing at all (``begin`` return
 from __future__ import annotations
 
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +44,10 @@ class SqliteTickJournal:
         if self.mode == "act":
             confirm(self.journal, snapshot, self.round_s, now)
         if self.mode != "dry-run":
-            ingest_reports(self.journal, self.report_dir)
+            jobs = {j.job_id: j for j in snapshot.jobs}
+            clusters = Counter(j.cluster for j in snapshot.jobs if j.cluster)
+            cluster = clusters.most_common(1)[0][0] if clusters else None
+            ingest_reports(self.journal, self.report_dir, jobs, cluster)
 
     def load_state(self) -> SchedulerState:
         return load_state(self.journal)

@@ -79,13 +79,14 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
 
 
 def held_managed_jobs(jobs: list[Job], config: DaemonConfig) -> list[Job]:
-    """Pending, held jobs that are slurmplan's (hints or a managed partition; bad-hint jobs are their owner's)."""
+    """Pending jobs held by slurmplan (hints or a managed partition; bad-hint jobs and jobs an admin or their user
+    held are not: ``classify`` leaves them alone, so the watchdog never lifts a hold that is not slurmplan's)."""
     return [
         j
         for j in jobs
         if j.held
         and j.state in (JobState.PENDING, JobState.REQUEUED)
-        and classify(j, config.managed_partitions).managed
+        and classify(j, config.managed_partitions, config.trust).managed
     ]
 
 
@@ -106,9 +107,10 @@ def _open_journal(config: DaemonConfig) -> Journal | None:
 
 def watchdog_pass(config: DaemonConfig, backend: ClusterBackend, now: float | None = None) -> WatchdogReport:
     """One pass (see the module docstring). Running it twice in a row changes nothing the second time."""
+    given = now
     now = time.time() if now is None else now
     beat = read_heartbeat(config.heartbeat_path)
-    age = None if beat is None else beat.age(now)
+    age = None if beat is None else beat.age(given)  # monotonic on this host unless a time is given (tests)
     limit = config.fail_open_limit_s
     if age is not None and age <= limit:
         cleared = config.fail_open_path.exists()
@@ -151,7 +153,7 @@ def _fail_open(
                 released.append(job.job_id)
             else:
                 failed[job.job_id] = result.message
-        managed = [j.job_id for j in snapshot.jobs if classify(j, config.managed_partitions).managed]
+        managed = [j.job_id for j in snapshot.jobs if classify(j, config.managed_partitions, config.trust).managed]
         _journal_pass(journal, released, restored, managed, now, age)
     finally:
         if journal is not None:

@@ -13,6 +13,7 @@ import logging
 import os
 import re
 import shutil
+import stat
 import time
 from pathlib import Path
 from typing import Any
@@ -50,6 +51,24 @@ def describe_mismatch(saved: dict[str, Any], current: dict[str, Any], limit: int
     if shapes:
         parts.append(f"{len(shapes)} shapes differ ({names(shapes)})")
     return "; ".join(parts)
+
+
+def untrusted(path: Path) -> str:
+    """Why ``path`` may not be loaded ("" when it may): it must be this user's own (a link is judged by what it
+    points to and must be too) and writable by nobody else (no o+w; g+w only for this user's own group)."""
+    try:
+        st = path.lstat()
+        if stat.S_ISLNK(st.st_mode):
+            if st.st_uid != os.geteuid():
+                return f"{path} is a link owned by uid {st.st_uid}, not by this user (uid {os.geteuid()})"
+            st = path.stat()
+    except OSError as exc:
+        return f"{path} cannot be checked ({exc.strerror or exc})"
+    if st.st_uid != os.geteuid():
+        return f"{path} is owned by uid {st.st_uid}, not by this user (uid {os.geteuid()})"
+    if st.st_mode & stat.S_IWOTH or (st.st_mode & stat.S_IWGRP and st.st_gid != os.getegid()):
+        return f"{path} can be written by other users (mode {stat.filemode(st.st_mode)}): chmod go-w it"
+    return ""
 
 
 STATE_FILE = "state.pt"
@@ -136,9 +155,14 @@ class CheckpointStore:
 
     def _read(self, folder: Path, map_location: str | torch.device) -> dict[str, Any]:
         path = folder / STATE_FILE
+        for part in (self.root, folder, path):
+            refusal = untrusted(part)
+            if refusal:
+                raise CheckpointError(f"checkpoint {path} not loaded: {refusal}")
         try:
-            # weights_only=False: the state holds NumPy and Python RNG states, written by this job itself.
-            state = torch.load(path, map_location=map_location, weights_only=False)
+            # weights_only=True: tensors and plain containers only, never pickled code (issue 24 item 5): a file
+            # planted in the folder must not run code as the job's owner. RNG states are stored as tensors.
+            state = torch.load(path, map_location=map_location, weights_only=True)
         except Exception as exc:  # truncated: OSError/RuntimeError, garbage: UnpicklingError, empty: EOFError
             raise CheckpointError(f"checkpoint {path} cannot be read ({type(exc).__name__}: {exc})") from None
         return state

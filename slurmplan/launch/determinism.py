@@ -77,18 +77,23 @@ class RngContext:
             torch.cuda.set_rng_state_all(list(self.torch_cuda))
 
     def to_state(self) -> dict[str, Any]:
+        # NumPy's key array as a tensor: checkpoints are loaded weights-only, which refuses NumPy objects
+        name, keys, *rest = self.numpy
         return {
             "python": self.python,
-            "numpy": self.numpy,
+            "numpy": (name, torch.from_numpy(np.asarray(keys, dtype=np.int64)), *rest),
             "torch_cpu": self.torch_cpu,
             "torch_cuda": list(self.torch_cuda),
         }
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> RngContext:
+        name, keys, *rest = state["numpy"]
+        if isinstance(keys, torch.Tensor):
+            keys = keys.numpy().astype(np.uint32)
         return cls(
             tuple(state["python"]),
-            tuple(state["numpy"]),
+            (name, keys, *rest),
             state["torch_cpu"],
             tuple(state.get("torch_cuda", ())),
         )

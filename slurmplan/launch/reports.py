@@ -41,6 +41,9 @@ def report_path(env: Mapping[str, str] | None = None) -> Path:
     env = os.environ if env is None else env
     job = env.get("SLURM_JOB_ID")
     folder = Path(env.get("SLURMPLAN_REPORT_DIR") or (DEFAULT_REPORT_DIR if job else Path.cwd() / LOCAL_REPORT_DIR))
+    cluster = env.get("SLURM_CLUSTER_NAME", "")
+    if job and cluster:  # keyed by cluster: two clusters on one host both have a job 17 (issue 29 item 7)
+        return folder / f"{cluster}.{job}.jsonl"
     return folder / f"{job or 'local'}.jsonl"
 
 
@@ -69,7 +72,7 @@ def append_report(m: Measurement, path: Path, progress: Progress | None = None) 
     line = report_line(m, progress)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)  # never through a link
         try:
             os.write(fd, line.encode())
         finally:

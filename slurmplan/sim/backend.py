@@ -200,7 +200,7 @@ class SimBackend:
                 partition=job.partition,
                 comment=job.comment,
                 state=job.state,
-                state_reason="JobHeldAdmin" if job.held and job.state is JobState.PENDING else "",
+                state_reason="JobHeldUser" if job.held and job.state is JobState.PENDING else "",
                 gpu_type=job.gpu_type,
                 gpus_per_node=job.gpus_per_node,
                 node_count=job.node_count,

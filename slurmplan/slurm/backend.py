@@ -32,14 +32,13 @@ from slurmplan.domain import (
     ValidationError,
 )
 from slurmplan.rules import SLURM_22_05, SlurmRules, rules_for
-from slurmplan.slurm.parse import compress_hostlist, format_tres_per_node, gpu_request
+from slurmplan.slurm.parse import compress_hostlist, format_tres_per_node, gpu_request, gpu_type_term
 from slurmplan.slurm.reader import (
     JobRecord,
     NodeRecord,
     Reader,
     SlurmOutputError,
-    read_jobs,
-    read_nodes,
+    read_records,
     reader_for,
     slurm_version,
 )
@@ -106,10 +105,10 @@ def job_from_record(r: JobRecord, gpu_types: frozenset[str] = frozenset()) -> Jo
     gpu_type, per_node = r.gpu_per_node
     if not per_node and r.gpu_per_job[1]:
         gpu_type, per_node = r.gpu_per_job[0], math.ceil(r.gpu_per_job[1] / node_count)
-    feature = r.features.strip().lower()
-    preferred = bool(per_node and gpu_type is None and feature in gpu_types)
+    type_term = gpu_type_term(r.features.strip().lower(), gpu_types)
+    preferred = bool(per_node and gpu_type is None and type_term)
     if preferred:
-        gpu_type = feature  # a preference (rules.py): an untyped request moves between types by node feature
+        gpu_type = type_term  # a preference (rules.py): an untyped request moves between types by node feature
     cpus = r.cpus or 1
     if r.memory_per_node:
         memory_mb = r.memory_per_node * node_count
@@ -125,6 +124,7 @@ def job_from_record(r: JobRecord, gpu_types: frozenset[str] = frozenset()) -> Jo
         account=r.account,
         partition=r.partition,
         qos=r.qos,
+        cluster=r.cluster,
         state=state,
         state_reason="" if r.state_reason == "None" else r.state_reason,
         gpu_type=gpu_type,
@@ -147,16 +147,61 @@ def job_from_record(r: JobRecord, gpu_types: frozenset[str] = frozenset()) -> Jo
 def snapshot_from_json(nodes_doc: Any, squeue: Any, now: float) -> Snapshot:
     """Build a snapshot from the two parsed JSON documents of any Slurm version the reader knows (pure: tested
     on recorded 22.05 and 24.11 output): ``nodes_doc`` is the output of that version's ``Reader.nodes_argv``
-    (``sinfo --json`` on 22.05, ``scontrol show nodes --json`` on 24.11)."""
+    (``sinfo --json`` on 22.05, ``scontrol show nodes --json`` on 24.11).
+
+    A record that cannot be read is skipped and logged (once per record and problem), never the whole snapshot:
+    names, comments, accounts and work directories are users' bytes, and one hostile job must not stop the
+    scheduler for everybody. A document of the wrong shape still raises.
+    """
     source = " ".join(reader_for(nodes_doc, "nodes").nodes_argv)
-    nodes = tuple(node_from_record(n) for n in read_nodes(nodes_doc, source))
+    nodes = tuple(node_from_record(n) for n in read_records(nodes_doc, source, "nodes", _log_skipped).records)
     types = frozenset(n.gpu_type for n in nodes if n.gpu_type)
-    jobs = tuple(job_from_record(j, gpu_types=types) for j in read_jobs(squeue, "squeue --json"))
-    return Snapshot(time=now, cluster=Cluster(nodes=nodes), jobs=jobs)
+    jobs = []
+    for record in job_records(squeue):
+        try:
+            jobs.append(job_from_record(record, gpu_types=types))
+        except (ValidationError, ValueError, TypeError, OverflowError) as exc:
+            err = SlurmOutputError("squeue --json", "(job)", str(exc)[:200])
+            err.record_id = str(record.job_id)
+            _log_skipped(err)
+    return Snapshot(time=now, cluster=Cluster(nodes=nodes), jobs=tuple(jobs))
+
+
+def job_records(squeue: Any) -> tuple[JobRecord, ...]:
+    """The readable job records of one ``squeue --json`` document (the others logged once and left out)."""
+    return read_records(squeue, "squeue --json", "jobs", _log_skipped).records
+
+
+_SKIPPED_LOGGED: set[tuple[str, str]] = set()
+"""(record key, problem) pairs already logged: a bad job is logged when first seen, not on every tick."""
+_SKIPPED_LOG_MAX = 10_000
+
+
+def _log_skipped(exc: SlurmOutputError) -> None:
+    key = (f"{exc.source}:{exc.record_id or '?'}", str(exc)[:200])
+    if key in _SKIPPED_LOGGED:
+        return
+    if len(_SKIPPED_LOGGED) >= _SKIPPED_LOG_MAX:
+        _SKIPPED_LOGGED.clear()
+    _SKIPPED_LOGGED.add(key)
+    log.warning("%s: skipping record %s that cannot be read: %s", exc.source, key[0], ascii(str(exc))[:300])
+
+
+def other_features(records: tuple[JobRecord, ...], gpu_types: frozenset[str]) -> dict[int, tuple[str, ...]]:
+    """job id -> the features of its constraint that are not its GPU type (kept when the type moves)."""
+    out: dict[int, tuple[str, ...]] = {}
+    for r in records:
+        feature = r.features.strip()
+        if "&" in feature and gpu_type_term(feature.lower(), gpu_types):
+            out[r.job_id] = tuple(t for t in feature.split("&") if t.lower() not in gpu_types)
+    return out
 
 
 def action_commands(
-    action: Action, current_request: str | None = None, rules: SlurmRules = SLURM_22_05
+    action: Action,
+    current_request: str | None = None,
+    rules: SlurmRules = SLURM_22_05,
+    keep_features: tuple[str, ...] = (),
 ) -> list[list[str]]:
     """The Slurm command lines that carry out ``action`` (pure; an empty list means nothing to do).
 
@@ -165,8 +210,8 @@ def action_commands(
     """
     jid = str(action.job_id)
     kind = action.kind
-    if kind is ActionKind.HOLD:
-        return [["scontrol", "hold", jid]]
+    if kind is ActionKind.HOLD:  # a user hold: only an admin's own ``scontrol hold`` shows JobHeldAdmin
+        return [["scontrol", "uhold", jid]]
     if kind is ActionKind.RELEASE:
         return [["scontrol", "release", jid]]
     if kind is ActionKind.REQUEUE:
@@ -180,12 +225,14 @@ def action_commands(
     if kind is ActionKind.ANNOTATE:
         return [["scontrol", "update", f"jobid={jid}", f"AdminComment={action.admin_comment or ''}"]]
     if kind is ActionKind.UPDATE:
-        fields = _update_fields(action, current_request, rules)
+        fields = _update_fields(action, current_request, rules, keep_features)
         return [["scontrol", "update", f"jobid={jid}", *fields]] if fields else []
     raise ValidationError("action kind", kind, f"one of {', '.join(k.value for k in ActionKind)}", "slurm backend")
 
 
-def _gpu_fields(action: Action, current_request: str | None, rules: SlurmRules) -> list[str]:
+def _gpu_fields(
+    action: Action, current_request: str | None, rules: SlurmRules, keep_features: tuple[str, ...] = ()
+) -> list[str]:
     """How to change a pending job's GPU request on Slurm 22.05, checked on this platform:
 
     * the count of a typed request can change (``TresPerNode=gres:gpu:a100:1``);
@@ -206,15 +253,17 @@ def _gpu_fields(action: Action, current_request: str | None, rules: SlurmRules) 
         kept = current_type if action.gpu_type is None else action.gpu_type  # a retype only where rules allow it
         return [f"TresPerNode={format_tres_per_node(kept, action.gpus_per_node)}"]
     fields = [f"TresPerNode={format_tres_per_node(None, action.gpus_per_node)}"]
-    if action.gpu_type is not None:
-        fields.append(f"Features={action.gpu_type}")
+    if action.gpu_type is not None:  # the user's other features stay (``ib&a100`` -> ``ib&v100``)
+        fields.append(f"Features={'&'.join((*keep_features, action.gpu_type))}")
     return fields
 
 
-def _update_fields(action: Action, current_request: str | None, rules: SlurmRules) -> list[str]:
+def _update_fields(
+    action: Action, current_request: str | None, rules: SlurmRules, keep_features: tuple[str, ...] = ()
+) -> list[str]:
     fields: list[str] = []
     if action.gpus_per_node is not None:
-        fields += _gpu_fields(action, current_request, rules)
+        fields += _gpu_fields(action, current_request, rules, keep_features)
     elif action.gpu_type is not None:
         raise ValidationError("gpus_per_node", None, "a GPU count whenever gpu_type is set", "update action")
     if action.node_count is not None:
@@ -230,7 +279,7 @@ def _update_fields(action: Action, current_request: str | None, rules: SlurmRule
 
 
 _BATCHABLE = {
-    ActionKind.HOLD: ("scontrol", "hold"),
+    ActionKind.HOLD: ("scontrol", "uhold"),
     ActionKind.RELEASE: ("scontrol", "release"),
     ActionKind.REQUEUE: ("scontrol", "requeue"),
     ActionKind.REQUEUE_HOLD: ("scontrol", "requeuehold"),
@@ -320,6 +369,7 @@ class SlurmBackend:
         self.reader: Reader | None = None  # known after the first snapshot: the version of Slurm's JSON
         self._version: tuple[int, int] | None = None
         self._requests: dict[int, str] = {}
+        self._features: dict[int, tuple[str, ...]] = {}
         self._restarted: set[int] = set()
         self._begin_wait: set[int] = set()  # released jobs still waiting out Slurm's requeue begin time
         self._ran_on: dict[int, frozenset[str]] = {}  # the nodes each job was last seen running on
@@ -354,7 +404,9 @@ class SlurmBackend:
         self.reader = reader_for(squeue, "squeue --json")
         nodes_doc = self._json(list(self.reader.nodes_argv))
         snapshot = snapshot_from_json(nodes_doc, squeue, now)
-        self._requests = {r.job_id: r.tres_per_node for r in read_jobs(squeue)}
+        records = job_records(squeue)
+        self._requests = {r.job_id: r.tres_per_node for r in records}
+        self._features = other_features(records, frozenset(n.gpu_type for n in snapshot.cluster.nodes if n.gpu_type))
         self._restarted = {
             j.job_id for j in snapshot.jobs if j.restart_count > 0 and j.state in (JobState.PENDING, JobState.REQUEUED)
         }
@@ -368,7 +420,7 @@ class SlurmBackend:
         if missing:
             argv = ["squeue", "--json", "--states=all", f"--jobs={','.join(map(str, missing))}"]
             with contextlib.suppress(SlurmCommandError):  # squeue --jobs fails when all are unknown: none to read
-                self._requests.update({r.job_id: r.tres_per_node for r in read_jobs(self._json(argv))})
+                self._requests.update({r.job_id: r.tres_per_node for r in job_records(self._json(argv))})
         return {j: self._requests[j] for j in job_ids if j in self._requests}
 
     def apply(self, actions: list[Action]) -> list[ActionResult]:
@@ -441,7 +493,7 @@ class SlurmBackend:
 
     def _apply_one(self, action: Action, current_request: str | None) -> ActionResult:
         try:
-            commands = action_commands(action, current_request, self.rules)
+            commands = action_commands(action, current_request, self.rules, self._features.get(action.job_id, ()))
         except ValidationError as exc:
             return ActionResult(action, False, str(exc))
         if not commands:

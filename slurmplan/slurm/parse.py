@@ -311,3 +311,16 @@ def _tres_count(value: str, text: str) -> int:
 def format_tres(tres: dict[str, int]) -> str:
     """Inverse of :func:`parse_tres` (memory written in MB with an ``M`` suffix)."""
     return ",".join(f"{k}={v}M" if k == "mem" else f"{k}={v}" for k, v in tres.items())
+
+
+_FEATURE_TERM = re.compile(r"[a-z0-9_.-]+")
+
+
+def gpu_type_term(features: str, gpu_types: frozenset[str]) -> str | None:
+    """The GPU type in a constraint of ``&``-joined features (``a100``, ``ib&a100``, as job_submit.lua writes
+    them), when exactly one term names a type and every term is a plain feature; else None."""
+    terms = features.split("&")
+    if not all(_FEATURE_TERM.fullmatch(t) for t in terms):
+        return None
+    typed = [t for t in terms if t in gpu_types]
+    return typed[0] if len(typed) == 1 else None

@@ -39,6 +39,8 @@ class SlurmOutputError(SlurmplanError):
     def __init__(self, source: str, field: str, problem: str) -> None:
         self.source = source
         self.field = field
+        self.record_id: str | None = None
+        """The job id (or node name) of the record that could not be read, where :func:`read_records` knows it."""
         super().__init__(f"{source}: field {field!r}: {problem}")
 
 
@@ -77,6 +79,7 @@ class JobRecord:
     account: str
     partition: str
     qos: str
+    cluster: str
     job_state: str  # e.g. "RUNNING"; 24.11's extra state flags (e.g. "REQUEUED") are in state_flags
     state_flags: tuple[str, ...]
     state_reason: str
@@ -238,6 +241,7 @@ class Reader:
             account=f.text("account"),
             partition=f.text("partition"),
             qos=f.text("qos"),
+            cluster=f.text("cluster"),
             job_state=state,
             state_flags=state_flags,
             state_reason=f.text("state_reason"),
@@ -360,13 +364,18 @@ def read_records(
     good: list[Any] = []
     bad: list[SlurmOutputError] = []
     for i, record in enumerate(raw):
+        where = f"{kind}[{i}]"
         try:
-            good.append(build(Field(record, source, f"{kind}[{i}]")))
-        except SlurmOutputError as exc:
+            good.append(build(Field(record, source, where)))
+        except (SlurmOutputError, ValueError, TypeError, OverflowError) as exc:  # users' bytes: any shape
             if on_bad is None:
                 raise
-            on_bad(exc)
-            bad.append(exc)
+            err = exc if isinstance(exc, SlurmOutputError) else SlurmOutputError(source, where, str(exc)[:200])
+            ident = record.get("job_id", record.get("name")) if isinstance(record, Mapping) else None
+            ok = isinstance(ident, int | str) and not isinstance(ident, bool)
+            err.record_id = ascii(ident)[:60].strip("'") if ok else f"#{i}"  # which record, for the log
+            on_bad(err)
+            bad.append(err)
     return Parsed(tuple(good), tuple(bad))
 
 

@@ -69,8 +69,13 @@ def run_slurm(
     except FileNotFoundError as exc:
         raise SlurmCommandError(argv, None, f"{argv[0]}: command not found (is Slurm installed?)") from exc
     except subprocess.TimeoutExpired as exc:
-        err = exc.stderr.decode() if isinstance(exc.stderr, bytes) else (exc.stderr or "")
+        err = decode(exc.stderr) if isinstance(exc.stderr, bytes) else (exc.stderr or "")
         raise SlurmCommandError(argv, None, f"timed out after {timeout:g} s. {err}") from exc
     if check and proc.returncode != 0:
         raise SlurmCommandError(argv, proc.returncode, proc.stderr, proc.stdout)
     return proc
+
+
+def decode(data: bytes | None) -> str:
+    """Slurm's output as text, as :func:`run_slurm` reads it: UTF-8, each invalid byte replaced by U+FFFD."""
+    return (data or b"").decode("utf-8", errors="replace")

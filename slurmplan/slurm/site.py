@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from slurmplan.domain import ValidationError
+from slurmplan.slurm.site_layout import slurm_group
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +63,10 @@ class SiteLayout:
     """The dedicated user the daemon and watchdog units run as (``site install`` creates it when missing)."""
     heartbeat_file: Path | None = None
     """The daemon's heartbeat; job_submit.lua stops holding jobs when it is stale (fail-open)."""
+    slurm_user: str = "slurm"
+    """slurmctld's SlurmUser, who runs the controller hooks: the state folders are group-writable for its group."""
+    trust: tuple[tuple[str, tuple[str, ...] | None, tuple[str, ...] | None], ...] = ()
+    """The config's trust allowlist as ``(rule, accounts, qos)`` (``control/trust.py``) for job_submit.lua."""
 
     def at(self, path: Path) -> Path:
         """``path`` below the prefix (``/etc/slurm`` -> ``<prefix>/etc/slurm``)."""
@@ -74,6 +79,7 @@ class SiteLayout:
             "@CONFIG@": str(self.config),
             "@SLURMPLAN_CMD@": self.command or default_command(),
             "@SERVICE_USER@": self.service_user,
+            "@SLURM_GROUP@": slurm_group(self.slurm_user),
         }
 
 
@@ -158,6 +164,26 @@ def render_heartbeat(text: str, path: Path | None) -> str:
     return text.replace(_HEARTBEAT_LINE, f'H.HEARTBEAT_FILE = "{path}"', 1)
 
 
+_TRUST_LINE = "H.TRUST = {}"
+
+
+def render_trust(text: str, trust: tuple[tuple[str, tuple[str, ...] | None, tuple[str, ...] | None], ...]) -> str:
+    """job_submit.lua with the trust allowlist filled in: ``{guaranteed = {accounts = {...}, qos = {...}}}``; a rule
+    whose lists are both unset is left out (it allows everybody)."""
+    rules = []
+    for rule, accounts, qos in trust:
+        if accounts is None and qos is None:
+            continue
+        acc = _lua_list(f"{rule}_accounts", tuple(accounts or ()), "account names of A-Z a-z 0-9 _ - .", "_-.")
+        qs = _lua_list(f"{rule}_qos", tuple(qos or ()), "QOS names of A-Z a-z 0-9 _ - .", "_-.")
+        rules.append(f"{rule} = {{accounts = {acc}, qos = {qs}}}")
+    if not rules:
+        return text
+    if _TRUST_LINE not in text:
+        raise ValidationError("job_submit.lua", "", f"a line {_TRUST_LINE!r}", "site")
+    return text.replace(_TRUST_LINE, "H.TRUST = {" + ", ".join(rules) + "}", 1)
+
+
 _DAEMON_UID_LINE = "H.DAEMON_UID = nil"
 
 
@@ -213,6 +239,7 @@ def site_files(layout: SiteLayout, root: Path | None = None, plugin: Path | None
     ]
     lua = render_job_submit((root / "site/job_submit.lua").read_text(), layout.managed_partitions, *known_names())
     lua = render_daemon_uid(render_heartbeat(lua, layout.heartbeat_file), layout.service_user)
+    lua = render_trust(lua, layout.trust)
     items = [InstallItem(conf / "job_submit.lua", lua.encode(), 0o644, "site/job_submit.lua")]
     items += [InstallItem(dest, text(rel), mode, rel) for dest, rel, mode in rendered]
     items.append(InstallItem(conf / "slurmplan/slurmplan-hook.env", hook_env(layout).encode(), 0o644, "generated"))

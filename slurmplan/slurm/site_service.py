@@ -17,11 +17,11 @@ import subprocess
 from pathlib import Path
 
 from slurmplan.slurm.site import BACKUP_SUFFIX, InstallResult, SiteLayout, site_files, source_root
+from slurmplan.slurm.site_layout import STATE_DIR, ensure_state_layout
 
 log = logging.getLogger(__name__)
 
 UNITS_TO_ENABLE = ("slurmplan.service", "slurmplan-watchdog.timer")
-STATE_DIR = Path("/var/lib/slurmplan")
 
 
 def systemd_running(layout: SiteLayout) -> bool:
@@ -78,13 +78,9 @@ def install_service(layout: SiteLayout, *, dry_run: bool = False, create_user: b
     this with ``create_user=False`` after the files are in place.
     """
     results = [ensure_service_user(layout, dry_run=dry_run)] if create_user else []
-    state = layout.at(STATE_DIR)
-    if not dry_run and not state.is_dir():
-        state.mkdir(parents=True, exist_ok=True)
-        if _user_exists(layout.service_user):
-            entry = pwd.getpwnam(layout.service_user)
-            shutil.chown(state, entry.pw_uid, entry.pw_gid)
-        results.append(InstallResult(STATE_DIR, "created"))
+    for line in ensure_state_layout(layout.prefix, layout.service_user, layout.slurm_user, dry_run=dry_run):
+        path, _, note = line.partition(" ")
+        results.append(InstallResult(Path(path), "updated", note=f"state layout {note}"))
     return results + enable_units(layout, dry_run=dry_run)
 
 

@@ -118,13 +118,17 @@ def test_guaranteed_class_comes_from_the_sites_qos_not_the_users_hint(acctcluste
     acctcluster.run("scancel", str(vip), str(claims), check=True)
 
 
-def test_unmanaged_account_is_left_to_slurm(acctcluster, tmp_path):
-    job = sbatch_as(acctcluster, "slurmplan-t2", BODY, "--hold", "--gres=gpu:1", "-A", "beta",
-                    "--comment", "slurmplan:model=gpt2;gpus=1")  # fmt: skip
+def test_only_a_listed_account_may_opt_out_with_managed_no(acctcluster, tmp_path):
+    """``unmanaged_accounts`` names who may use ``managed=no`` (control.trust): beta's job that opts out is left
+    to Slurm; alpha's job that says the same has the hint dropped and is scheduled like any managed job."""
+    hints = "slurmplan:model=gpt2;gpus=1;managed=no"
+    beta = sbatch_as(acctcluster, "slurmplan-t2", BODY, "--hold", "--gres=gpu:1", "-A", "beta", "--comment", hints)
+    alpha = sbatch_as(acctcluster, "slurmplan-t2", BODY, "--hold", "--gres=gpu:1", "-A", "alpha", "--comment", hints)
     report = _daemon(acctcluster, tmp_path, shadow=True, unmanaged_accounts=("beta",)).tick()
-    assert job not in {a.job_id for a in report.assignments}
-    assert all(a.job_id != job for a in report.actions)
-    acctcluster.run("scancel", str(job), check=True)
+    decided = {a.job_id for a in report.assignments}
+    assert beta not in decided and all(a.job_id != beta for a in report.actions)
+    assert alpha in decided
+    acctcluster.run("scancel", str(beta), str(alpha), check=True)
 
 
 def test_a_job_over_its_associations_max_jobs_waits_undecided(acctcluster, tmp_path):

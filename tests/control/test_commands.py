@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import pwd
 from pathlib import Path
 
 import pytest
@@ -77,7 +79,8 @@ def test_job_reports_reach_candidates_and_explain(tmp_path: Path, capsys) -> Non
             "plan": {"micro_batch": 4, "grad_accum": 128}, "samples_per_s": 99.0, "time": 990.0}  # fmt: skip
     (reports / "21.jsonl").write_text(json.dumps(line) + "\n")
     db = tmp_path / "j.db"
-    backend = MemBackend([Job(21, "gpt", admin_comment="slurmplan:model=gpt2;gpus=1;min=1;max=1")])
+    me = pwd.getpwuid(os.geteuid()).pw_name  # the report file's owner must be the job's user (issue 24)
+    backend = MemBackend([Job(21, "gpt", user=me, admin_comment="slurmplan:model=gpt2;gpus=1;min=1;max=1")])
     Daemon(DaemonConfig(database=db, report_dir=reports), backend=backend).tick()  # real perf, policy, decide
     cfg = tmp_path / "slurmplan.yaml"
     cfg.write_text(f"database: {db}\nreport_dir: {reports}\n")

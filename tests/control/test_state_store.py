@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import pwd
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +14,7 @@ from slurmplan.control.codec import action_from_dict, action_to_dict
 from slurmplan.control.journal import Journal
 from slurmplan.control.reports import ingest_reports, load_measurements
 from slurmplan.control.state_store import load_state, save_state
-from slurmplan.domain import Action, ActionKind, Allocation, Assignment, Cell, Plan, Reason
+from slurmplan.domain import Action, ActionKind, Allocation, Assignment, Cell, Job, Plan, Reason
 from slurmplan.tick import JobState, SchedulerState
 
 
@@ -92,12 +94,13 @@ def test_reports_ingested_once_and_bad_lines_skipped(tmp_path: Path) -> None:
     line = {"model": "resnet50", "gpu_type": "A100", "gpus": 2, "nodes": 1, "plan": {"dp": 2}, "samples_per_s": 900.0}
     second = json.dumps({**line, "gpus": 1, "plan": {"dp": 1}, "samples_per_s": 470.0})
     (reports / "41.jsonl").write_text(json.dumps(line) + "\nnot json\n" + second[:20])
+    jobs = {41: Job(41, user=pwd.getpwuid(os.getuid()).pw_name)}  # the file's owner runs job 41
     with Journal(tmp_path / "j.db") as j:
-        assert ingest_reports(j, reports) == 1
-        assert ingest_reports(j, reports) == 0  # nothing new; the half line waits
+        assert ingest_reports(j, reports, jobs) == 1
+        assert ingest_reports(j, reports, jobs) == 0  # nothing new; the half line waits
         with (reports / "41.jsonl").open("a") as f:
             f.write(second[20:] + "\n")
-        assert ingest_reports(j, reports) == 1
+        assert ingest_reports(j, reports, jobs) == 1
         ms = load_measurements(j, "resnet50")
     assert [(m.gpu_type, m.gpus, m.job_id, m.plan.dp) for m in ms] == [("a100", 2, 41, 2), ("a100", 1, 41, 1)]
 

@@ -166,9 +166,10 @@ def test_plan_file_writable_by_others_is_ignored(site: SiteCluster) -> None:
 
 
 def test_typed_request_with_constraint_keeps_the_users_constraint(site: SiteCluster) -> None:
+    """The type is joined to the user's constraint (issue 24 item 7): dropping it ran the job on any type."""
     job_id = site.sbatch("sleep 1", "--gres=gpu:v100:1", "--constraint=nvlink", "--comment", "slurmplan:gpus=1")
     job = site.wait_state(job_id, "PENDING")
-    assert (job["tres_per_node"], job["features"]) == ("gres:gpu:1", "nvlink")
+    assert (job["tres_per_node"], job["features"]) == ("gres:gpu:1", "nvlink&v100")
     assert job["admin_comment"] == "slurmplan:gpus=1;asked=v100:1"
     site.run("scancel", str(job_id), check=True)
 

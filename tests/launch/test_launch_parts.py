@@ -200,3 +200,5 @@ def test_report_path_outside_a_job_is_the_working_directory(tmp_path: Path) -> N
     assert report_path({}) == tmp_path / "slurmplan-reports" / "local.jsonl"  # conftest made tmp_path the cwd
     assert report_path({"SLURM_JOB_ID": "5"}) == Path("/var/lib/slurmplan/reports/5.jsonl")
     assert report_path({"SLURM_JOB_ID": "5", "SLURMPLAN_REPORT_DIR": "/x"}) == Path("/x/5.jsonl")
+    keyed = {"SLURM_JOB_ID": "5", "SLURMPLAN_REPORT_DIR": "/x", "SLURM_CLUSTER_NAME": "c1"}
+    assert report_path(keyed) == Path("/x/c1.5.jsonl")  # issue 29 item 7: clusters on one host never collide

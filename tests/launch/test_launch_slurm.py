@@ -67,7 +67,8 @@ def test_signalled_job_checkpoints_requeues_and_resumes_bitwise(devcluster, tmp_
 
     assert_same_params(saved(ckpt)["model"], example_reference(tmp_path, STEPS)["model"])
 
-    lines = [json.loads(line) for line in (reports / f"{job}.jsonl").read_text().splitlines()]
+    (report,) = reports.glob(f"*.{job}.jsonl")  # <ClusterName>.<job>.jsonl (issue 29 item 7)
+    lines = [json.loads(line) for line in report.read_text().splitlines()]
     assert lines and all(r["job_id"] == job and r["samples_per_s"] > 0 and r["gpus"] == 1 for r in lines)
 
 

@@ -38,7 +38,7 @@ def test_managed_jobs_are_submitted_held_and_start_on_release():
     b = backend()
     submit(b, 1)
     (job,) = b.snapshot().jobs
-    assert job.held and job.state is JobState.PENDING and job.state_reason == "JobHeldAdmin"
+    assert job.held and job.state is JobState.PENDING and job.state_reason == "JobHeldUser"
     assert act(b, ActionKind.RELEASE, 1)
     (job,) = b.snapshot().jobs
     assert job.state is JobState.RUNNING and job.nodes == ("v100-0000",)

@@ -104,10 +104,9 @@ def test_cap_hints_and_class_rules():
     assert cap_hints(hints, 8) is hints
     claims = Hints(job_class=JobClass.GUARANTEED)
     assert ClassRules().job_class(claims, "a", "normal") is JobClass.GUARANTEED  # no lists: the hint counts
-    rules = ClassRules(guaranteed_qos=("high",), unmanaged_accounts=("ops",))
+    rules = ClassRules(guaranteed_qos=("high",))
     assert rules.job_class(claims, "a", "normal") is JobClass.BEST_EFFORT
     assert rules.job_class(Hints(), "a", "high") is JobClass.GUARANTEED
-    assert rules.unmanaged("ops", "normal") and not rules.unmanaged("a", "high")
 
 
 def test_max_jobs_reached_only_for_a_pending_job_at_its_limit():

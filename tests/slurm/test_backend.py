@@ -56,7 +56,8 @@ def test_recorded_snapshot_maps_nodes_and_jobs():
         (("jobs", 0, "tres_per_node"), "gres:gpu:a100:x", "jobs[0].tres_per_node"),
     ],
 )
-def test_unexpected_shape_names_the_field(path, value, field):
+def test_unexpected_shape_skips_the_record_naming_the_field(path, value, field, caplog):
+    """One unreadable record is left out and logged with its field; the rest of the snapshot stands (issue 24)."""
     sinfo, squeue = _recorded()
     doc = {"nodes": sinfo, "jobs": squeue}[path[0]]
     target = doc[path[0]][path[1]]
@@ -64,7 +65,17 @@ def test_unexpected_shape_names_the_field(path, value, field):
         del target[path[2]]
     else:
         target[path[2]] = value
-    with pytest.raises(SlurmOutputError, match=field.replace("[", r"\[").replace("]", r"\]")):
+    with caplog.at_level("WARNING", logger="slurmplan.slurm.backend"):
+        snap = snapshot_from_json(sinfo, squeue, now=0.0)
+    kept = snap.cluster.nodes if path[0] == "nodes" else snap.jobs
+    assert len(kept) == len(doc[path[0]]) - 1
+    assert any(field in r.getMessage() for r in caplog.records)
+
+
+def test_unexpected_document_shape_still_raises():
+    sinfo, squeue = _recorded()
+    squeue["jobs"] = {"not": "a list"}
+    with pytest.raises(SlurmOutputError, match="jobs"):
         snapshot_from_json(sinfo, squeue, now=0.0)
 
 
@@ -273,7 +284,7 @@ def test_batch_commands_chunk_job_lists():
 
     ids = list(range(1, BATCH_MAX + 3))
     hold = batch_commands(ActionKind.HOLD, ids)
-    assert len(hold) == 2 and hold[0][:2] == ["scontrol", "hold"]
+    assert len(hold) == 2 and hold[0][:2] == ["scontrol", "uhold"]
     assert hold[0][2] == ",".join(map(str, ids[:BATCH_MAX])) and hold[1][2] == f"{BATCH_MAX + 1},{BATCH_MAX + 2}"
     assert batch_commands(ActionKind.CANCEL, [4, 5]) == [["scancel", "4", "5"]]
 

@@ -1,0 +1,111 @@
+"""Who may use the hints that change a job's standing: the site's allowlist, enforced by the daemon.
+
+Hints are self-declared. Most of them only describe the job (model, GPUs, batch); four change how it is treated
+against everybody else's: ``class=guaranteed`` earns an SLA floor, ``steps=`` and ``deadline=`` move it earlier,
+and ``managed=no`` opts it out of a managed partition. A site says who may use each by Slurm account or QOS
+(daemon config keys ``guaranteed_accounts``/``guaranteed_qos``, ``unmanaged_accounts``/``unmanaged_qos``,
+``steps_accounts``/``steps_qos``, ``deadline_accounts``/``deadline_qos``; `site install` copies them into
+job_submit.lua, which refuses such a submission naming the rule). A rule whose two lists are both unset allows
+everybody (today's behaviour, and a plain Slurm site's); a set rule allows a job whose account or QOS is listed.
+
+The daemon enforces the same rules on every tick, since a job's account or QOS can change after submission
+and a site may run without job_submit.lua: a hint the job may not use is dropped (the job is scheduled as if
+it had not given it) and logged once per job, naming the rule.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from dataclasses import dataclass
+
+from slurmplan.domain import Hints, Job, JobClass
+
+log = logging.getLogger(__name__)
+
+RULES = ("guaranteed", "unmanaged", "steps", "deadline")
+"""The trust rules; each is configured by ``<rule>_accounts`` and ``<rule>_qos``."""
+
+
+@dataclass(frozen=True)
+class HintTrust:
+    """The allowlist (``None``: the rule allows everybody) and where hints may come from."""
+
+    hints_from_comment: bool = True
+    """Read hints from the user's ``--comment`` when the admin comment has none. A site with job_submit.lua
+    should say false: users can rewrite their comment after submission (``scontrol update comment=``), and
+    only the admin comment, which job_submit.lua writes and users cannot, reflects what was checked."""
+    guaranteed_accounts: tuple[str, ...] | None = None
+    guaranteed_qos: tuple[str, ...] | None = None
+    unmanaged_accounts: tuple[str, ...] | None = None
+    unmanaged_qos: tuple[str, ...] | None = None
+    steps_accounts: tuple[str, ...] | None = None
+    steps_qos: tuple[str, ...] | None = None
+    deadline_accounts: tuple[str, ...] | None = None
+    deadline_qos: tuple[str, ...] | None = None
+
+    def allows(self, rule: str, account: str, qos: str) -> bool:
+        accounts, qoses = getattr(self, f"{rule}_accounts"), getattr(self, f"{rule}_qos")
+        if accounts is None and qoses is None:
+            return True
+        return account in (accounts or ()) or qos in (qoses or ())
+
+    def refusal(self, rule: str, account: str, qos: str) -> str:
+        """The message naming the rule (the same text job_submit.lua gives the user)."""
+        accounts, qoses = getattr(self, f"{rule}_accounts") or (), getattr(self, f"{rule}_qos") or ()
+        return (
+            f"hints: {_HINT[rule]} is not allowed for account {account or '(none)'!r} / QOS {qos or '(none)'!r}: "
+            f"the site allows it for {rule}_accounts [{', '.join(accounts)}] or {rule}_qos [{', '.join(qoses)}]"
+        )
+
+    def violations(self, hints: Hints, job: Job) -> list[str]:
+        """The rules ``hints`` break for this job (empty: all allowed)."""
+        used = {
+            "guaranteed": hints.job_class is JobClass.GUARANTEED,
+            "unmanaged": not hints.managed,
+            "steps": hints.steps is not None,
+            "deadline": hints.deadline is not None,
+        }
+        return [r for r in RULES if used[r] and not self.allows(r, job.account, job.qos)]
+
+    def enforce(self, hints: Hints, job: Job) -> Hints:
+        """``hints`` without what this job may not use (logged once per job and rule)."""
+        broken = self.violations(hints, job)
+        if not broken:
+            return hints
+        for rule in broken:
+            _log_once(job.job_id, rule, self.refusal(rule, job.account, job.qos))
+        changes: dict[str, object] = {}
+        if "guaranteed" in broken:
+            changes["job_class"] = JobClass.BEST_EFFORT
+        if "unmanaged" in broken:
+            changes["managed"] = True
+        if "steps" in broken:
+            changes["steps"] = None
+        if "deadline" in broken:
+            changes["deadline"] = None
+        return dataclasses.replace(hints, **changes)  # type: ignore[arg-type]
+
+
+_HINT = {"guaranteed": "class=guaranteed", "unmanaged": "managed=no", "steps": "steps=", "deadline": "deadline="}
+_LOGGED: set[tuple[int, str]] = set()
+
+
+def _log_once(job_id: int, rule: str, message: str) -> None:
+    if (job_id, rule) in _LOGGED:
+        return
+    if len(_LOGGED) > 100_000:
+        _LOGGED.clear()
+    _LOGGED.add((job_id, rule))
+    log.warning("job %d: %s; the hint is ignored", job_id, message)
+
+
+def trust_lists(value: object, field: str, where: str) -> tuple[str, ...]:
+    """A config list of account or QOS names (a comma-separated string or a YAML list)."""
+    from slurmplan.domain import ValidationError
+
+    if isinstance(value, str):
+        value = [v.strip() for v in value.split(",") if v.strip()]
+    if not isinstance(value, list | tuple) or not all(isinstance(v, str) and v for v in value):
+        raise ValidationError(field, value, "a list of Slurm account or QOS names", where)
+    return tuple(value)
