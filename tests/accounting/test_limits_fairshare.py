@@ -99,7 +99,7 @@ def test_config_weights_override_fairshare(acctcluster, tmp_path):
     assert daemon.site_accounting.account_weights() == {"alpha": 3.0, "beta": 1.0}
 
 
-def test_guaranteed_class_comes_from_the_sites_qos_not_the_users_hint(acctcluster, tmp_path):
+def test_guaranteed_class_comes_from_the_sites_qos_not_the_users_hint(acctcluster, tmp_path, caplog):
     """QOS ``high`` (priority 1000, preempt mode requeue in slurmdbd) is named in ``guaranteed_qos``: a job in it
     is guaranteed without asking; a job that only declares ``class=guaranteed`` in its hints is best-effort."""
     hint = "slurmplan:model=gpt2;gpus=1;min=1;max=1"
@@ -108,13 +108,17 @@ def test_guaranteed_class_comes_from_the_sites_qos_not_the_users_hint(acctcluste
     claims = sbatch_as(acctcluster, "slurmplan-t2", BODY, "--hold", "--gres=gpu:1", "-A", "beta",
                        "--comment", hint + ";class=guaranteed")  # fmt: skip
     daemon = _daemon(acctcluster, tmp_path, shadow=True, guaranteed_qos=("high",))
-    daemon.tick()
+    with caplog.at_level("WARNING", logger="slurmplan.control.trust"):
+        daemon.tick()
     with Journal(tmp_path / "journal.db", readonly=True) as journal:
         notes = {j: [e["detail"] for e in explain_job(journal, j)["events"] if e["event"] == "accounting"][-1]
                  for j in (vip, claims)}  # fmt: skip
     assert "class best-effort -> guaranteed" in notes[vip]
     assert "QOS high: priority 1000, preempt mode REQUEUE" in notes[vip]
-    assert "class guaranteed -> best-effort" in notes[claims]
+    # the user's own class=guaranteed is dropped by the trust rules (control.trust) before accounting sees it
+    assert "guaranteed" not in notes[claims]
+    refusals = [r.getMessage() for r in caplog.records if f"job {claims}:" in r.getMessage()]
+    assert refusals and "class=guaranteed is not allowed for account 'beta'" in refusals[0]
     acctcluster.run("scancel", str(vip), str(claims), check=True)
 
 
