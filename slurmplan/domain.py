@@ -306,6 +306,8 @@ class ThroughputSource(enum.Enum):
     FITTED = "fitted"
     ESTIMATED = "estimated"
     TABLE = "table"
+    DEFAULT = "default"
+    """A model slurmplan does not know, not measured yet: a relative default (``perf/unknown.py``)."""
 
 
 @dataclass(frozen=True)

@@ -61,6 +61,12 @@ def _run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default=None, help="folder for summary.json/csv and per-job CSVs")
     p.add_argument("--plots", default=None, help="folder for the JCT CDF, utilization and per-policy plots")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--drop-infeasible",
+        action="store_true",
+        help="run the jobs that can run on --cluster and name and count the others in the summary (a site's "
+        "history always has a few jobs no GPU type of the cluster can run); without it such a trace is refused",
+    )
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -124,17 +130,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     check.set_defaults(func=cmd_trace_check)
 
 
-def _preflight(args: argparse.Namespace, policies: list[str]) -> None:
+def _preflight(args: argparse.Namespace, policies: list[str]) -> list[str]:
     """Check every argument before any simulation or worker process starts.
 
     A bad policy name used to surface as a ``BrokenProcessPool`` traceback from a worker, a missing matplotlib
     after the CSVs were written, and a cluster no job fits ran to the end and exited 0 having finished nothing.
+    Returns the jobs ``--drop-infeasible`` leaves out, described as ``ID (TYPE xGPUS)``.
     """
     from slurmplan.perf.gavel_table import load_gavel_table
     from slurmplan.policy.registry import load_config
     from slurmplan.sim.cluster import parse_cluster
     from slurmplan.sim.runner import RunSpec, load_jobs
-    from slurmplan.sim.workload import build_workloads
+    from slurmplan.sim.workload import build_workloads, describe, infeasible
 
     where = args.command
     for name, value, ok, allowed in (
@@ -167,24 +174,30 @@ def _preflight(args: argparse.Namespace, policies: list[str]) -> None:
         raise ValidationError("--trace", args.trace, "a trace with at least one job", where)
     table = load_gavel_table(args.throughputs) if any(j.is_table_job for j in jobs) else None
     workloads = build_workloads(jobs, cluster, table)
-    stuck = [w for w in workloads.values() if not any(c.throughput > 0 for c in w.candidates)]
+    stuck = infeasible(workloads.values())
+    if stuck and (args.drop_infeasible and len(stuck) < len(jobs)):
+        return [describe(w) for w in stuck]
     if stuck:
-        names = ", ".join(f"{w.job_id} ({w.trace.job_type or w.trace.model} x{w.trace.gpus})" for w in stuck[:8])
+        names = ", ".join(describe(w) for w in stuck[:8])
         more = f" and {len(stuck) - 8} more" if len(stuck) > 8 else ""
+        hint = "" if len(stuck) == len(jobs) else "; or pass --drop-infeasible to run the others"
         raise ValidationError(
             "--cluster",
             args.cluster,
             f"a cluster where every job can run; {len(stuck)} of {len(jobs)} jobs have no throughput on any of its "
-            f"GPU types ({', '.join(sorted(cluster.gpus_by_type()))}): jobs {names}{more}",
+            f"GPU types ({', '.join(sorted(cluster.gpus_by_type()))}): jobs {names}{more}{hint}",
             where,
         )
+    return []
 
 
-def _spec(args: argparse.Namespace, policy: str):  # -> RunSpec
+def _spec(args: argparse.Namespace, policy: str, dropped: list[str] = ()):  # -> RunSpec
     from slurmplan.sim.engine import SimOptions
     from slurmplan.sim.runner import RunSpec, load_jobs
 
     jobs = load_jobs(RunSpec(args.trace, args.cluster, policy, max_jobs=args.max_jobs))
+    gone = {int(d.split(" ", 1)[0]) for d in dropped}
+    jobs = tuple(j for j in jobs if j.job_id not in gone)
     windowed = any(not j.in_window for j in jobs) and not args.run_all
     options = SimOptions(
         reconfig_cost_s=0.0 if args.zero_cost else args.reconfig_cost,
@@ -201,8 +214,12 @@ def _spec(args: argparse.Namespace, policy: str):  # -> RunSpec
     return RunSpec(jobs, args.cluster, policy, options, args.throughputs)
 
 
-def _emit(args: argparse.Namespace, results, summaries) -> None:
-    from slurmplan.sim.report import format_table, to_json, write_outputs
+def _emit(args: argparse.Namespace, results, summaries, dropped: list[str] = ()) -> None:
+    from slurmplan.sim.report import format_dropped, format_table, to_json, write_outputs
+
+    for s in summaries:
+        s["dropped_infeasible"] = len(dropped)
+        s["dropped_jobs"] = [int(d.split(" ", 1)[0]) for d in dropped]
 
     for s in summaries:
         if not s["arrivals_cover_window"]:
@@ -216,6 +233,8 @@ def _emit(args: argparse.Namespace, results, summaries) -> None:
         print(to_json(summaries))
     else:
         print(format_table(summaries))
+        if dropped:
+            print(format_dropped(dropped, args.cluster))
     if args.out:
         write_outputs(results, summaries, Path(args.out), plots=False)
     if args.plots:
@@ -226,9 +245,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from slurmplan.sim.metrics import summarize
     from slurmplan.sim.runner import simulate
 
-    _preflight(args, [args.policy])
-    result = simulate(_spec(args, args.policy))
-    _emit(args, [result], [summarize(result)])
+    dropped = _preflight(args, [args.policy])
+    result = simulate(_spec(args, args.policy, dropped))
+    _emit(args, [result], [summarize(result)], dropped)
     return 0
 
 
@@ -239,9 +258,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
     names = [p.strip() for p in args.policies.split(",") if p.strip()]
     if not names:
         raise ValidationError("policies", args.policies, "a comma-separated list of policy names", "compare")
-    _preflight(args, names)
-    results = compare([_spec(args, name) for name in names], workers=args.workers)
-    _emit(args, results, [summarize(r) for r in results])
+    dropped = _preflight(args, names)
+    results = compare([_spec(args, name, dropped) for name in names], workers=args.workers)
+    _emit(args, results, [summarize(r) for r in results], dropped)
     return 0
 
 
