@@ -201,11 +201,10 @@ class Slurmplan(Policy):
                 choose = lambda k, floor: self._choices(problem, k, floor)  # noqa: E731
                 floors, caught = catch_up(problem, pack, queue.order, floors, catch, choose), True
             choices = self._choices(problem, j, floors[j])
-            cur = int(problem.current[j]) if running[j] else -1
-            if pays is not None and running[j] and pack.fits(j, cur):
-                # it can stay: it moves only where that pays (its GPUs taken, any column beats stopping)
+            if pays is not None and running[j]:
                 choices = [c for c in choices if pays[j, c]]
             fit = [c for c in choices if pack.fits(j, c)]
+            cur = int(problem.current[j]) if running[j] else -1
             if blocked.any() and not first[j]:
                 fit = [c for c in fit if c == cur or pack.cell_type[c] < 0 or not blocked[pack.cell_type[c]]]
                 if fit:
