@@ -25,6 +25,7 @@ from hypothesis import settings
 from slurmplan.slurm import devaccounting
 from slurmplan.slurm.devcluster import REQUIRED_BINARIES, DevCluster
 from slurmplan.slurm.devlayout import load_layout
+from slurmplan.slurm.reader import find_job, read_jobs
 
 # Property tests run on shared, busy machines (and CI): a slow example is not a failure.
 settings.register_profile("slurmplan", deadline=None)
@@ -87,12 +88,11 @@ class ClusterHandle:
         return job_id
 
     def squeue_job(self, job_id: int) -> dict[str, Any] | None:
-        """The job's record from ``squeue --json`` (None once Slurm has forgotten it)."""
+        """The job's record from ``squeue --json`` as the versioned reader gives it (22.05's field names and
+        value shapes on every Slurm version), or None once Slurm has forgotten it."""
         proc = self.run("squeue", "--json", "--states=all", check=True)
-        for job in json.loads(proc.stdout)["jobs"]:
-            if job["job_id"] == job_id:
-                return job
-        return None
+        record = find_job(read_jobs(json.loads(proc.stdout)), job_id)
+        return record.as_dict() if record is not None else None
 
     def wait_for(
         self, job_id: int, pred: Callable[[dict[str, Any]], bool], timeout: float = 30, what: str = "condition"

@@ -24,24 +24,32 @@ def _run_options(p: argparse.ArgumentParser) -> None:
         "--round", type=float, default=None, help="round length in seconds (default: 360, the daemon's round_s)"
     )
     p.add_argument("--throughputs", default=None, help="Gavel-format throughput table (default: shipped copy)")
-    p.add_argument("--reconfig-cost", type=float, default=78.0, help="seconds per reconfiguration (default 78)")
-    p.add_argument("--zero-cost", action="store_true", help="no reconfiguration cost (Gavel's simulator's model)")
+    from slurmplan.tick_types import DEV_RESTART_COST_S, DEV_START_LATENCY_S, SLURM_REQUEUE_DELAY_S
+
+    p.add_argument(
+        "--reconfig-cost", type=float, default=DEV_RESTART_COST_S, help="seconds per reconfiguration (default 78)"
+    )
+    p.add_argument(
+        "--zero-cost",
+        action="store_true",
+        help="no reconfiguration cost, requeue delay or start latency (Gavel's simulator's model)",
+    )
     p.add_argument(
         "--requeue-delay",
         type=float,
-        default=0.0,
+        default=SLURM_REQUEUE_DELAY_S,
         metavar="SECONDS",
         help="Slurm's wait before a requeued job may start again on a node it just left: cred_expire + 1 seconds "
         "(121 with Slurm's default cred_expire of 120); a move to another GPU type does not wait (the daemon resets "
-        "the begin time). Default 0: only --reconfig-cost charges a move",
+        "the begin time). Default 121, Slurm's default; 0: only --reconfig-cost charges a move",
     )
     p.add_argument(
         "--start-latency",
         type=float,
-        default=0.0,
+        default=DEV_START_LATENCY_S,
         metavar="SECONDS",
         help="seconds from Slurm starting a job to it training, paid at every start (release, PrologSlurmctld, "
-        "slurmd's launch; ~3.5 on the local dev cluster). Default 0: starts are instant, as in Gavel",
+        "slurmd's launch; 3.5 measured on the local dev cluster, the default). 0: starts are instant, as in Gavel",
     )
     p.add_argument("--tick", type=float, default=30.0, help="daemon tick interval in seconds (0: every event)")
     p.add_argument("--no-arrival-ticks", action="store_true", help="see arrivals at the next round or completion")
@@ -116,7 +124,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Write a synthetic trace. gavel-single/gavel-multiple follow Gavel's random stream; llm draws "
         "catalog models, accounts, job classes and deadlines. The summary line says the offered load.",
     )
-    gen.add_argument("kind", choices=("gavel-single", "gavel-multiple", "llm"), help="which generator")
+    gen.add_argument("kind", choices=("gavel-single", "gavel-multiple", "llm", "replay-like"), help="which generator")
     gen.add_argument("--jobs", type=int, default=1000, help="number of jobs")
     gen.add_argument(
         "--rate",
@@ -214,8 +222,8 @@ def _spec(args: argparse.Namespace, policy: str, dropped: list[str] = ()):  # ->
     windowed = any(not j.in_window for j in jobs) and not args.run_all
     options = SimOptions(
         reconfig_cost_s=0.0 if args.zero_cost else args.reconfig_cost,
-        requeue_delay_s=args.requeue_delay,
-        start_latency_s=args.start_latency,
+        requeue_delay_s=0.0 if args.zero_cost else args.requeue_delay,
+        start_latency_s=0.0 if args.zero_cost else args.start_latency,
         round_s=args.round,
         event_ticks=not args.round_ticks_only,
         tick_s=args.tick,
@@ -296,7 +304,11 @@ def cmd_trace_generate(args: argparse.Namespace) -> int:
     from slurmplan.sim.generate import LLM_MODELS, LlmTraceConfig, gavel_trace, llm_trace, perf_feasible
     from slurmplan.sim.trace import write_trace
 
-    if args.kind == "llm":
+    if args.kind == "replay-like":
+        from slurmplan.sim.generate import ReplayTraceConfig, replay_like_trace
+
+        jobs = replay_like_trace(ReplayTraceConfig(num_jobs=args.jobs, rate_per_h=args.rate or 20.0, seed=args.seed))
+    elif args.kind == "llm":
         config = LlmTraceConfig(
             num_jobs=args.jobs,
             rate_per_h=args.rate or 40.0,

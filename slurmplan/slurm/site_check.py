@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from slurmplan.domain import Node
+from slurmplan.slurm.reader import read_show_config
 from slurmplan.slurm.run import SlurmCommandError, run_slurm
 
 QUICK_RESTART_CRED_EXPIRE_S = 30
@@ -34,16 +35,6 @@ class Finding:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def parse_show_config(text: str) -> dict[str, str]:
-    """``Key = value`` lines of ``scontrol show config`` (the first occurrence of each key)."""
-    out: dict[str, str] = {}
-    for line in text.splitlines():
-        key, sep, value = line.partition("=")
-        if sep and key.strip() and " " not in key.strip():
-            out.setdefault(key.strip(), value.strip())
-    return out
 
 
 def _cred_expire(conf: Mapping[str, str]) -> int:
@@ -214,7 +205,7 @@ def site_check(
     """Every check against the running controller; raises ``SlurmCommandError`` when it cannot be read."""
     from slurmplan.slurm.backend import SlurmBackend
 
-    conf = parse_show_config(run_slurm(["scontrol", "show", "config"], env).stdout)
+    conf = read_show_config(env)
     nodes = list(SlurmBackend(env=env).snapshot().cluster.nodes)
     user = daemon_user or pwd.getpwuid(os.geteuid()).pw_name
     return [

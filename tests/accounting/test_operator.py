@@ -14,8 +14,8 @@ from unixusers import ensure_user
 from slurmplan.domain import Action, ActionKind
 from slurmplan.slurm.backend import SlurmBackend
 from slurmplan.slurm.operator import admin_level, grant_operator
-from slurmplan.slurm.run import run_slurm
-from slurmplan.slurm.site_check import check_admin_comment, parse_show_config
+from slurmplan.slurm.reader import read_show_config
+from slurmplan.slurm.site_check import check_admin_comment
 
 pytestmark = pytest.mark.slurm
 
@@ -27,7 +27,7 @@ for _ in $(seq 1 300); do sleep 0.2; done
 
 
 def _check(acctcluster, user):
-    conf = parse_show_config(run_slurm(["scontrol", "show", "config"], acctcluster.env).stdout)
+    conf = read_show_config(acctcluster.env)
     return check_admin_comment(conf, user, acctcluster.env)
 
 

@@ -17,7 +17,8 @@ def _trace(tmp_path: Path) -> Path:
     jobs = [
         TraceJob(0, 0.0, 1, model="llama2-70b", duration_s=3600.0),  # 70B on two V100s: no configuration fits
         TraceJob(1, 0.0, 1, model="bert-large", duration_s=1800.0),
-        TraceJob(2, 60.0, 4, model="bert-large", duration_s=1800.0),  # runs, but never at its own 4 GPUs
+        # elastic, so it runs, but never at its own 4 GPUs (a fixed-size job would keep its 4 and be infeasible)
+        TraceJob(2, 60.0, 4, model="bert-large", duration_s=1800.0, extra_hints={"min_gpus": 1, "max_gpus": 4}),
         TraceJob(3, 120.0, 1, model="bert-large", duration_s=900.0),
     ]
     write_trace(jobs, trace)
