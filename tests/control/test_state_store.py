@@ -118,8 +118,9 @@ def test_report_progress_fields_reach_the_job_source(tmp_path: Path) -> None:
     rows = [{**line, "step": 40, "checkpoint_step": 30, "total_steps": 100}, {**line, "step": "many"},
             {**line, "step": 55, "checkpoint_step": 50, "time": 2.0}]  # fmt: skip
     (reports / "7.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    jobs = {7: Job(7, user=pwd.getpwuid(os.getuid()).pw_name)}  # the file's owner runs job 7
     with Journal(tmp_path / "j.db") as j:
-        assert ingest_reports(j, reports) == 2
+        assert ingest_reports(j, reports, jobs) == 2
         assert j.measurements.progress()[7]["step"] == 55.0
         source = SlurmJobSource((), progress=j.measurements.progress)
         running = Job(job_id=7, name="x", state=SlurmState.RUNNING)

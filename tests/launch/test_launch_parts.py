@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import signal
 from pathlib import Path
@@ -121,7 +122,10 @@ def test_report_line_carries_progress_and_still_reads_as_a_measurement(tmp_path:
     first, second = (json.loads(line) for line in path.read_text().splitlines())
     assert (first["step"], first["checkpoint_step"], first["total_steps"]) == (40, 30, 100)
     assert (second["step"], second["checkpoint_step"], second["total_steps"]) == (41, None, None)
-    assert measurement_from_dict(first) == m  # the daemon's reader ignores the progress keys
+    # the daemon's reader takes the measurement, and the progress keys as the job's progress (issue 23)
+    progress = {"step": 40.0, "checkpoint_step": 30.0, "total_steps": 100.0}
+    assert measurement_from_dict(first) == dataclasses.replace(m, extra=progress)
+    assert measurement_from_dict(second).extra == {"step": 41.0}
 
 
 def test_report_to_unwritable_folder_is_not_fatal(tmp_path: Path) -> None:
