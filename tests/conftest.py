@@ -67,7 +67,8 @@ class ClusterHandle:
             list(args),
             env={**os.environ, **self.env},
             capture_output=True,
-            text=True,
+            encoding="utf-8",
+            errors="replace",  # a test may leave a job named with invalid UTF-8 in squeue (MinJobAge)
             check=check,
             timeout=timeout,
             cwd=self.jobs_dir,
