@@ -35,6 +35,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     inst.add_argument("--no-build", action="store_true", help="do not run `make -C spank` first")
     inst.add_argument("--json", action="store_true", help="print the results as JSON")
     inst.add_argument("--service-user", default="slurmplan", help="user the systemd units run as (default slurmplan)")
+    inst.add_argument(
+        "--admin-level",
+        choices=("Administrator", "Operator"),
+        default="Administrator",
+        help="Slurm AdminLevel given to the service user with sacctmgr (needs slurmdbd). Operator may hold, update, "
+        "release, signal and requeue jobs but not write AdminComment, where the daemon records its decisions "
+        "(default Administrator)",
+    )
     inst.add_argument("--no-service", action="store_true", help="do not create the user nor enable the units")
     inst.set_defaults(func=_install)
 
@@ -125,7 +133,12 @@ def _install(args: argparse.Namespace) -> int:
     layout = _layout(args)
     results = [] if args.no_service else [ensure_service_user(layout, dry_run=args.dry_run)]
     results += install_site(layout, dry_run=args.dry_run, build=not args.no_build)
-    if not args.no_service:
+    if not args.no_service:  # the service user may hold and release other users' jobs (needs accounting)
+        from slurmplan.slurm.operator import grant_operator
+
+        real = layout.prefix == Path("/")
+        level = args.admin_level
+        results.append(grant_operator(layout.service_user, level=level, dry_run=args.dry_run, apply=real))
         results += install_service(layout, dry_run=args.dry_run, create_user=False)
     return _print_results(args, layout, results)
 

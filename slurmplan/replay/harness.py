@@ -29,6 +29,7 @@ from slurmplan.sim.runner import RunSpec, simulate
 from slurmplan.sim.trace import read_trace
 from slurmplan.slurm import replay_ops
 from slurmplan.slurm.backend import SlurmBackend
+from slurmplan.slurm.reader import JobRecord
 
 log = logging.getLogger(__name__)
 
@@ -118,9 +119,8 @@ CANARY = "#!/bin/bash\nsleep 100000\n"
 """A job the daemon does not manage (no hints, no GPU), running beside the replay: it must stay untouched."""
 
 
-def _watch_fields(job: dict[str, object]) -> tuple[object, ...]:
-    return (job.get("admin_comment"), job.get("tres_per_node"), job.get("restart_cnt"), job.get("priority"),
-            job.get("features"), job.get("job_state"))  # fmt: skip
+def _watch_fields(job: JobRecord) -> tuple[object, ...]:
+    return (job.admin_comment, job.tres_per_node, job.restart_cnt, job.priority, job.features, job.job_state)
 
 
 def run_replay(
@@ -200,13 +200,13 @@ def run_replay(
                 if records is not None:
                     running = 0
                     for rec in records:
-                        jid = int(rec.get("job_id", -1))
+                        jid = rec.job_id
                         s = submitted.get(jid)
                         if s is None:
                             if jid not in before and jid != canary:
                                 before[jid] = _watch_fields(rec)
                             continue
-                        state = str(rec.get("job_state"))
+                        state = rec.job_state
                         running += state == "RUNNING"
                         ended = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY")
                         if state in ended and not _done(s):
@@ -268,10 +268,9 @@ def _unmanaged_touched(
             touched += sum(1 for row in journal.intents.rows() if row.action.job_id not in ours)
     records = replay_ops.squeue_all(env) or []
     for rec in records:
-        jid = int(rec.get("job_id", -1))
+        jid = rec.job_id
         if jid == canary:
-            comment = rec.get("admin_comment") or ""
-            touched += bool(comment) or int(rec.get("restart_cnt") or 0) > 0 or rec.get("job_state") != "RUNNING"
+            touched += bool(rec.admin_comment) or rec.restart_cnt > 0 or rec.job_state != "RUNNING"
         elif jid in before:
             now = _watch_fields(rec)
             touched += now[:5] != before[jid][:5]

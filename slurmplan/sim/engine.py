@@ -87,6 +87,7 @@ class Simulation:
             reconfig_cost_s=options.reconfig_cost_s,
             reconfig_threshold=options.reconfig_threshold,
             requeue_delay_s=options.requeue_delay_s,
+            start_latency_s=options.start_latency_s,
         )
         rules = dataclasses.replace(SLURM_22_05, requeue_start_delay_s=options.requeue_delay_s)
         self.backend = SimBackend(

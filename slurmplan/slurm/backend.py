@@ -28,17 +28,16 @@ from slurmplan.domain import (
     JobState,
     Node,
     NodeState,
-    SlurmplanError,
     Snapshot,
     ValidationError,
 )
 from slurmplan.rules import SLURM_22_05, SlurmRules
-from slurmplan.slurm.parse import compress_hostlist, expand_hostlist, format_tres_per_node, gpu_request
+from slurmplan.slurm.parse import compress_hostlist, format_tres_per_node, gpu_request
+from slurmplan.slurm.reader import JobRecord, NodeRecord, Reader, SlurmOutputError, read_jobs, read_nodes, reader_for
 from slurmplan.slurm.run import SlurmCommandError, run_slurm
 
 log = logging.getLogger(__name__)
 
-_INFINITE = 0xFFFFFFFE  # Slurm's INFINITE/NO_VAL for 32-bit fields
 _HELD_REASONS = ("JobHeldUser", "JobHeldAdmin")
 _JOB_STATES = {s.name: s for s in JobState}
 _JOB_STATES.update({"REQUEUE_HOLD": JobState.REQUEUED, "REQUEUE_FED": JobState.REQUEUED, "BOOT_FAIL": JobState.FAILED})
@@ -58,178 +57,91 @@ _NODE_BASE = {
 DEFAULT_SIGNAL = "USR2"
 
 
-class SlurmOutputError(SlurmplanError):
-    """A Slurm command answered, but not in the shape this backend reads; the message names the field."""
-
-    def __init__(self, source: str, field: str, problem: str) -> None:
-        self.source = source
-        self.field = field
-        super().__init__(f"{source}: field {field!r}: {problem}")
-
-
-class _Reader:
-    """Typed access to one JSON record, raising :class:`SlurmOutputError` with the field's full path."""
-
-    def __init__(self, record: Any, source: str, path: str) -> None:
-        if not isinstance(record, Mapping):
-            raise SlurmOutputError(source, path, f"expected an object, got {type(record).__name__}")
-        self.record = record
-        self.source = source
-        self.path = path
-
-    def _get(self, key: str, required: bool) -> Any:
-        if key not in self.record:
-            if required:
-                raise SlurmOutputError(self.source, f"{self.path}.{key}", "missing")
-            return None
-        return self.record[key]
-
-    def num(self, key: str, default: int | None = 0, required: bool = True) -> int | None:
-        value = self._get(key, required)
-        if value is None:
-            return default
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise SlurmOutputError(self.source, f"{self.path}.{key}", f"expected a number, got {value!r}")
-        return int(value)
-
-    def text(self, key: str, required: bool = True) -> str:
-        value = self._get(key, required)
-        if value is None:
-            return ""
-        if not isinstance(value, str):
-            raise SlurmOutputError(self.source, f"{self.path}.{key}", f"expected a string, got {value!r}")
-        return value
-
-    def strs(self, key: str, required: bool = False) -> tuple[str, ...]:
-        value = self._get(key, required)
-        if value is None:
-            return ()
-        if isinstance(value, str):
-            return tuple(v for v in value.split(",") if v)
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise SlurmOutputError(self.source, f"{self.path}.{key}", f"expected a list of strings, got {value!r}")
-        return tuple(value)
-
-    def parsed(self, key: str, parse: Any, required: bool = True) -> Any:
-        value = self.text(key, required)
-        try:
-            return parse(value)
-        except ValidationError as exc:
-            raise SlurmOutputError(self.source, f"{self.path}.{key}", str(exc)) from exc
-
-
-def _records(payload: Any, key: str, source: str) -> list[Any]:
-    if not isinstance(payload, Mapping):
-        raise SlurmOutputError(source, "(top level)", f"expected an object, got {type(payload).__name__}")
-    errors = payload.get("errors") or []
-    if errors:
-        raise SlurmOutputError(source, "errors", f"Slurm reported {errors!r}")
-    records = payload.get(key)
-    if not isinstance(records, list):
-        raise SlurmOutputError(source, key, f"expected a list, got {type(records).__name__}")
-    return records
-
-
-def node_from_json(record: Any, index: int = 0, source: str = "sinfo --json") -> Node:
-    """One entry of ``sinfo --json``'s ``nodes`` as a domain :class:`Node`."""
-    r = _Reader(record, source, f"nodes[{index}]")
-    base = r.text("state").lower()
-    flags = {f.upper() for f in r.strs("state_flags")}
-    state = _NODE_BASE.get(base, NodeState.UNKNOWN)
-    if flags & {"DRAIN", "FAIL", "MAINTENANCE"} and state is not NodeState.DOWN:
+def node_from_record(r: NodeRecord) -> Node:
+    """A read node as a domain :class:`Node`: its base state and flags folded into one :class:`NodeState`."""
+    state = _NODE_BASE.get(r.state.lower(), NodeState.UNKNOWN)
+    if r.flags & {"DRAIN", "FAIL", "MAINTENANCE"} and state is not NodeState.DOWN:
         state = NodeState.DRAINED
-    elif flags & {"NOT_RESPONDING", "POWERED_DOWN", "POWER_DOWN", "REBOOT_ISSUED"}:
+    elif r.flags & {"NOT_RESPONDING", "POWERED_DOWN", "POWER_DOWN", "REBOOT_ISSUED"}:
         state = NodeState.DOWN
-    elif "COMPLETING" in flags and state is NodeState.IDLE:
+    elif "COMPLETING" in r.flags and state is NodeState.IDLE:
         state = NodeState.COMPLETING
-    gpu_type, gpus = r.parsed("gres", gpu_request)
-    used_type, used = r.parsed("gres_used", gpu_request, required=False)
     return Node(
-        name=r.text("name"),
+        name=r.name,
         state=state,
-        gpu_type=gpu_type.lower() if gpu_type else None,
-        gpus=gpus,
-        gpus_used=min(used, gpus) if gpus else 0,
-        cpus=r.num("cpus") or 0,
-        cpus_used=r.num("alloc_cpus", required=False) or 0,
-        memory_mb=r.num("real_memory") or 0,
-        memory_used_mb=r.num("alloc_memory", required=False) or 0,
-        features=r.strs("active_features") or r.strs("features"),
-        partitions=r.strs("partitions"),
+        gpu_type=r.gpu_type,
+        gpus=r.gpus,
+        gpus_used=r.gpus_used,
+        cpus=r.cpus,
+        cpus_used=r.alloc_cpus,
+        memory_mb=r.real_memory,
+        memory_used_mb=r.alloc_memory,
+        features=r.active_features or r.features,
+        partitions=r.partitions,
     )
 
 
 def _time_limit_s(minutes: int | None) -> int | None:
-    if minutes is None or minutes <= 0 or minutes >= _INFINITE:
-        return None
-    return minutes * 60
+    return None if minutes is None or minutes <= 0 else minutes * 60
 
 
-def job_from_json(
-    record: Any, index: int = 0, source: str = "squeue --json", gpu_types: frozenset[str] = frozenset()
-) -> Job:
-    """One entry of ``squeue --json``'s ``jobs`` as a domain :class:`Job` (totals for CPUs and memory).
+def job_from_record(r: JobRecord, gpu_types: frozenset[str] = frozenset()) -> Job:
+    """A read job as a domain :class:`Job` (totals for CPUs and memory).
 
     An untyped GPU request constrained to one feature that names a GPU type in ``gpu_types``
     (``--gres=gpu:2 --constraint=v100``) reads as that type *preferred* (``gpu_type_preferred``): the daemon may
     move it to another type through the node features, unless the job's hints restrict its types.
     """
-    r = _Reader(record, source, f"jobs[{index}]")
-    state_name = r.text("job_state").upper()
-    state = _JOB_STATES.get(state_name, JobState.OTHER)
-    reason = r.text("state_reason", required=False)
-    node_count = max(1, r.num("node_count") or 1)
-    gpu_type, per_node = r.parsed("tres_per_node", gpu_request, required=False)
-    if not per_node:
-        job_type, per_job = r.parsed("tres_per_job", gpu_request, required=False)
-        if per_job:
-            gpu_type, per_node = job_type, math.ceil(per_job / node_count)
-    feature = r.text("features", required=False).strip().lower()
+    state = _JOB_STATES.get(r.job_state, JobState.OTHER)
+    node_count = max(1, r.node_count or 1)
+    gpu_type, per_node = r.gpu_per_node
+    if not per_node and r.gpu_per_job[1]:
+        gpu_type, per_node = r.gpu_per_job[0], math.ceil(r.gpu_per_job[1] / node_count)
+    feature = r.features.strip().lower()
     preferred = bool(per_node and gpu_type is None and feature in gpu_types)
     if preferred:
         gpu_type = feature  # a preference (rules.py): an untyped request moves between types by node feature
-    cpus = r.num("cpus", required=False) or 1
-    per_node_mem = r.num("memory_per_node", default=None, required=False)
-    per_cpu_mem = r.num("memory_per_cpu", default=None, required=False)
-    if per_node_mem is not None and 0 < per_node_mem < _INFINITE:
-        memory_mb = per_node_mem * node_count
-    elif per_cpu_mem is not None and 0 < per_cpu_mem < _INFINITE:
-        memory_mb = per_cpu_mem * cpus
+    cpus = r.cpus or 1
+    if r.memory_per_node:
+        memory_mb = r.memory_per_node * node_count
+    elif r.memory_per_cpu:
+        memory_mb = r.memory_per_cpu * cpus
     else:
         memory_mb = 0
-    start = r.num("start_time", required=False) or 0
-    priority = r.num("priority", required=False)
-    held = state is JobState.PENDING and (reason in _HELD_REASONS or priority == 0)
+    held = state is JobState.PENDING and (r.state_reason in _HELD_REASONS or r.priority == 0)
     return Job(
-        job_id=r.num("job_id") or 0,
-        name=r.text("name", required=False),
-        user=r.text("user_name", required=False),
-        account=r.text("account", required=False),
-        partition=r.text("partition", required=False),
+        job_id=r.job_id,
+        name=r.name,
+        user=r.user_name,
+        account=r.account,
+        partition=r.partition,
         state=state,
-        state_reason="" if reason == "None" else reason,
-        gpu_type=gpu_type.lower() if gpu_type else None,
+        state_reason="" if r.state_reason == "None" else r.state_reason,
+        gpu_type=gpu_type,
         gpus_per_node=per_node,
         node_count=node_count,
-        nodes=r.parsed("nodes", expand_hostlist, required=False),
+        nodes=r.node_names,
         cpus=cpus,
         memory_mb=memory_mb,
-        time_limit_s=_time_limit_s(r.num("time_limit", default=None, required=False)),
-        submit_time=float(r.num("submit_time", required=False) or 0),
-        start_time=float(start) if start and state is not JobState.PENDING else None,
-        comment=r.text("comment", required=False),
-        admin_comment=r.text("admin_comment", required=False),
-        restart_count=r.num("restart_cnt", required=False) or 0,
+        time_limit_s=_time_limit_s(r.time_limit),
+        submit_time=float(r.submit_time or 0),
+        start_time=float(r.start_time) if r.start_time and state is not JobState.PENDING else None,
+        comment=r.comment,
+        admin_comment=r.admin_comment,
+        restart_count=r.restart_cnt,
         held=held,
         gpu_type_preferred=preferred,
     )
 
 
-def snapshot_from_json(sinfo: Any, squeue: Any, now: float) -> Snapshot:
-    """Build a snapshot from the two parsed JSON documents (pure: tested on recorded output)."""
-    nodes = tuple(node_from_json(n, i) for i, n in enumerate(_records(sinfo, "nodes", "sinfo --json")))
+def snapshot_from_json(nodes_doc: Any, squeue: Any, now: float) -> Snapshot:
+    """Build a snapshot from the two parsed JSON documents of any Slurm version the reader knows (pure: tested
+    on recorded 22.05 and 24.11 output): ``nodes_doc`` is the output of that version's ``Reader.nodes_argv``
+    (``sinfo --json`` on 22.05, ``scontrol show nodes --json`` on 24.11)."""
+    source = " ".join(reader_for(nodes_doc, "nodes").nodes_argv)
+    nodes = tuple(node_from_record(n) for n in read_nodes(nodes_doc, source))
     types = frozenset(n.gpu_type for n in nodes if n.gpu_type)
-    jobs = tuple(job_from_json(j, i, gpu_types=types) for i, j in enumerate(_records(squeue, "jobs", "squeue --json")))
+    jobs = tuple(job_from_record(j, gpu_types=types) for j in read_jobs(squeue, "squeue --json"))
     return Snapshot(time=now, cluster=Cluster(nodes=nodes), jobs=jobs)
 
 
@@ -392,6 +304,7 @@ class SlurmBackend:
         self.env = dict(env or {})
         self.timeout = timeout
         self.calls = 0
+        self.reader: Reader | None = None  # known after the first snapshot: the version of Slurm's JSON
         self._requests: dict[int, str] = {}
         self._restarted: set[int] = set()
         self._begin_wait: set[int] = set()  # released jobs still waiting out Slurm's requeue begin time
@@ -417,12 +330,14 @@ class SlurmBackend:
         return payload
 
     def snapshot(self) -> Snapshot:
-        """Nodes and jobs at one instant: one ``sinfo --json`` and one ``squeue --json`` (all states)."""
+        """Nodes and jobs at one instant: one ``squeue --json`` (all states) and one node listing, whose command
+        depends on the Slurm version the queue's JSON names (``Reader.nodes_argv``)."""
         now = time.time()
-        sinfo = self._json(["sinfo", "--json"])
         squeue = self._json(["squeue", "--json", "--states=all"])
-        snapshot = snapshot_from_json(sinfo, squeue, now)
-        self._requests = _requests(squeue)
+        self.reader = reader_for(squeue, "squeue --json")
+        nodes_doc = self._json(list(self.reader.nodes_argv))
+        snapshot = snapshot_from_json(nodes_doc, squeue, now)
+        self._requests = {r.job_id: r.tres_per_node for r in read_jobs(squeue)}
         self._restarted = {
             j.job_id for j in snapshot.jobs if j.restart_count > 0 and j.state in (JobState.PENDING, JobState.REQUEUED)
         }
@@ -436,7 +351,7 @@ class SlurmBackend:
         if missing:
             argv = ["squeue", "--json", "--states=all", f"--jobs={','.join(map(str, missing))}"]
             with contextlib.suppress(SlurmCommandError):  # squeue --jobs fails when all are unknown: none to read
-                self._requests.update(_requests(self._json(argv)))
+                self._requests.update({r.job_id: r.tres_per_node for r in read_jobs(self._json(argv))})
         return {j: self._requests[j] for j in job_ids if j in self._requests}
 
     def apply(self, actions: list[Action]) -> list[ActionResult]:
@@ -523,12 +438,3 @@ class SlurmBackend:
             if text:
                 messages.append(text)
         return ActionResult(action, True, "; ".join(messages) or "ok")
-
-
-def _requests(squeue: Any) -> dict[int, str]:
-    """job id -> ``tres_per_node`` of every job in one ``squeue --json`` document."""
-    out: dict[int, str] = {}
-    for i, record in enumerate(_records(squeue, "jobs", "squeue --json")):
-        r = _Reader(record, "squeue --json", f"jobs[{i}]")
-        out[r.num("job_id") or 0] = r.text("tres_per_node", required=False)
-    return out

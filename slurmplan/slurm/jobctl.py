@@ -11,6 +11,7 @@ import json
 import logging
 from dataclasses import dataclass
 
+from slurmplan.slurm.reader import SlurmOutputError, find_job, read_jobs
 from slurmplan.slurm.run import SlurmCommandError, run_slurm
 
 log = logging.getLogger(__name__)
@@ -54,14 +55,11 @@ def admin_comment(job_id: str, *, squeue: str = "squeue", timeout_s: float = 20.
         log.warning("squeue --json -j %s failed (%d): %s", job_id, proc.returncode, proc.stderr.strip())
         return None
     try:
-        jobs = json.loads(proc.stdout).get("jobs", [])
-    except json.JSONDecodeError as exc:
-        log.warning("squeue --json printed no JSON: %s", exc)
+        record = find_job(read_jobs(json.loads(proc.stdout), skip_bad=True), job_id)
+    except (json.JSONDecodeError, SlurmOutputError) as exc:
+        log.warning("cannot read squeue --json -j %s: %s", job_id, exc)
         return None
-    for job in jobs:
-        if str(job.get("job_id")) == str(job_id):
-            return str(job.get("admin_comment") or "")
-    return None
+    return record.admin_comment if record is not None else None
 
 
 LIVE_STATES = frozenset({"PENDING", "RUNNING", "SUSPENDED", "CONFIGURING", "COMPLETING", "REQUEUED", "RESIZING"})
@@ -81,12 +79,8 @@ def job_state(job_id: str, *, squeue: str = "squeue", timeout_s: float = 20.0) -
         # squeue exits non-zero for a job id it has forgotten ("Invalid job id specified")
         return "" if "invalid job id" in proc.stderr.lower() else None
     try:
-        jobs = json.loads(proc.stdout).get("jobs", [])
-    except (json.JSONDecodeError, AttributeError) as exc:
-        log.warning("squeue --json printed no JSON: %s", exc)
+        record = find_job(read_jobs(json.loads(proc.stdout), skip_bad=True), job_id)
+    except (json.JSONDecodeError, SlurmOutputError) as exc:
+        log.warning("cannot read squeue --json -j %s: %s", job_id, exc)
         return None
-    for job in jobs:
-        if str(job.get("job_id")) == str(job_id):
-            state = job.get("job_state")
-            return str(state[0] if isinstance(state, list) and state else state or "")
-    return ""
+    return record.job_state if record is not None else ""

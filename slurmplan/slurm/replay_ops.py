@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from slurmplan.slurm import procs
+from slurmplan.slurm.reader import JobRecord, SlurmOutputError, read_jobs, read_show_config
 from slurmplan.slurm.run import SlurmCommandError, run_slurm, slurm_env
 
 log = logging.getLogger(__name__)
@@ -42,7 +43,7 @@ def scancel(job_ids: Iterable[int], env: Mapping[str, str] | None = None) -> Non
         log.warning("scancel failed: %s", exc)
 
 
-def squeue_all(env: Mapping[str, str] | None = None) -> list[dict[str, object]] | None:
+def squeue_all(env: Mapping[str, str] | None = None) -> tuple[JobRecord, ...] | None:
     """Every job Slurm still remembers (``squeue --json --states=all``), or None when Slurm does not answer."""
     try:
         proc = run_slurm(["squeue", "--json", "--states=all"], env, timeout=30, check=False)
@@ -51,24 +52,21 @@ def squeue_all(env: Mapping[str, str] | None = None) -> list[dict[str, object]] 
     if proc.returncode != 0:
         return None
     try:
-        return list(json.loads(proc.stdout).get("jobs", []))
-    except json.JSONDecodeError:
+        return read_jobs(json.loads(proc.stdout), skip_bad=True)
+    except (json.JSONDecodeError, SlurmOutputError):
         return None
 
 
 def auth_cred_expire_s(env: Mapping[str, str] | None = None) -> float:
     """``cred_expire`` of the cluster's AuthInfo (120 s when not set): how long a requeued job waits to start."""
     try:
-        proc = run_slurm(["scontrol", "show", "config"], env, timeout=30, check=False)
-    except (SlurmCommandError, OSError):
+        conf = read_show_config(env)
+    except (SlurmCommandError, SlurmOutputError, OSError):
         return 120.0
-    for line in proc.stdout.splitlines():
-        key, _, value = line.partition("=")
-        if key.strip() == "AuthInfo":
-            for part in value.split(","):
-                name, _, number = part.strip().partition("=")
-                if name == "cred_expire" and number.isdigit():
-                    return float(number)
+    for part in conf.get("AuthInfo", "").split(","):
+        name, _, number = part.strip().partition("=")
+        if name == "cred_expire" and number.isdigit():
+            return float(number)
     return 120.0
 
 

@@ -60,7 +60,8 @@ def run_slurm(
             argv,
             env=slurm_env(env),
             capture_output=True,
-            text=True,
+            encoding="utf-8",
+            errors="replace",  # Slurm prints users' bytes (job names, comments) as they are: never fail on them
             timeout=timeout,
             input=stdin,
             check=False,

@@ -299,12 +299,13 @@ def job_admin_comment(job_id: int) -> str:
     """The job's admin comment from ``squeue --json`` (what a job script can read on a cluster without the plugin)."""
     import json
 
+    from slurmplan.slurm.reader import find_job, read_jobs
     from slurmplan.slurm.run import run_slurm
 
     data = json.loads(run_slurm(["squeue", "--json", "--states=all", "-j", str(job_id)]).stdout)
-    for job in data.get("jobs", []):
-        if job.get("job_id") == job_id:
-            return str(job.get("admin_comment") or "")
+    record = find_job(read_jobs(data, skip_bad=True), job_id)
+    if record is not None:
+        return record.admin_comment
     raise ValidationError("job_id", job_id, "a job squeue knows", "plan-env")
 
 

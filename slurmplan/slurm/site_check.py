@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from slurmplan.domain import Node
+from slurmplan.slurm.reader import read_show_config
 from slurmplan.slurm.run import SlurmCommandError, run_slurm
 
 QUICK_RESTART_CRED_EXPIRE_S = 30
@@ -34,16 +35,6 @@ class Finding:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def parse_show_config(text: str) -> dict[str, str]:
-    """``Key = value`` lines of ``scontrol show config`` (the first occurrence of each key)."""
-    out: dict[str, str] = {}
-    for line in text.splitlines():
-        key, sep, value = line.partition("=")
-        if sep and key.strip() and " " not in key.strip():
-            out.setdefault(key.strip(), value.strip())
-    return out
 
 
 def _cred_expire(conf: Mapping[str, str]) -> int:
@@ -152,8 +143,16 @@ def check_admin_comment(conf: Mapping[str, str], user: str, env: Mapping[str, st
             level = proc.stdout.strip()
         except SlurmCommandError:
             level = ""
-    if level in ("Operator", "Administrator"):
+    if level == "Administrator":
         return Finding("admin-comment", True, f"the daemon's user {user} is a Slurm {level}")
+    if level == "Operator":  # checked on 22.05: AdminComment needs validate_super_user (Administrator)
+        return Finding(
+            "admin-comment",
+            False,
+            f"the daemon's user {user} is a Slurm Operator: it may hold, update, release, signal and requeue jobs, "
+            "but Slurm lets only an Administrator change AdminComment, where the daemon writes its decisions",
+            f"sacctmgr modify user {user} set adminlevel=Administrator, or run the daemon as root",
+        )
     return Finding(
         "admin-comment",
         False,
@@ -206,7 +205,7 @@ def site_check(
     """Every check against the running controller; raises ``SlurmCommandError`` when it cannot be read."""
     from slurmplan.slurm.backend import SlurmBackend
 
-    conf = parse_show_config(run_slurm(["scontrol", "show", "config"], env).stdout)
+    conf = read_show_config(env)
     nodes = list(SlurmBackend(env=env).snapshot().cluster.nodes)
     user = daemon_user or pwd.getpwuid(os.geteuid()).pw_name
     return [

@@ -21,6 +21,7 @@ from slurmplan.control.journal import Journal
 from slurmplan.slurm.devcluster import DevCluster
 from slurmplan.slurm.devconf import ClusterPaths
 from slurmplan.slurm.devlayout import load_layout
+from slurmplan.slurm.reader import find_job, read_jobs
 from slurmplan.slurm.site import dev_site_overrides
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -97,10 +98,10 @@ class SiteCluster:
         return job_id
 
     def job(self, job_id: int) -> dict[str, Any] | None:
-        for job in json.loads(self.run("squeue", "--json", "--states=all", check=True).stdout)["jobs"]:
-            if job["job_id"] == job_id:
-                return job
-        return None
+        """The job's record as the versioned reader gives it (22.05's field names on every version)."""
+        doc = json.loads(self.run("squeue", "--json", "--states=all", check=True).stdout)
+        record = find_job(read_jobs(doc), job_id)
+        return record.as_dict() if record is not None else None
 
     def wait_for(self, job_id: int, pred: Callable[[dict[str, Any]], bool], timeout: float, what: str) -> dict:
         deadline = time.monotonic() + timeout

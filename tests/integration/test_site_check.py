@@ -13,8 +13,9 @@ import pytest
 from slurmplan.slurm.devcluster import DevCluster
 from slurmplan.slurm.devconf import ClusterPaths
 from slurmplan.slurm.devlayout import load_layout
+from slurmplan.slurm.reader import show_config
 from slurmplan.slurm.site import SiteLayout, hook_env, render_job_submit
-from slurmplan.slurm.site_check import parse_show_config, site_check
+from slurmplan.slurm.site_check import site_check
 from tests.conftest import ClusterHandle, _require_slurm
 
 pytestmark = pytest.mark.slurm
@@ -55,7 +56,7 @@ def _check(handle: ClusterHandle, config: Path, user: str = "root") -> tuple[int
 
 def test_parse_show_config_keeps_first_keys() -> None:
     text = "Configuration data as of x\nAuthInfo                = socket=/s,cred_expire=10\nJobRequeue = 1\n"
-    assert parse_show_config(text) == {"AuthInfo": "socket=/s,cred_expire=10", "JobRequeue": "1"}
+    assert show_config(text) == {"AuthInfo": "socket=/s,cred_expire=10", "JobRequeue": "1"}
 
 
 def test_badly_configured_cluster(tmp_path: Path) -> None:

@@ -15,23 +15,27 @@ from slurmplan.slurm.status import gpu_summary, render_status, status_dict
 DATA = Path(__file__).parent / "data"
 
 
-def _snapshot():
-    sinfo = json.loads((DATA / "sinfo_22.05.json").read_text())
-    squeue = json.loads((DATA / "squeue_22.05.json").read_text())
-    squeue["jobs"][3]["job_state"] = "CANCELLED"  # job 4 ran when recorded
-    return snapshot_from_json(sinfo, squeue, now=0.0)
+def _snapshot(version: str = "22.05"):
+    nodes = json.loads(
+        (DATA / ("sinfo_22.05.json" if version == "22.05" else f"show_nodes_{version}.json")).read_text()
+    )
+    squeue = json.loads((DATA / f"squeue_{version}.json").read_text())
+    squeue["jobs"][3]["job_state"] = "CANCELLED" if version == "22.05" else ["CANCELLED"]  # job 4 ran when recorded
+    return snapshot_from_json(nodes, squeue, now=0.0)
 
 
-def test_gpu_summary_counts_used_and_free():
-    summary = gpu_summary(_snapshot())
+@pytest.mark.parametrize("version", ["22.05", "24.11"])
+def test_gpu_summary_counts_used_and_free(version):
+    summary = gpu_summary(_snapshot(version))
     assert summary["a100"] == {"total": 8, "usable": 8, "used": 2, "free": 6}
     assert summary["v100"] == {"total": 8, "usable": 8, "used": 8, "free": 0}
     assert summary["t4"]["free"] == 4
 
 
-def test_status_dict_drops_finished_jobs_unless_asked():
-    snap = _snapshot()
-    assert [j["job_id"] for j in status_dict(snap)["jobs"]] == [1, 2, 3]
+@pytest.mark.parametrize("version", ["22.05", "24.11"])
+def test_status_dict_drops_finished_jobs_unless_asked(version):
+    snap = _snapshot(version)
+    assert [j["job_id"] for j in status_dict(snap)["jobs"]] == [1, 2, 3, 5]
     assert 4 in [j["job_id"] for j in status_dict(snap, include_finished=True)["jobs"]]
     assert status_dict(snap)["nodes_by_state"] == {"idle": 2, "mixed": 4}
     assert status_dict(snap)["jobs"][0]["gpus"] == 2

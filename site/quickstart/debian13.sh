@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# A Debian 13 (trixie) root with Slurm 24.11, for running slurmplan's Slurm-facing tests on 24.11 from a Debian 12
+# machine (or any Linux with debootstrap), as root.
+#
+#   bash site/quickstart/debian13.sh root            make (or reuse) the root; prints its path
+#   bash site/quickstart/debian13.sh run CMD...      run CMD inside the root, in a private network namespace,
+#                                                    from this checkout (mounted at the same path), with the
+#                                                    host's Python (its prefix mounted at the same path)
+#   bash site/quickstart/debian13.sh test [ARGS]     run pytest inside it (default: the Slurm-facing tests)
+#
+# The root is cached in $SLURMPLAN_CACHE (default /var/cache/slurmplan/trixie-root) and made once with
+# `debootstrap --variant=minbase trixie` from the mirror this machine's apt sources name (~20 s + ~15 s apt).
+# Why a private namespace: the root's slurmctld/slurmd/munged must not see or clash with the host's, and
+# nothing started inside can outlive the command (the namespace's PID 1 takes them all down on exit).
+# Why 127.0.0.2: inside a fresh network namespace glibc's address lookup ignores a lone 127.0.0.1 and slurmctld
+# exits with "Unable to listen"; slurmd 24.11 needs a cgroup filesystem, so /sys/fs/cgroup is bound in.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+CHECKOUT="$PWD"
+CACHE="${SLURMPLAN_CACHE:-/var/cache/slurmplan}"
+ROOT="$CACHE/trixie-root"
+STAMP="$ROOT/.slurmplan-ready-v1"
+PACKAGES="slurmctld slurmd slurm-client munge libslurm-dev lua5.1 lua5.3 liblua5.3-dev gcc make libc6-dev
+ procps iproute2 util-linux ca-certificates libssl3t64 libsqlite3-0 libffi8 zlib1g liblzma5 libbz2-1.0
+ libreadline8t64 libncursesw6 libgdbm6t64 libuuid1 tmux"
+DEFAULT_TESTS="tests/slurm tests/control tests/integration tests/replay"
+
+die() { echo "debian13.sh: $*" >&2; exit 1; }
+[ "$(id -u)" -eq 0 ] || die "run as root (debootstrap, namespaces and Slurm's daemons need it)"
+
+mirror() { # the Debian mirror this machine's apt sources name (deb822 or one-line format)
+    local m
+    m=$(grep -rhoE '^(URIs:|deb) +https?://[^ ]+/debian/?( |$)' /etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null |
+        awk '{print $2}' | head -n1 || true)
+    echo "${m:-http://deb.debian.org/debian}"
+}
+
+make_root() {
+    if [ -e "$STAMP" ]; then echo "$ROOT"; return; fi
+    command -v debootstrap >/dev/null || { apt-get update -qq && apt-get install -y -qq debootstrap >/dev/null; }
+    mkdir -p "$CACHE"
+    rm -rf "$ROOT.tmp"
+    echo "== debootstrap --variant=minbase trixie ($(mirror))" >&2
+    debootstrap --variant=minbase trixie "$ROOT.tmp" "$(mirror)" >"$CACHE/debootstrap.log" 2>&1 ||
+        die "debootstrap failed; see $CACHE/debootstrap.log"
+    cp /etc/resolv.conf "$ROOT.tmp/etc/resolv.conf"
+    # the machine's own CA certificates (a proxy's), so apt/pip inside the root verify what they fetch
+    if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
+        mkdir -p "$ROOT.tmp/usr/local/share/ca-certificates"
+        cp /usr/local/share/ca-certificates/*.crt "$ROOT.tmp/usr/local/share/ca-certificates/"
+    fi
+    echo "== apt-get install Slurm 24.11 and friends inside the root" >&2
+    chroot "$ROOT.tmp" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRONTEND=noninteractive \
+        sh -c "apt-get update -qq && apt-get install -y -qq --no-install-recommends $(echo $PACKAGES) >/dev/null && update-ca-certificates >/dev/null" \
+        >>"$CACHE/debootstrap.log" 2>&1 || die "apt-get inside the root failed; see $CACHE/debootstrap.log"
+    chroot "$ROOT.tmp" sh -c 'apt-get clean; rm -rf /var/lib/apt/lists/*'
+    touch "$ROOT.tmp/.slurmplan-ready-v1"
+    mv "$ROOT.tmp" "$ROOT"
+    echo "$ROOT"
+}
+
+python_prefix() { # the host Python's installation, mounted into the root at the same path
+    python3 -c 'import sys, os; print(os.path.realpath(sys.base_prefix))'
+}
+
+run_inside() {
+    make_root >/dev/null
+    local prefix
+    prefix=$(python_prefix)
+    case "$prefix" in
+    /usr | /usr/local) die "the host's python3 lives in $prefix, which the root cannot borrow; use a pyenv or venv Python" ;;
+    esac
+    # everything after -- runs as PID 1's child in new net/mount/pid/uts namespaces
+    unshare --net --mount --pid --uts --fork --kill-child -- bash -s -- "$ROOT" "$CHECKOUT" "$prefix" "$@" <<'INNER'
+set -euo pipefail
+ROOT=$1 CHECKOUT=$2 PREFIX=$3; shift 3
+mount --make-rprivate /
+hostname slurmplan-trixie
+ip link set lo up
+ip addr add 127.0.0.2/8 dev lo
+mount -t proc proc "$ROOT/proc"
+mount --rbind /sys "$ROOT/sys"
+mount --rbind /dev "$ROOT/dev"
+mount -t tmpfs tmpfs "$ROOT/tmp"
+mount -t tmpfs tmpfs "$ROOT/run"
+mkdir -p "$ROOT$CHECKOUT" "$ROOT$PREFIX"
+mount --bind "$CHECKOUT" "$ROOT$CHECKOUT"
+mount --bind "$PREFIX" "$ROOT$PREFIX"
+echo "127.0.0.1 localhost slurmplan-trixie" >"$ROOT/etc/hosts"
+cd /
+exec chroot "$ROOT" env -i PATH="$PREFIX/bin:/usr/sbin:/usr/bin:/sbin:/bin" HOME=/root LANG=C.UTF-8 \
+    PYTHONPATH="$CHECKOUT" SLURMPLAN_TEST_ROOT=trixie TMPDIR=/tmp \
+    bash -c 'cd "$0" && exec "$@"' "$CHECKOUT" "$@"
+INNER
+}
+
+cmd="${1:-}"
+shift || true
+case "$cmd" in
+root) make_root ;;
+run) [ "$#" -gt 0 ] || die "usage: debian13.sh run CMD..."; run_inside "$@" ;;
+test)
+    [ "$#" -gt 0 ] || set -- $DEFAULT_TESTS
+    status=0
+    run_inside python3 -m pytest -p no:cacheprovider "$@" || status=$?
+    [ "$status" -ne 5 ] || die "pytest collected no tests"
+    exit "$status"
+    ;;
+*) die "usage: debian13.sh root | run CMD... | test [PYTEST ARGS]" ;;
+esac
