@@ -35,7 +35,11 @@ def explain_job(journal: Journal, job_id: int, live: LiveView = LiveView()) -> d
     job = journal.jobs.get(job_id)
     if job is None:
         where = f"explain, journal {journal.path}"
-        raise ValidationError("job", job_id, "a job the daemon has observed (see `slurmplan history`)", where)
+        allowed = (
+            "a job the daemon has observed: one submitted since its last tick is seen at its next (every"
+            " interval_s of its config); `slurmplan history` lists the jobs it saw"
+        )
+        raise ValidationError("job", job_id, allowed, where)
     decisions = journal.decisions.of(job_id, limit=10)
     last = decisions[-1] if decisions else None
     cands = []

@@ -15,7 +15,6 @@ from pathlib import Path
 from slurmplan.control.hook import EVENTS, run_hook
 from slurmplan.domain import Hints, ValidationError
 from slurmplan.formats import format_hints, parse_hints
-from slurmplan.perf.candidates import count_range
 from slurmplan.slurm.site import DEFAULT_CONFIG, DEFAULT_PLUGIN_DIR, SiteLayout, install_site, plan_env_for_job
 
 log = logging.getLogger(__name__)
@@ -191,6 +190,8 @@ def _gpu_range(hints: Hints) -> dict[str, object]:
     """The GPU counts the daemon may choose, by the rule in README: no min/max given, the count is kept."""
     if hints.gpus is None and hints.min_gpus is None and hints.max_gpus is None:
         return {"gpu_range": None, "elastic": False}
+    from slurmplan.perf.candidates import count_range  # the performance model imports scipy: not for --help
+
     _, low, high = count_range(hints)
     return {"gpu_range": [low, high], "elastic": low != high}
 
