@@ -35,9 +35,17 @@ class JobProgress:
         return self.time + max(0, self.total_steps - self.step) / self.steps_per_s
 
 
-def report_file(report_dir: Path, job_id: int) -> Path:
-    """Where the launcher of job ``job_id`` appends its report lines."""
-    return Path(report_dir) / f"{job_id}.jsonl"
+def report_file(report_dir: Path, job_id: int, cluster: str = "") -> Path | None:
+    """Where the launcher of job ``job_id`` appends its report lines: ``<cluster>.<job>.jsonl`` under Slurm
+    (``launch.reports.report_path``), ``<job>.jsonl`` without a cluster name. With the cluster unknown (``explain``),
+    the one ``*.<job>.jsonl`` there is; with two (clusters sharing the folder) None rather than a guess."""
+    folder = Path(report_dir)
+    if cluster:
+        return folder / f"{cluster}.{job_id}.jsonl"
+    keyed = sorted(folder.glob(f"*.{int(job_id)}.jsonl"))
+    if len(keyed) == 1:
+        return keyed[0]
+    return None if keyed else folder / f"{job_id}.jsonl"
 
 
 def _int(value: object) -> int | None:
@@ -62,8 +70,10 @@ def _points(data: bytes) -> list[tuple[int, float, dict]]:
     return out
 
 
-def read_progress(path: Path) -> JobProgress | None:
+def read_progress(path: Path | None) -> JobProgress | None:
     """The job's progress from its report file, or None when there is none (no file, no line with a step)."""
+    if path is None:
+        return None
     try:
         with open(path, "rb") as fh:
             fh.seek(0, 2)

@@ -68,7 +68,8 @@ def job_progress(snapshot: Snapshot, report_dir: Path | None) -> dict[int, JobPr
     """The progress each unfinished job's launcher reported in ``report_dir`` (``$SLURMPLAN_REPORT_DIR``)."""
     if report_dir is None:
         return {}
-    found = {j.job_id: read_progress(report_file(report_dir, j.job_id)) for j in snapshot.jobs if not j.state.finished}
+    live = (j for j in snapshot.jobs if not j.state.finished)
+    found = {j.job_id: read_progress(report_file(report_dir, j.job_id, j.cluster)) for j in live}
     return {job_id: p for job_id, p in found.items() if p is not None}
 
 
