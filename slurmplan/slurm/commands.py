@@ -138,12 +138,15 @@ def _site_cluster(args: argparse.Namespace, plain: DevCluster) -> tuple[DevClust
 
 
 def _accounting_flag(args: argparse.Namespace) -> bool | None:
-    """``up``: --accounting, or --site unless --no-accounting; ``down``/``status``: as the last ``up`` had it."""
+    """``up``: --accounting, or --site unless --no-accounting, else as the last ``up`` had it (so a plain ``up``
+    of a running accounting cluster is a no-op); ``down``/``status``: as the last ``up`` had it."""
     if args.devcluster_command != "up":
         return None
     if args.accounting and args.no_accounting:
         raise ValidationError("--no-accounting", True, "either --accounting or --no-accounting, not both", "devcluster")
-    return bool(args.accounting or (args.site and not args.no_accounting))
+    if args.no_accounting:
+        return False
+    return True if args.accounting or args.site else None  # None: as the cluster last ran (none when new)
 
 
 def _fallback_slurm_conf() -> str | None:

@@ -158,7 +158,8 @@ def check_admin_comment(conf: Mapping[str, str], user: str, env: Mapping[str, st
         False,
         f"the daemon's user {user} is neither root, SlurmUser ({slurm_user}) nor a Slurm operator: it cannot write "
         "decisions into AdminComment, hold or release other users' jobs",
-        f"sacctmgr modify user {user} set adminlevel=Operator (needs accounting), or run the daemon as root",
+        f"sacctmgr modify user {user} set adminlevel=Administrator (needs accounting; an Operator cannot write "
+        "AdminComment), or run the daemon as root",
     )
 
 

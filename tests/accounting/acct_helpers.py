@@ -17,7 +17,7 @@ SLURM_COMMANDS = ("scontrol", "scancel", "squeue", "sinfo", "sacctmgr", "sshare"
 _SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
-def sbatch_as(handle: ClusterHandle, user: str, script_text: str, *opts: str) -> int:
+def sbatch_as(handle: Any, user: str, script_text: str, *opts: str) -> int:
     """Submit ``script_text`` as ``user`` (a real Unix user of the layout's accounts); returns the job id."""
     if not script_text.startswith("#!"):
         script_text = "#!/bin/bash\n" + script_text
@@ -33,7 +33,7 @@ def sbatch_as(handle: ClusterHandle, user: str, script_text: str, *opts: str) ->
     return job_id
 
 
-def sbatch_as_result(handle: ClusterHandle, user: str, *opts: str) -> subprocess.CompletedProcess:
+def sbatch_as_result(handle: Any, user: str, *opts: str) -> subprocess.CompletedProcess:
     """``sbatch`` as ``user`` of a trivial script, returning the finished process (for refusals)."""
     script = handle.jobs_dir / "trivial.sh"
     script.write_text("#!/bin/bash\ntrue\n")
@@ -41,7 +41,7 @@ def sbatch_as_result(handle: ClusterHandle, user: str, *opts: str) -> subprocess
     return run_as(user, ["sbatch", "--parsable", *opts, str(script)], handle.env, cwd=handle.jobs_dir)
 
 
-def job_field(handle: ClusterHandle, job_id: int, field: str) -> Any:
+def job_field(handle: Any, job_id: int, field: str) -> Any:
     job = handle.squeue_job(job_id)
     return None if job is None else job.get(field)
 

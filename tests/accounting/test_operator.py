@@ -90,4 +90,4 @@ def _wait_ok(backend, action, timeout=15.0):
 
 def test_site_check_reports_a_user_without_rights(acctcluster):
     finding = _check(acctcluster, "slurmplan-t1")
-    assert not finding.ok and "adminlevel=Operator" in finding.fix
+    assert not finding.ok and "adminlevel=Administrator" in finding.fix

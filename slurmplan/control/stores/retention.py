@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from slurmplan.control.stores.db import Store
 
 ALLOCATION_KEEP_S = 86_400.0
-DEFAULT_BATCH = 500
+DEFAULT_BATCH = 250
 
 _LIVE = "SELECT job_id FROM jobs WHERE finished_at IS NULL"
 _FINAL = "('confirmed', 'failed', 'diverged', 'shadow')"
