@@ -6,12 +6,9 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from unixusers import run_as
-
-if TYPE_CHECKING:  # only a type: `conftest` names whichever conftest.py pytest imported last
-    from conftest import ClusterHandle
 
 SLURM_COMMANDS = ("scontrol", "scancel", "squeue", "sinfo", "sacctmgr", "sshare", "sprio", "sacct")
 _SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
