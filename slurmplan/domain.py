@@ -306,6 +306,8 @@ class ThroughputSource(enum.Enum):
     FITTED = "fitted"
     ESTIMATED = "estimated"
     TABLE = "table"
+    DEFAULT = "default"
+    """A model slurmplan does not know, not measured yet: a relative default (``perf/unknown.py``)."""
 
 
 @dataclass(frozen=True)
@@ -368,6 +370,11 @@ class AllocationProblem:
     """Per job: the job told its step count (else ``steps_remaining`` is a stand-in); None: all known."""
     time_limit_left: np.ndarray | None = None
     """Seconds each job has left before its Slurm time limit (``inf`` when it has none); None: unknown."""
+    restart_cost_s: np.ndarray | None = None
+    """Seconds one restart costs each job end to end (measured delta for its size plus Slurm's start latency,
+    doubled for a job moved within the hold time: ``mechanism.pricing``); None: restarts are free."""
+    moved_recently: np.ndarray | None = None
+    """Per job: a decision moved, resized or stopped it within the hold time (its cost above is doubled)."""
 
     def __post_init__(self) -> None:
         shape = (len(self.job_ids), len(self.cells))

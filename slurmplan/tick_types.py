@@ -24,6 +24,17 @@ from slurmplan.domain import (
     ValidationError,
 )
 
+DEV_START_LATENCY_S = 3.5
+"""Slurm's start latency measured on the dev cluster (release -> Started 0.7 s, PrologSlurmctld ~2 s, slurmd's
+launch ~1 s): the simulator's default ``--start-latency`` and the replay's prediction (sim/RESULTS.md 6.2)."""
+SLURM_REQUEUE_DELAY_S = 121.0
+"""Slurm's wait before a requeued job may start again on a node it just left, ``cred_expire + 1`` with Slurm's
+default ``cred_expire`` (120 s): the daemon's ``requeue_delay_s`` and the simulator's default ``--requeue-delay``."""
+DEV_RESTART_COST_S = 78.0
+"""delta, one restart's own cost beyond Slurm's latency and delay (checkpoint, requeue, the payload's start-up
+until its first reported step): Rubick's measured 78 s, which the replay's payload also emulates; the daemon
+replaces it per job size with what its journal measured end to end (``control.calibration``)."""
+
 
 @dataclass(frozen=True)
 class ManagedJob:
@@ -62,6 +73,9 @@ class JobState:
     ran_on: tuple[str, ...] = ()
     """The nodes the job was last seen running on, kept after it leaves them: its restart's RELEASE names them
     (``Action.previous_nodes``), so a cron tick's new backend knows whether the restart goes elsewhere."""
+    moved_at: float | None = None
+    """When a decision last sent the job the checkpoint signal (moved, resized or stopped): the hysteresis of
+    ``mechanism.pricing`` charges a change within ``TickConfig.move_hold_s`` of it for both moves."""
     requeued_at: float | None = None
     """When the job was first seen pending again after running (requeued), while Slurm's requeue delay
     (``TickConfig.requeue_delay_s``) may still hold it on ``ran_on``; None once that delay is over. Placement
@@ -105,10 +119,18 @@ class TickConfig:
     ``reconfig_cost_s``. Empty in the simulator unless given: it charges its configured constant."""
     requeue_delay_s: float = 0.0
     """Slurm's wait before a requeued job may start again on a node it just left (``cred_expire + 1``, 121 s by
-    default on 22.05 and 24.11, which the daemon sets: ``DaemonConfig.requeue_delay_s``; 0 here and in the
-    simulator, whose moves cost ``reconfig_cost_s`` alone, as Gavel's). A move that keeps the job's GPU type may
-    land on its own nodes, so that move is charged this too; a move to another type never does (the daemon resets
-    the begin time, ``SlurmRules.may_skip_requeue_wait``)."""
+    default). A move that keeps the job's GPU type may land on its own nodes, so that move is charged this too; a
+    move to another type never does (the daemon resets the begin time, ``SlurmRules.may_skip_requeue_wait``)."""
+    start_latency_s: float = 0.0
+    """Slurm's start latency (release to the job's script running), charged in the price of a move on top of delta
+    where delta leaves it out: the simulator's ``--start-latency``. The daemon's measured delta is end to end
+    (``control.calibration``: signal to the first throughput report after the restart), so it keeps 0 here."""
+    start_arrivals: bool = True
+    """A job that arrives between rounds starts at the next tick on free GPUs of its requested size (fastest type
+    first), as plain Slurm would start it, instead of waiting for the next round (``engine.with_arrivals``)."""
+    move_hold_rounds: float = 3.0
+    """Hysteresis (``mechanism.pricing``): a job moved, resized or stopped by a decision less than this many rounds
+    ago is charged for both moves if it is to change again, so it is not moved back unless the gain pays for both."""
     account_weights: Mapping[str, float] = field(default_factory=dict)
     """Weights of Slurm accounts for hierarchical policies (empty: all equal)."""
     cost_per_gpu_hour: Mapping[GpuType, float] = field(default_factory=dict)
@@ -124,6 +146,8 @@ class TickConfig:
             ("reconfig_threshold", 0 < self.reconfig_threshold <= 1, "a number in (0, 1]"),
             ("reconfig_cost_s", self.reconfig_cost_s >= 0, "a number of seconds >= 0"),
             ("requeue_delay_s", self.requeue_delay_s >= 0, "a number of seconds >= 0"),
+            ("start_latency_s", self.start_latency_s >= 0, "a number of seconds >= 0"),
+            ("move_hold_rounds", self.move_hold_rounds >= 0, "a number of rounds >= 0"),
             ("priority_reset_s", self.priority_reset_s >= 0, "a number of seconds >= 0"),
         )
         for name, ok, allowed in checks:
@@ -142,6 +166,14 @@ class TickConfig:
     def reconfig_cost_for(self, gpus: int) -> float:
         """delta for a job of ``gpus`` GPUs: this cluster's measured cost for that size, else the constant."""
         return self.reconfig_cost_by_gpus.get(gpus, self.reconfig_cost_s)
+
+    def full_cost_for(self, gpus: int) -> float:
+        """Seconds a restart into ``gpus`` GPUs costs the job end to end: delta plus Slurm's start latency."""
+        return self.reconfig_cost_by_gpus.get(gpus, self.reconfig_cost_s) + self.start_latency_s
+
+    @property
+    def move_hold_s(self) -> float:
+        return self.move_hold_rounds * self.round_s
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ from torch import nn  # noqa: E402
 
 from slurmplan.domain import SlurmplanError  # noqa: E402
 from slurmplan.launch import TrainSpec, run  # noqa: E402
+from slurmplan.launch.trainer import ReportedByAnotherRank  # noqa: E402
 
 
 def make_model() -> nn.Module:
@@ -66,7 +67,9 @@ def make_scheduler(optimizer: torch.optim.Optimizer):  # noqa: ANN201
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=40)
-    p.add_argument("--max-p", type=int, default=4, help="logical workers (fixed for the job's life)")
+    p.add_argument(
+        "--max-p", type=int, default=4, help="logical workers (fixed for the job's life; = the job's --plan-workers)"
+    )
     p.add_argument("--worker-batch", type=int, default=8, help="samples per logical worker per step")
     p.add_argument("--checkpoint-dir", default=None)
     p.add_argument("--checkpoint-every", type=int, default=0)
@@ -103,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         result = run(make_spec(argv))
+    except ReportedByAnotherRank:
+        return 1  # rank 0 printed the error
     except SlurmplanError as exc:
         print(f"example_train: error: {exc}", file=sys.stderr)
         return 1

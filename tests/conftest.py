@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -21,6 +22,7 @@ from typing import Any
 import pytest
 from hypothesis import settings
 
+from slurmplan.slurm import devaccounting
 from slurmplan.slurm.devcluster import REQUIRED_BINARIES, DevCluster
 from slurmplan.slurm.devlayout import load_layout
 from slurmplan.slurm.reader import find_job, read_jobs
@@ -150,3 +152,35 @@ def devcluster_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cal
             handle.cancel_all()
         finally:
             cluster.down()
+
+
+@pytest.fixture(scope="session")
+def acctcluster() -> Iterator[ClusterHandle]:
+    """One cluster with accounting (MariaDB + slurmdbd, the default layout's ``accounts:``) for the whole session.
+
+    Its state directory is world-readable (not under pytest's 0700 temporary directory) so the layout's
+    unprivileged users (``tests/unixusers.py``) can read slurm.conf and submit."""
+    _require_slurm()
+    missing = devaccounting.missing_binaries()
+    if missing:
+        reason = f"accounting needs {', '.join(missing)} (apt-get install {' '.join(devaccounting.DEBIAN_PACKAGES)})"
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(f"CI must run the accounting tests, but {reason}")
+        pytest.skip(reason)
+    import unixusers
+
+    layout = load_layout()
+    for name in layout.accounts.user_names() if layout.accounts else ():
+        unixusers.ensure_user(name)
+    root = Path(tempfile.mkdtemp(prefix="slurmplan-acct-"))
+    os.chmod(root, 0o755)
+    cluster = DevCluster(layout, root, accounting=True)
+    try:
+        cluster.up(timeout=120)
+        handle = ClusterHandle(cluster)
+        os.chmod(handle.jobs_dir, 0o777)
+        yield handle
+        handle.cancel_all()
+    finally:
+        cluster.down()
+        shutil.rmtree(root, ignore_errors=True)

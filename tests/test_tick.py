@@ -172,15 +172,28 @@ def test_gpus_freed_between_rounds_are_refilled_from_the_rounds_x() -> None:
     assert kinds(nxt) == [(2, ActionKind.UPDATE), (2, ActionKind.RELEASE)]
 
 
-def test_new_job_between_rounds_is_held_until_the_next_round() -> None:
+def test_new_job_between_rounds_starts_at_once_on_free_gpus() -> None:
+    """No wait at submission (issue 23): a job that arrives between rounds while GPUs it can use are free starts
+    at the next tick, as plain Slurm would start it, not at the next round."""
     mini = MiniCluster(cluster(a100=(1, 2)), [mjob(1, {"a100": {1: 10.0}})])
     first = decide(TickInput(T0, mini.snapshot_cluster(), mini.managed()), EqualSharePolicy(), SchedulerState())
     mini.apply(first.actions, T0)
     mini.submit(mjob(2, {"a100": {1: 10.0}}, held=False))  # pending, not yet held, not yet started by Slurm
     nxt = decide(TickInput(T0 + 60, mini.snapshot_cluster(), mini.managed()), EqualSharePolicy(), first.state)
+    assert not nxt.new_round
+    assert kinds(nxt) == [(2, ActionKind.UPDATE)]  # its GPU and nodes; not held, so nothing to release
+    assert by_job(nxt)[2].reason is Reason.SCHEDULED and "on arrival" in by_job(nxt)[2].detail
+
+
+def test_new_job_between_rounds_is_held_when_no_gpu_is_free() -> None:
+    mini = MiniCluster(cluster(a100=(1, 1)), [mjob(1, {"a100": {1: 10.0}})])
+    first = decide(TickInput(T0, mini.snapshot_cluster(), mini.managed()), EqualSharePolicy(), SchedulerState())
+    mini.apply(first.actions, T0)
+    mini.submit(mjob(2, {"a100": {1: 10.0}}, held=False))
+    nxt = decide(TickInput(T0 + 60, mini.snapshot_cluster(), mini.managed()), EqualSharePolicy(), first.state)
     assert kinds(nxt) == [(2, ActionKind.HOLD)] and by_job(nxt)[2].reason is Reason.WAITING
     rnd = decide(TickInput(T0 + 360, mini.snapshot_cluster(), mini.managed()), EqualSharePolicy(), nxt.state)
-    assert rnd.new_round and by_job(rnd)[2].reason is Reason.SCHEDULED
+    assert rnd.new_round and rnd.allocation is not None and 2 in rnd.allocation.job_ids
 
 
 def test_attained_time_grows_for_running_jobs_only() -> None:

@@ -14,9 +14,9 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 install_all() { # steps 1-2; SLURMPLAN_DEMO_SKIP_INSTALL=1 skips them (e.g. in the Debian 13 root of debian13.sh)
-    echo "== 1. install Slurm, munge and Python (Debian packages)"
+    echo "== 1. install Slurm, slurmdbd, MariaDB, munge and Python (Debian packages)"
     export DEBIAN_FRONTEND=noninteractive
-    PACKAGES="slurmctld slurmd slurm-client munge libslurm-dev python3 python3-pip"
+    PACKAGES="slurmctld slurmd slurm-client munge libslurm-dev slurmdbd mariadb-server python3 python3-pip"
     if ! dpkg -s $PACKAGES >/dev/null 2>&1; then # skip apt entirely when all are there already
         apt-get update -qq
         apt-get install -y -qq --no-install-recommends $PACKAGES >/dev/null
@@ -35,7 +35,7 @@ fi
 
 echo "== 3. start the local development cluster"
 export SLURMPLAN_DEVCLUSTER_DIR=${SLURMPLAN_DEVCLUSTER_DIR:-$REPO/.state/devcluster}
-slurmplan devcluster up
+slurmplan devcluster up --accounting # MariaDB + slurmdbd in the state directory: fairshare, QOS, limits
 export SLURM_CONF=$SLURMPLAN_DEVCLUSTER_DIR/conf/slurm.conf
 
 echo "== 4. submit a small mixed workload"

@@ -14,7 +14,7 @@ fi
 
 echo "== install Slurm, munge, Lua and a C toolchain (Debian packages)"
 export DEBIAN_FRONTEND=noninteractive
-PACKAGES="slurmctld slurmd slurm-client munge libslurm-dev lua5.1 lua5.3 liblua5.3-dev gcc make libc6-dev python3 python3-pip tmux"
+PACKAGES="slurmctld slurmd slurm-client munge libslurm-dev slurmdbd mariadb-server lua5.1 lua5.3 liblua5.3-dev gcc make libc6-dev python3 python3-pip tmux"
 if ! dpkg -s $PACKAGES >/dev/null 2>&1; then # skip apt entirely when all are there already
     apt-get update -qq
     apt-get install -y -qq --no-install-recommends $PACKAGES >/dev/null

@@ -1,19 +1,24 @@
 """The reconfiguration cost measured on this cluster, per job size, from what the journal recorded.
 
-A move costs a job the time from the checkpoint signal to running again in its new configuration:
+A move costs a job the time from the checkpoint signal to training again in its new configuration, end to end:
 signal (the daemon's SIGNAL action, applied) -> requeued (the EpilogSlurmctld ``job-end`` event that follows)
--> running (the PrologSlurmctld ``job-start`` event after that). The size is the job's GPUs in its new
-configuration (the UPDATE the daemon applied in between; without one, the size it had). Pure functions over
-:meth:`Journal.restart_timeline` rows, so they are tested on rows and ``slurmplan explain`` shows the result.
+-> running (the PrologSlurmctld ``job-start`` event after that) -> its first throughput report after that start
+(the launcher's report line: the checkpoint written, Slurm's start latency, the payload's start-up and restore
+until its first step are all inside; issue 23 measured ~3 s to ``running`` but ~10 s to training on the dev
+cluster). A restart without a report yet (a job that reports rarely) counts to ``running``. The size is the
+job's GPUs in its new configuration (the UPDATE the daemon applied in between; without one, the size it had).
+Pure functions over :meth:`Journal.restart_timeline` rows, so they are tested on rows and ``slurmplan explain``
+shows the result.
 Those rows cover the latest ``RECENT_RESTARTS`` (500) checkpoint signals, not the journal's whole history: the
 tick's cost stays flat as a site's journal grows, and restarts from long ago (another era of the cluster) age out.
 
-What it does not measure: the job's own restore (loading the checkpoint) after it starts; the launcher's
-reports carry that, and a site that wants it in the cost adds it to ``reconfig_cost_s``'s default.
+What it does not measure: work done since the job's last checkpoint when it could not checkpoint on the signal
+(the launcher checkpoints on it, so that is the step in flight).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import statistics
 from collections.abc import Mapping, Sequence
@@ -37,10 +42,13 @@ class RestartSample:
     signal_at: float
     requeued_at: float
     running_at: float
+    training_at: float | None = None
+    """Time of the job's first throughput report after ``running_at`` (None: none seen)."""
 
     @property
     def total_s(self) -> float:
-        return self.running_at - self.signal_at
+        """Signal to training again (its first report), or to running when no report came."""
+        return (self.training_at if self.training_at is not None else self.running_at) - self.signal_at
 
 
 @dataclass(frozen=True)
@@ -88,7 +96,8 @@ def _gpus(what: str, detail: str) -> int | None:
 
 
 def restart_samples(rows: Sequence[Mapping[str, Any]]) -> list[RestartSample]:
-    """Every complete signal -> job-end -> job-start sequence of one job in the rows (ordered by job, time)."""
+    """Every complete signal -> job-end -> job-start sequence of one job in the rows (ordered by job, time), each
+    ended by the job's first ``report`` row after its start when there is one."""
     out: list[RestartSample] = []
     by_job: dict[int, list[Mapping[str, Any]]] = {}
     for r in rows:
@@ -98,10 +107,15 @@ def restart_samples(rows: Sequence[Mapping[str, Any]]) -> list[RestartSample]:
         signal_at = requeued_at = None
         gpus: int | None = None
         last_gpus: int | None = None
+        open_sample: int | None = None  # index in ``out`` of a sample still waiting for its first report
         for r in events:
             what, at = r["what"], float(r["time"])
-            if what == "signal":
-                signal_at, requeued_at, gpus = at, None, None
+            if what == "report":
+                if open_sample is not None:
+                    out[open_sample] = dataclasses.replace(out[open_sample], training_at=at)
+                    open_sample = None
+            elif what == "signal":
+                signal_at, requeued_at, gpus, open_sample = at, None, None, None
             elif what == "update" and signal_at is not None:
                 gpus = _gpus(what, r["detail"]) or gpus
             elif what == "job-end" and signal_at is not None and requeued_at is None:
@@ -110,6 +124,7 @@ def restart_samples(rows: Sequence[Mapping[str, Any]]) -> list[RestartSample]:
                 size = gpus or _gpus(what, r["detail"]) or last_gpus
                 if signal_at is not None and requeued_at is not None and size:
                     out.append(RestartSample(job_id, size, signal_at, requeued_at, at))
+                    open_sample = len(out) - 1
                 last_gpus = _gpus(what, r["detail"]) or size or last_gpus
                 signal_at = requeued_at = None
     return out

@@ -12,8 +12,9 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 from slurmplan.control.hook import EVENTS, run_hook
-from slurmplan.domain import ValidationError
+from slurmplan.domain import Hints, ValidationError
 from slurmplan.formats import format_hints, parse_hints
+from slurmplan.perf.candidates import count_range
 from slurmplan.slurm.site import DEFAULT_CONFIG, DEFAULT_PLUGIN_DIR, SiteLayout, install_site, plan_env_for_job
 
 log = logging.getLogger(__name__)
@@ -35,6 +36,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     inst.add_argument("--no-build", action="store_true", help="do not run `make -C spank` first")
     inst.add_argument("--json", action="store_true", help="print the results as JSON")
     inst.add_argument("--service-user", default="slurmplan", help="user the systemd units run as (default slurmplan)")
+    inst.add_argument(
+        "--admin-level",
+        choices=("Administrator", "Operator"),
+        default="Administrator",
+        help="Slurm AdminLevel given to the service user with sacctmgr (needs slurmdbd). Operator may hold, update, "
+        "release, signal and requeue jobs but not write AdminComment, where the daemon records its decisions "
+        "(default Administrator)",
+    )
     inst.add_argument("--no-service", action="store_true", help="do not create the user nor enable the units")
     inst.set_defaults(func=_install)
 
@@ -65,8 +74,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "hints",
         help="check plan hints with the grammar job_submit.lua uses; print the canonical form (exit 1 if invalid)",
     )
-    check.add_argument("text", help='hints such as "slurmplan:gpus=2:8;types=a100" (quote it)')
-    check.add_argument("--json", action="store_true", help="print the parsed fields as JSON")
+    check.add_argument("text", help='hints such as "slurmplan:model=bert-large;min=2;max=8;types=a100,v100" (quote it)')
+    check.add_argument(
+        "--json",
+        action="store_true",
+        help="print the parsed fields as JSON, plus gpu_range ([min, max] GPUs the daemon may give; null: the"
+        " job's own --gres count) and elastic (false: the job keeps its count)",
+    )
     check.set_defaults(func=_check_hints)
 
     env = site_sub.add_parser(
@@ -120,7 +134,12 @@ def _install(args: argparse.Namespace) -> int:
     layout = _layout(args)
     results = [] if args.no_service else [ensure_service_user(layout, dry_run=args.dry_run)]
     results += install_site(layout, dry_run=args.dry_run, build=not args.no_build)
-    if not args.no_service:
+    if not args.no_service:  # the service user may hold and release other users' jobs (needs accounting)
+        from slurmplan.slurm.operator import grant_operator
+
+        real = layout.prefix == Path("/")
+        level = args.admin_level
+        results.append(grant_operator(layout.service_user, level=level, dry_run=args.dry_run, apply=real))
         results += install_service(layout, dry_run=args.dry_run, create_user=False)
     return _print_results(args, layout, results)
 
@@ -147,12 +166,20 @@ def _site_check(args: argparse.Namespace) -> int:
     return 0 if all(f.ok for f in findings) else 1
 
 
+def _gpu_range(hints: Hints) -> dict[str, object]:
+    """The GPU counts the daemon may choose, by the rule in README: no min/max given, the count is kept."""
+    if hints.gpus is None and hints.min_gpus is None and hints.max_gpus is None:
+        return {"gpu_range": None, "elastic": False}
+    _, low, high = count_range(hints)
+    return {"gpu_range": [low, high], "elastic": low != high}
+
+
 def _check_hints(args: argparse.Namespace) -> int:
     """Raises ValidationError on bad hints; the CLI prints it (field, value, allowed) and exits 1."""
     hints = parse_hints(args.text)
     if args.json:
         fields = {k: (v.value if isinstance(v, enum.Enum) else v) for k, v in asdict(hints).items()}
-        print(json.dumps({"canonical": format_hints(hints), **fields}))
+        print(json.dumps({"canonical": format_hints(hints), **fields, **_gpu_range(hints)}))
     else:
         print(format_hints(hints))
     return 0

@@ -35,6 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     from slurmplan.launch.entry import load_target, parent_status, run_target, run_worker, worker_errors
     from slurmplan.launch.local import supervise
     from slurmplan.launch.signals import resolve_signal
+    from slurmplan.launch.trainer import ReportedByAnotherRank
 
     try:
         if ns.nproc > 1:
@@ -49,6 +50,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"slurmplan.launch: error: {line}", file=sys.stderr)
             return status
         return run_target(ns.target, rest, level).outcome.exit_code
+    except ReportedByAnotherRank:
+        return 1  # rank 0 printed the error; one line per job, not one per process
     except SlurmplanError as exc:
         print(f"slurmplan.launch: error: {exc}", file=sys.stderr)
         return 1

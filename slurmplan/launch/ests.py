@@ -31,7 +31,14 @@ def assign_workers(max_p: int, world_size: int, weights: Sequence[float] | None 
     if max_p < 1:
         raise ValidationError("max_p", max_p, "a positive number of logical workers", "launcher")
     if not 1 <= world_size <= max_p:
-        raise ValidationError("world_size", world_size, f"between 1 and max_p={max_p} processes", "launcher")
+        allowed = f"between 1 and max_p={max_p} processes" + (
+            f" (this job runs {world_size}, one per GPU: give the training script max_p={world_size}, e.g."
+            f" --max-p {world_size} with --plan-workers={world_size}, or ask for at most {max_p} GPUs with"
+            f" --plan-gpus=MIN:{max_p})"
+            if world_size > max_p
+            else ""
+        )
+        raise ValidationError("world_size", world_size, allowed, "launcher")
     if weights is None:
         counts = [(r + 1) * max_p // world_size - r * max_p // world_size for r in range(world_size)]
     else:

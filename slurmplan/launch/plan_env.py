@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from slurmplan import formats
-from slurmplan.domain import GpuType, Plan, ValidationError
+from slurmplan.domain import GpuType, Hints, Plan, ValidationError
 from slurmplan.slurm import jobctl
 
 log = logging.getLogger(__name__)
@@ -47,6 +47,12 @@ class AssignedPlan:
     source: PlanSource
     gpu_type: GpuType | None = None
     gpus: int | None = None
+    workers: int | None = None
+    """The job's ``workers`` hint (``--plan-workers``), when the admin comment could be read: the launcher checks
+    the training script's ``max_p`` against it, so a mismatch fails at start with what to change."""
+    model: str | None = None
+    """The job's ``model`` hint: the name its throughput reports carry, so the daemon matches them to the job's
+    model (a model not in the catalog is priced from them, ``perf/unknown.py``)."""
 
     @property
     def managed(self) -> bool:
@@ -106,17 +112,27 @@ def admin_comment_from_squeue(job_id: str, squeue: str = "squeue", timeout_s: fl
 def load_assigned_plan(env: Mapping[str, str] | None = None, *, query_slurm: bool = True) -> AssignedPlan:
     """The plan for this job: environment first, then the admin comment, else a default single-GPU plan.
 
-    ``query_slurm=False`` skips the ``squeue`` call (tests, and processes other than rank 0 that receive the
-    plan from rank 0).
+    The admin comment is read once (``squeue``) inside a Slurm job, also when the plan came from the environment,
+    for the job's ``workers`` hint. ``query_slurm=False`` skips that call (tests, and processes other than rank 0
+    that receive the plan from rank 0).
     """
     env = os.environ if env is None else env
     from_env = plan_from_env(env)
-    if from_env is not None:
-        return from_env
     job_id = env.get("SLURM_JOB_ID")
-    if query_slurm and job_id:
-        comment = admin_comment_from_squeue(job_id)
-        decision = parse_decision(comment) if comment else None
-        if decision is not None:
-            return decision
-    return AssignedPlan(Plan(), PlanSource.DEFAULT)
+    comment = admin_comment_from_squeue(job_id) if query_slurm and job_id else None
+    hints = job_hints(comment or "")
+    extra = {"workers": hints.workers, "model": hints.model} if hints is not None else {}
+    if from_env is not None:
+        return dataclasses.replace(from_env, **extra)  # type: ignore[arg-type]
+    decision = parse_decision(comment) if comment else None
+    if decision is not None:
+        return dataclasses.replace(decision, **extra)  # type: ignore[arg-type]
+    return AssignedPlan(Plan(), PlanSource.DEFAULT, **extra)  # type: ignore[arg-type]
+
+
+def job_hints(admin_comment: str) -> Hints | None:
+    """The hints in an admin comment, or None (none given, or hints the launcher cannot read)."""
+    try:
+        return formats.find_hints(admin_comment)
+    except ValidationError:
+        return None

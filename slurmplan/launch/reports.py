@@ -3,9 +3,14 @@
 Rank 0 appends one JSON line per report to ``$SLURMPLAN_REPORT_DIR/<job_id>.jsonl`` (CONTRIBUTING.md's format,
 read by ``control.reports.ingest_reports``). Without ``SLURMPLAN_REPORT_DIR`` the folder is the site's
 ``/var/lib/slurmplan/reports`` inside a Slurm job, and ``./slurmplan-reports`` (the working directory) outside
-one, so a local run, even as root, never writes into a system folder. A line is written with one ``write``
-call on a file opened for appending, so the daemon sees either the whole line or none of it. A failed report
-is logged, never fatal.
+one, so a local run, even as root, never writes into a system folder.
+
+Each line also carries the job's progress, for ``status``/``explain`` and the daemon's finish-time estimate:
+``"step"`` (global steps done), ``"checkpoint_step"`` (the step of the newest checkpoint, or null) and
+``"total_steps"`` (the job's step count, or null where not known); the measurement reader ignores them.
+
+A line is written with one ``write`` call on a file opened for appending, so the daemon sees either the whole
+line or none of it. A failed report is logged, never fatal.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import os
 import resource
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -38,9 +44,29 @@ def report_path(env: Mapping[str, str] | None = None) -> Path:
     return folder / f"{job or 'local'}.jsonl"
 
 
-def append_report(m: Measurement, path: Path) -> bool:
+@dataclass(frozen=True)
+class Progress:
+    """How far the job is, as written into each report line (field names are the JSON keys)."""
+
+    step: int
+    checkpoint_step: int | None = None
+    total_steps: int | None = None
+
+    def to_dict(self) -> dict[str, int | None]:
+        return {"step": self.step, "checkpoint_step": self.checkpoint_step, "total_steps": self.total_steps}
+
+
+def report_line(m: Measurement, progress: Progress | None = None) -> str:
+    """One report line: the measurement, plus the progress keys when known."""
+    record = measurement_to_dict(m)
+    if progress is not None:
+        record.update(progress.to_dict())
+    return json.dumps(record, sort_keys=True) + "\n"
+
+
+def append_report(m: Measurement, path: Path, progress: Progress | None = None) -> bool:
     """Append one line; returns False (and logs) when the folder cannot be written."""
-    line = json.dumps(measurement_to_dict(m), sort_keys=True) + "\n"
+    line = report_line(m, progress)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)

@@ -26,8 +26,9 @@ from slurmplan.launch.buffers import WorkerBuffers
 from slurmplan.launch.checkpoint import CheckpointError, CheckpointStore, describe_mismatch
 from slurmplan.launch.determinism import RngContext, enable_determinism, worker_seed
 from slurmplan.launch.ests import GradientCombiner, WorkerSampler, assign_workers
+from slurmplan.launch.ownership import Owner, claim
 from slurmplan.launch.plan_env import AssignedPlan, load_assigned_plan
-from slurmplan.launch.reports import ThroughputMeter, append_report, peak_memory_gb, report_path
+from slurmplan.launch.reports import Progress, ThroughputMeter, append_report, peak_memory_gb, report_path
 from slurmplan.launch.requeue import RequeueMode, requeue_job
 from slurmplan.launch.signals import StopFlag, resolve_signal
 from slurmplan.launch.spec import Outcome, TrainResult, TrainSpec
@@ -93,6 +94,8 @@ class Trainer:
         self.collate = spec.collate_fn or default_collate
         self.store = CheckpointStore(spec.checkpoint_dir, spec.keep_checkpoints) if spec.checkpoint_dir else None
         self.step = 0
+        self.checkpoint_step: int | None = None
+        """Step of the newest checkpoint this job wrote or resumed from (for the progress in reports)."""
 
     # ------------------------------------------------------------------ one global step
 
@@ -155,8 +158,10 @@ class Trainer:
                 "optimizer": self.optimizer.state_dict(),
                 "scheduler": self.scheduler.state_dict() if self.scheduler is not None else None,
                 "workers": workers,
+                "job_id": os.environ.get("SLURM_JOB_ID") or "local",
             }
             path = self.store.save(state, self.step)
+        self.checkpoint_step = self.step
         dist.barrier()
         return path
 
@@ -179,11 +184,14 @@ class Trainer:
         assert self.store is not None
         try:
             self.store.check_writable()
+            claim(self.store.root, Owner.of_this_process())  # refuses a folder another live job holds
             found = self.store.load_newest_intact(map_location=self.device)
             if found is None:
                 return None, None
             folder, state = found
             self._check_state(state, folder)
+            writer = state.get("job_id", "unknown (saved before job ids were recorded)")
+            log.info("resuming from %s: step %s, written by job %s", folder, state.get("step"), writer)
             self._loaded = state
             return str(folder), None
         except SlurmplanError as exc:
@@ -226,6 +234,7 @@ class Trainer:
                 self.buffers.load(v, state["workers"][v]["buffers"])
         self.buffers.enter(self.local[0])
         self.step = int(state["step"])
+        self.checkpoint_step = self.step
         log.info(
             "resumed at step %d (saved by %d processes, now %d)", self.step, state["world_size"], self.denv.world_size
         )
@@ -237,7 +246,7 @@ class Trainer:
         )
         job = os.environ.get("SLURM_JOB_ID")
         return Measurement(
-            model=self.spec.model_name,
+            model=self.assigned.model or self.spec.model_name,  # the hint's name: what the daemon looks up
             gpu_type=gpu_type,
             gpus=self.denv.world_size,
             plan=self.assigned.plan,
@@ -247,6 +256,40 @@ class Trainer:
             job_id=int(job) if job and job.isdigit() else None,
             time=time.time(),
         )
+
+
+def check_workers(spec: TrainSpec, assigned: AssignedPlan, denv: dist.DistEnv) -> None:
+    """Stop at start, with what to change, when the script's ``max_p`` cannot serve this job.
+
+    Two ways it cannot: the job's ``--plan-workers`` hint differs from ``max_p`` (the daemon sizes the job up to
+    that many GPUs, so it would fail on the first resize beyond ``max_p``), or the job already runs more processes
+    than ``max_p``. Rank 0 raises the error; the others raise :class:`ReportedByAnotherRank`, so the job's log
+    shows it once, not once per GPU.
+    """
+    error: ValidationError | None = None
+    if assigned.workers is not None and assigned.workers != spec.max_p:
+        allowed = (
+            f"{assigned.workers}, the job's --plan-workers (workers={assigned.workers} in its hints): pass"
+            f" --max-p {assigned.workers} to the training script, or submit with --plan-workers={spec.max_p}"
+        )
+        error = ValidationError("max_p", spec.max_p, allowed, "launcher")
+    else:
+        try:
+            assign_workers(spec.max_p, denv.world_size)
+        except ValidationError as exc:
+            error = exc
+    if error is None:
+        return
+    if denv.is_main:
+        raise error
+    raise ReportedByAnotherRank(f"rank 0 stopped the job: {error}")
+
+
+def quiet_other_ranks(denv: dist.DistEnv) -> None:
+    """Every rank runs the same steps: only rank 0 logs INFO lines (``SLURMPLAN_LOG_ALL_RANKS=1`` keeps all)."""
+    if not denv.is_main and os.environ.get("SLURMPLAN_LOG_ALL_RANKS", "") not in ("1", "yes", "true"):
+        logging.getLogger().setLevel(max(logging.getLogger().level, logging.WARNING))
+        logging.getLogger("slurmplan").setLevel(logging.WARNING)
 
 
 def _device(denv: dist.DistEnv, backend: str) -> torch.device:
@@ -259,9 +302,15 @@ def _report(trainer: Trainer, meter: ThroughputMeter, force: bool) -> float | No
     if not trainer.denv.is_main or not (force or meter.due()):
         return None
     rate = meter.take()
-    if rate is not None:
-        append_report(trainer.measurement(rate), report_path())
+    _write_report(trainer, rate)
     return rate
+
+
+def _write_report(trainer: Trainer, rate: float | None) -> None:
+    """Rank 0: one report line with the rate and the progress (steps, newest checkpoint, total)."""
+    if rate is not None and trainer.denv.is_main:
+        progress = Progress(trainer.step, trainer.checkpoint_step, trainer.spec.steps)
+        append_report(trainer.measurement(rate), report_path(), progress)
 
 
 def _delegates_to_submitit(spec: TrainSpec, flag: StopFlag) -> bool:
@@ -290,12 +339,14 @@ def run(spec: TrainSpec, assigned: AssignedPlan | None = None) -> TrainResult:
     try:
         enable_determinism(spec.cpu_threads)
         denv = dist.DistEnv.from_env()
+        quiet_other_ranks(denv)
         backend = spec.backend or dist.default_backend()
         dist.init(denv, backend)
         if assigned is None:
             assigned = dist.broadcast_object(load_assigned_plan(query_slurm=denv.is_main) if denv.is_main else None)
         if assigned.managed and assigned.plan.dp != denv.world_size:
             log.warning("plan has dp=%d but the job runs %d processes", assigned.plan.dp, denv.world_size)
+        check_workers(spec, assigned, denv)
         trainer = Trainer(spec, assigned, denv, _device(denv, backend))
         resumed = trainer.resume()
         meter, rate, outcome = ThroughputMeter(spec.report_every_s), None, Outcome.FINISHED
@@ -316,8 +367,10 @@ def run(spec: TrainSpec, assigned: AssignedPlan | None = None) -> TrainResult:
                 break
             if spec.checkpoint_every and trainer.step % spec.checkpoint_every == 0 and trainer.step < spec.steps:
                 trainer.save()
-        rate = _report(trainer, meter, force=True) or rate
+        final_rate = meter.take() if denv.is_main else None  # measured before the save's own time
         path = trainer.save()
+        _write_report(trainer, final_rate)  # after the save, so the line names the checkpoint just written
+        rate = final_rate or rate
         if outcome is Outcome.CHECKPOINTED and not _delegates_to_submitit(spec, flag):
             # rank 0 requeues; every rank then reports the same outcome (and exits with the same status)
             outcome = dist.broadcast_object(_requeue(spec, flag, assigned, denv.is_main) if denv.is_main else None)
@@ -327,6 +380,12 @@ def run(spec: TrainSpec, assigned: AssignedPlan | None = None) -> TrainResult:
             outcome = _requeue(spec, flag, assigned, denv.is_main)
         else:
             dist.shutdown()
+        if outcome is Outcome.CHECKPOINTED and denv.is_main:
+            where = "not requeued" if "SLURM_JOB_ID" in os.environ else "outside Slurm, nothing to requeue"
+            log.warning(
+                "checkpointed at step %d and stopped (%s; exit status 75): run the same command again to resume",
+                trainer.step, where,
+            )  # fmt: skip
         return TrainResult(outcome, trainer.step, denv.world_size, path, rate, resumed)
     finally:
         flag.uninstall()

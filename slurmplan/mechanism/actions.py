@@ -147,7 +147,7 @@ def _stop(
         waited = f" (signalled once it had run {config.signal_min_run_s:.0f} s)" if st.sent == due and due else ""
         why = f"{a.reason.value}: {a.detail}{waited}"
         act = Action(ActionKind.SIGNAL, job.job_id, signal=config.checkpoint_signal, reason=why)
-        return [act], evolve(st, signalled_at=now, sent="")
+        return [act], evolve(st, signalled_at=now, sent="", moved_at=now)
     key = f"requeue-hold after signal at {st.signalled_at:.3f}"
     if now - st.signalled_at < config.grace_s or st.sent == key:
         return [], st

@@ -27,6 +27,7 @@ from slurmplan.domain import (
 from slurmplan.mechanism.actions import RoundStamp, plan_actions
 from slurmplan.mechanism.layout import Placement, place_round
 from slurmplan.mechanism.placement import Placed
+from slurmplan.mechanism.pricing import remaining_prior
 from slurmplan.mechanism.priorities import EPS, deficits, priorities, received_share, start_epoch
 from slurmplan.mechanism.problem import ProblemContext, build_problem
 from slurmplan.mechanism.reconfig import horizon_s
@@ -80,18 +81,22 @@ class _LastAligned:
 _last_aligned = _LastAligned()
 
 
-def running_info(ctx: ProblemContext, states: Mapping[JobId, JobState], config: TickConfig) -> RunningInfo:
+def running_info(
+    ctx: ProblemContext, states: Mapping[JobId, JobState], config: TickConfig, now: float = 0.0
+) -> RunningInfo:
     p = ctx.problem
     n = p.num_jobs
     current = np.asarray(p.current, dtype=np.int64) if p.current is not None else np.full(n, -1)
     thr = p.throughput[np.arange(n), np.maximum(current, 0)] if p.cells else np.zeros(n)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        remaining = np.where(
-            ctx.steps_known & (thr > 0), p.column("steps_remaining") / np.where(thr > 0, thr, 1.0), np.inf
-        )
+    # Expected remaining time where it runs: its steps when known, else the time it has run (pricing.py)
+    remaining, _ = remaining_prior(
+        p.column("steps_remaining"), thr, ctx.steps_known, p.column("attained_time"), p.time_limit_left, config.round_s
+    )
     horizon = np.array([horizon_s(config.round_s, float(r)) for r in remaining.tolist()])
     signalled = np.array([states[j].signalled_at is not None for j in p.job_ids], dtype=bool)
-    return RunningInfo(ctx.running & (current >= 0), current, signalled, horizon)
+    moved = [states[j].moved_at for j in p.job_ids]
+    since = np.array([np.inf if t is None else now - t for t in moved], dtype=float)
+    return RunningInfo(ctx.running & (current >= 0), current, signalled, horizon, since)
 
 
 def replay(
@@ -110,7 +115,7 @@ def replay(
     col = np.full(n, -1, dtype=np.int64)
     fixed = np.zeros(n, dtype=bool)
     reasons: list[Reason] = [Reason.WAITING] * n
-    details: list[str] = ["new since the round started: decided at the next round"] * n
+    details: list[str] = ["new since the round started: no free GPUs it can use; decided at the next round"] * n
     for j, job_id in enumerate(p.job_ids):
         planned = states[job_id].planned
         target = col_of.get(planned.cell, -1) if planned is not None and planned.cell is not None else -1
@@ -123,16 +128,41 @@ def replay(
             fixed[j] = info.running[j] or (target >= 0 and planned.reason in _CHOSEN_REASONS)
             col[j] = target if planned.reason in _CHOSEN_REASONS else -1
             reasons[j], details[j] = planned.reason, planned.detail
+    x = with_arrivals(p, x, states, ~fixed & ~info.running) if config.start_arrivals else x
     eligible = ~fixed & ~info.running & (x.sum(axis=1) > EPS) if p.cells else np.zeros(n, dtype=bool)
     if eligible.any():
         free = gpus_left((p.cells[c] for c in col[fixed & (col >= 0)].tolist()), p.capacity)
         refill = plan_round(p, x, pri, info, config, eligible=eligible, capacity=free, deficit=deficit)
         for j in np.flatnonzero(eligible & (refill.col >= 0)).tolist():
             col[j], reasons[j] = refill.col[j], Reason.SCHEDULED
-            details[j] = f"fills GPUs freed since the round started ({refill.detail[j]})"
+            new = states[p.job_ids[j]].planned is None
+            why = "starts on arrival on free GPUs" if new else "fills GPUs freed since the round started"
+            details[j] = f"{why} ({refill.detail[j]})"
     rows = np.arange(n)
     chosen_pri = pri[rows, np.maximum(col, 0)] if p.cells else np.zeros(n)
     return RoundChoice(col, tuple(reasons), tuple(details), np.where(col >= 0, chosen_pri, 0.0))
+
+
+def with_arrivals(
+    p: AllocationProblem, x: np.ndarray, states: Mapping[JobId, JobState], waiting: np.ndarray
+) -> np.ndarray:
+    """X with a row for each job that arrived since the round started (no share, no decision yet): its columns
+    of the requested size, weighted by speed, so that free GPUs it can use start it at the next tick, as plain
+    Slurm would, instead of at the next round (issue 23: managed jobs waited 2-7 min for their first start)."""
+    new = waiting & (x.sum(axis=1) <= EPS) if p.cells else np.zeros(p.num_jobs, dtype=bool)
+    new &= np.array([states[j].planned is None for j in p.job_ids], dtype=bool)
+    if not new.any():
+        return x
+    x = x.copy()
+    gpus = np.array([c.gpus for c in p.cells])
+    req = p.requested if p.requested is not None else np.full(p.num_jobs, -1)
+    for j in np.flatnonzero(new).tolist():
+        row = np.asarray(p.throughput[j], dtype=float)
+        if req[j] >= 0:
+            row = np.where(gpus == gpus[req[j]], row, 0.0)
+        if row.max(initial=0.0) > 0:
+            x[j] = row / row.max()
+    return x
 
 
 def with_policy_notes(
@@ -257,7 +287,7 @@ def decide(inp: TickInput, policy: Policy, state: SchedulerState) -> TickOutput:
     stamp = RoundStamp(round_index)
     ctx = build_problem(inp, states)
     problem = ctx.problem
-    info = running_info(ctx, states, config)
+    info = running_info(ctx, states, config, inp.now)
     allocation = _allocate(policy, problem, state) if new_round else state.allocation
     epoch_start = start_epoch(states, state, allocation, inp.now, config) if new_round else state.epoch_start
     x = align(allocation, problem)

@@ -455,6 +455,7 @@ def _assemble(
     ar = np.arange(n)
     # The requested configuration's throughput for every job; policies enforce it for guaranteed jobs only.
     sla = np.where(requested >= 0, throughput[ar, np.maximum(requested, 0)], 0.0) if n else np.zeros(0)
+    cost, recent = _restart_costs(inp, states, rows, cells, current, requested)
     return AllocationProblem(
         job_ids=tuple(mj.job.job_id for mj in rows),
         cells=cells,
@@ -476,7 +477,32 @@ def _assemble(
         candidates=table,
         steps_known=np.array([mj.hints.steps is not None for mj in rows], dtype=bool).reshape(n),
         time_limit_left=np.array([_limit_left(mj, now) for mj in rows], dtype=float).reshape(n),
+        restart_cost_s=cost.reshape(n),
+        moved_recently=recent.reshape(n),
     )
+
+
+def _restart_costs(
+    inp: TickInput,
+    states: Mapping[JobId, JobState],
+    rows: list[ManagedJob],
+    cells: tuple[Cell, ...],
+    current: np.ndarray,
+    requested: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per job: what one restart costs it end to end (``TickConfig.full_cost_for`` its size), doubled when a
+    decision moved it within ``move_hold_s`` (hysteresis: a move back must pay for both), and that flag."""
+    config, now = inp.config, inp.now
+    cost = np.zeros(len(rows))
+    recent = np.zeros(len(rows), dtype=bool)
+    for j, mj in enumerate(rows):
+        col = current[j] if current[j] >= 0 else requested[j]
+        gpus = cells[col].gpus if col >= 0 else max(1, mj.job.gpus)
+        st = states.get(mj.job.job_id)
+        moved = st.moved_at if st is not None else None
+        recent[j] = moved is not None and config.move_hold_s > 0 and now - moved < config.move_hold_s
+        cost[j] = config.full_cost_for(gpus) * (2.0 if recent[j] else 1.0)
+    return cost, recent
 
 
 def _limit_left(mj: ManagedJob, now: float) -> float:

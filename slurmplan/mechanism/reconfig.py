@@ -2,8 +2,11 @@
 
 Rubick reconfigures a job only if ``(T - N*delta) / T > threshold`` (0.97): the time lost to checkpoint and
 restart must stay a small fraction of the time the job runs. slurmplan applies it to the work-equivalent time
-of a move over the horizon ``T`` the decision lasts (one round, or less if the job finishes sooner): staying
-delivers ``thr_cur * T`` samples, moving delivers ``thr_new * (T - N*delta)``. The job moves only if
+of a move over the job's expected remaining time ``T`` (``pricing.remaining_prior``: from its steps when known,
+else from the time it has run; issue 23: one round as ``T`` let a 2.2x gain for 12 s pay any move, and the job
+went back and forth): staying delivers ``thr_cur * T`` samples, moving delivers ``thr_new * (T - N*delta)``,
+i.e. the move saves more completion time than it costs. delta is the full restart cost (``full_cost_for``); a
+job moved within the hold (``TickConfig.move_hold_s``) pays for both moves (N = 2). The job moves only if
 
     (thr_new / thr_cur) * (T - N*delta) / T > 1 / threshold
 
@@ -28,10 +31,10 @@ class MoveVerdict:
 
 
 def horizon_s(round_s: float, remaining_s: float) -> float:
-    """How long a decision lasts: one round, or the job's remaining time when that is shorter."""
+    """Over how long a move is weighed: the job's expected remaining time (one round when that is unknown)."""
     if not math.isfinite(remaining_s) or remaining_s <= 0:
         return round_s
-    return min(round_s, remaining_s)
+    return remaining_s
 
 
 def judge_move(
@@ -42,13 +45,15 @@ def judge_move(
     n: int = 1,
     gpus: int | None = None,
     wait_s: float = 0.0,
+    since_moved_s: float = math.inf,
 ) -> MoveVerdict:
     """Whether moving from ``thr_cur`` to ``thr_new`` samples/s pays ``n`` reconfigurations within ``horizon``.
 
     ``gpus`` is the size of the configuration the job would move to: its delta is the cost measured on this
     cluster for that size (``TickConfig.reconfig_cost_by_gpus``), the configured constant without one.
     ``wait_s``: time the job also stands still before its restart (Slurm's requeue delay when it may restart on
-    the nodes it leaves); it counts like the reconfiguration cost, or a resize in place looks free."""
+    the nodes it leaves); it counts like the reconfiguration cost, or a resize in place looks free.
+    ``since_moved_s``: time since a decision last moved the job; within ``config.move_hold_s`` it pays twice."""
     if thr_new <= 0:
         return MoveVerdict(False, 0.0, "the other configuration has no throughput")
     if thr_cur <= 0:
@@ -56,7 +61,10 @@ def judge_move(
     if horizon <= 0:
         return MoveVerdict(False, 0.0, "no time left in which a restart could pay off")
     gain = thr_new / thr_cur
-    cost = n * (config.reconfig_cost_for(gpus) if gpus is not None else config.reconfig_cost_s) + wait_s
+    if config.move_hold_s > 0 and since_moved_s < config.move_hold_s:
+        n *= 2  # hysteresis: a job moved within the hold is not moved back unless the gain pays for both moves
+    delta = config.full_cost_for(gpus) if gpus is not None else config.reconfig_cost_s + config.start_latency_s
+    cost = n * delta + wait_s
     ratio = gain * (horizon - cost) / horizon
     move = ratio > 1.0 / config.reconfig_threshold
     return MoveVerdict(move, ratio, _move_sentence(move, gain, horizon, cost, ratio, 1.0 / config.reconfig_threshold))

@@ -21,12 +21,14 @@ from slurmplan.tick_types import TickConfig
 
 @dataclass(frozen=True, eq=False)
 class RunningInfo:
-    """What stickiness needs per row: running now, current column, already told to stop, decision horizon."""
+    """What stickiness needs per row: running now, current column, already told to stop, decision horizon
+    (expected remaining seconds), and seconds since a decision last moved it (None: never)."""
 
     running: np.ndarray
     current: np.ndarray
     signalled: np.ndarray
     horizon: np.ndarray
+    since_moved: np.ndarray | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -92,9 +94,11 @@ def greedy(
         cur = int(info.current[j])
         if sticky[j] and c != cur:
             wait = config.requeue_delay_s if col_type[c] == col_type[cur] else 0.0  # may restart where it ran
+            since = float(info.since_moved[j]) if info.since_moved is not None else np.inf
             verdict = judge_move(
-                float(thr[j, cur]), float(thr[j, c]), float(info.horizon[j]), config, gpus=int(gpus[c]), wait_s=wait
-            )
+                float(thr[j, cur]), float(thr[j, c]), float(info.horizon[j]), config, gpus=int(gpus[c]), wait_s=wait,
+                since_moved_s=since,
+            )  # fmt: skip
             if not verdict.move:
                 notes[j] = f"stays: {verdict.detail}"
                 deferred[j] = c if deferred[j] < 0 else deferred[j]

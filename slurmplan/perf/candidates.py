@@ -212,6 +212,19 @@ def _cached(key: _JobKey, shapes: tuple[TypeShape, ...], measured: tuple[tuple, 
     return tuple(_monotone(cands))
 
 
+def count_range(hints: Hints) -> tuple[int, int, int]:
+    """(requested, min, max) GPUs of a job. A job that gave neither ``min`` nor ``max`` did not say it is elastic:
+    it keeps the count it asked for (a fixed-size program breaks on another count); with either, the other
+    defaults to 1 (min) or twice the request (max), capped by ``workers``."""
+    requested = hints.gpus if hints.gpus is not None else (hints.min_gpus or 1)
+    if hints.min_gpus is None and hints.max_gpus is None:
+        return requested, requested, requested
+    low, high = hints.min_gpus or 1, hints.max_gpus or max(requested * 2, 1)
+    if hints.workers:  # EasyScale: never more GPUs than logical workers
+        high = min(high, hints.workers)
+    return requested, low, high
+
+
 def _job_key(hints: Hints) -> _JobKey:
     if hints.model is None:
         raise ValidationError("model", None, f"a model name, one of {list(list_models())}", "hints")
@@ -226,9 +239,7 @@ def _job_key(hints: Hints) -> _JobKey:
     ):
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
             raise ValidationError(name, value, "a positive integer", "hints")
-    low, high = hints.min_gpus or 1, hints.max_gpus or max(requested * 2, 1)
-    if hints.workers:  # EasyScale: never more GPUs than logical workers
-        high = min(high, hints.workers)
+    _, low, high = count_range(hints)
     if low > high:
         raise ValidationError("min_gpus", low, f"at most max_gpus={high}", "hints")
     types = tuple(sorted(str(t).lower() for t in hints.gpu_types))
@@ -268,18 +279,31 @@ def job_candidates(
     an empty tuple means the job cannot run anywhere in this cluster. When more GPUs of a type would be predicted
     slower (e.g. DP crossing nodes at a small global batch), the larger Cell keeps the smaller one's plan, so
     ``plan.gpus`` may be below ``cell.gpus``. A hint model that is not in the model catalog but is a job type of
-    Gavel's measured table gets TABLE candidates (steps/s, no plan). Raises ValidationError for a missing or
-    unknown model or bad sizes.
+    Gavel's measured table gets TABLE candidates (steps/s, no plan); any other model, or none, is priced from its
+    measurements or a default (``perf/unknown.py``). Raises ValidationError for bad sizes.
     """
     shapes = cluster_shapes(cluster)
     try:
         key = _job_key(hints)
     except ValidationError as exc:
-        table = _table_candidates(hints, shapes) if exc.field == "model" and hints.model else None
-        if table is None:
+        if exc.field != "model":
             raise
-        return table
+        table = _table_candidates(hints, shapes) if hints.model else None
+        return table if table is not None else _unknown_candidates(hints, shapes, measurements or ())
     return _cached(key, shapes, _measurement_key(key.model, measurements or ()))
+
+
+def _unknown_candidates(
+    hints: Hints, shapes: tuple[TypeShape, ...], measurements: Sequence[Measurement]
+) -> tuple[Candidate, ...]:
+    """A model not in the catalog (or none named): measured throughput, else a default (``perf/unknown.py``)."""
+    from slurmplan.perf.unknown import unknown_model_candidates
+
+    requested, low, high = count_range(hints)
+    if low > high:
+        raise ValidationError("min_gpus", low, f"at most max_gpus={high}", "hints")
+    specs = {s.gpu_type: spec for s in shapes if (spec := _resolve_spec(s)) is not None}
+    return unknown_model_candidates(hints, shapes, specs, (requested, low, high), measurements)
 
 
 def _table_candidates(hints: Hints, shapes: tuple[TypeShape, ...]) -> tuple[Candidate, ...] | None:

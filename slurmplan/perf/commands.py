@@ -202,7 +202,51 @@ def _report_dict(model: str, points: int, report: HoldoutReport | None, fit: Any
     return out
 
 
+def run_fit_published(args: argparse.Namespace) -> int:
+    """Fit the global constants to the published dataset and write them as a constants file."""
+    import numpy as np
+
+    from slurmplan.perf.fit_published import fit_published, predict_rows, write_constants
+    from slurmplan.perf.published import DEFAULT_DATASET, fitted_rows, load_published
+
+    dataset = args.dataset or str(DEFAULT_DATASET)
+    rows = load_published(dataset)
+    used = fitted_rows(rows)
+    fit = fit_published(used)
+    write_constants(args.output, fit, dataset if args.dataset else "slurmplan/perf/data/published.yaml")
+    errors = np.abs(predict_rows(used, fit.terms, fit.rubick) / np.array([r.value for r in used]) - 1.0)
+    tables: dict[str, list[float]] = {}
+    for row, err in zip(used, errors, strict=True):
+        tables.setdefault(row.table, []).append(float(err))
+    out = {
+        "constants_file": str(args.output),
+        "rows": len(used),
+        "not_fitted": len(rows) - len(used),
+        "rmsle": round(fit.rmsle, 5),
+        "mean_error": round(fit.mean_error, 5),
+        "tables": {t: {"rows": len(v), "mean_error": round(sum(v) / len(v), 5)} for t, v in tables.items()},
+        "terms": {k: round(v, 6) for k, v in vars(fit.terms).items()},
+        "rubick": {k: round(v, 6) for k, v in vars(fit.rubick).items()},
+    }
+    if args.json:
+        print(json.dumps(out, indent=2))
+        return 0
+    print(
+        f"fitted {len(used)} published rows ({out['not_fitted']} kept unfitted): RMSLE {fit.rmsle:.4f}, "
+        f"mean error {100 * fit.mean_error:.2f}%; wrote {args.output}"
+    )
+    for table, t in out["tables"].items():
+        print(f"  {table:<20} {t['rows']:>3} rows  mean error {100 * t['mean_error']:6.2f}%")
+    print("  terms:  " + " ".join(f"{k}={v:.4g}" for k, v in out["terms"].items()))
+    print("  rubick: " + " ".join(f"{k}={v:.4g}" for k, v in out["rubick"].items()))
+    return 0
+
+
 def run_fit(args: argparse.Namespace) -> int:
+    if args.published:
+        return run_fit_published(args)
+    if not args.measurements:
+        raise ValidationError("measurements", None, "a JSON-lines file (or --published)", "fit")
     from slurmplan.perf.calibration import fit_points
     from slurmplan.perf.fit import can_fit, fit_constants, fit_with_holdout
     from slurmplan.perf.measurements import load_measurements
@@ -263,10 +307,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     f = subparsers.add_parser(
         "fit",
-        help="fit the performance model's 7 constants to measured throughputs",
-        description="Fit Rubick's constants per model by least RMSLE and report the error on held-out points.",
+        help="fit the performance model's constants to measured or published throughputs",
+        description="Fit Rubick's constants per model by least RMSLE and report the error on held-out points; "
+        "with --published, fit the model's global constants to the published dataset and write a constants file "
+        "(name it with SLURMPLAN_PERF_CONSTANTS to use it; the online refit starts from it).",
     )
-    f.add_argument("--measurements", required=True, help="JSON-lines file of measurements (the launcher's reports)")
+    f.add_argument("--measurements", help="JSON-lines file of measurements (the launcher's reports)")
+    f.add_argument("--published", action="store_true", help="fit to the published measurements dataset")
+    f.add_argument("--dataset", help="published dataset YAML (default: the one shipped in slurmplan/perf/data)")
+    f.add_argument("--output", default="perf_constants.yaml", help="constants file to write (with --published)")
     f.add_argument("--holdout", type=float, default=0.3, help="fraction of points held out (default 0.3)")
     f.add_argument("--seed", type=int, default=0, help="seed of the held-out split")
     f.add_argument("--json", action="store_true", help="machine-readable output")

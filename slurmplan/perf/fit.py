@@ -22,7 +22,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.optimize import least_squares
 
 from slurmplan.domain import Plan, ValidationError
 from slurmplan.perf.hardware import GpuSpec
@@ -144,6 +143,8 @@ def fit_constants(points: Sequence[FitPoint], initial: RubickConstants = DEFAULT
         pred = batch.predict(_to_constants(u))
         fit_part = np.log(np.maximum(pred, 1e-300) / batch.observed)
         return np.concatenate([fit_part, PRIOR_WEIGHT * scale * (u - u0) / 10.0])
+
+    from scipy.optimize import least_squares  # here, not at import: `slurmplan --help` stays light
 
     best = None
     for start in (u0, u0 + np.array([0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5]), u0 - 0.5):

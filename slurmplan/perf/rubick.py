@@ -32,20 +32,29 @@ with the fill factor ``F = (m + (p-1)/v) / m``; both equal Rubick's at p = 1.
 
 from __future__ import annotations
 
+import os
 from dataclasses import astuple, dataclass, fields
+from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
+import yaml
 
 from slurmplan.domain import ValidationError
+from slurmplan.perf.compute import ModelTerms, layer_forward_time, logits_forward_time
 from slurmplan.perf.hardware import GpuSpec
 from slurmplan.perf.models import ModelSpec
 from slurmplan.perf.plans import PlanSpace
+from slurmplan.perf.stacks import DEFAULT_STACK, Stack, get_stack
 
 BYTES_PER_ELEMENT = 2.0
 OPT_BYTES_PER_PARAM = 32.0
 EFFICIENCY_HALF_WORK = 1.0e9
-"""Size of a layer's GEMMs (micro-batch x seq x hidden x hidden / tp, i.e. FLOPs / 2 of one h x h product) at
-which a GPU reaches half its catalog efficiency: small micro-batches, narrow models and wide TP run slower."""
+"""Crius Cells' quick estimate (``perf.cells``): the GEMM size at which a GPU reaches half its catalog efficiency.
+The plan model itself costs GEMMs by their shapes (``perf.compute``)."""
+PUBLISHED_CONSTANTS = Path(__file__).resolve().parent / "data" / "perf_constants.yaml"
+ENV_CONSTANTS = "SLURMPLAN_PERF_CONSTANTS"
+"""A constants file written by ``slurmplan fit --published`` that replaces the shipped one."""
 
 
 @dataclass(frozen=True)
@@ -77,7 +86,41 @@ class RubickConstants:
         return tuple(f.name for f in fields(RubickConstants))
 
 
-DEFAULT_CONSTANTS = RubickConstants()
+def load_constants_file(path: str | Path) -> tuple[ModelTerms, RubickConstants]:
+    """The (terms, Rubick constants) of a constants file; ValidationError naming the bad field otherwise."""
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise ValidationError("constants file", str(path), f"a readable YAML file ({exc})") from None
+    sections = (data.get("terms"), data.get("rubick")) if isinstance(data, dict) else (None, None)
+    if not all(isinstance(x, dict) for x in sections):
+        raise ValidationError("constants file", str(path), "a mapping with 'terms' and 'rubick' sections")
+    parts = []
+    for section, kind in (("terms", ModelTerms), ("rubick", RubickConstants)):
+        raw = data[section]
+        unknown = set(raw) - set(kind.names())
+        if unknown:
+            raise ValidationError("field", sorted(unknown)[0], f"one of {list(kind.names())}", f"{path}: {section}")
+        parts.append(kind(**{k: float(v) if isinstance(v, int | float) else v for k, v in raw.items()}))
+    return parts[0], parts[1]  # type: ignore[return-value]
+
+
+@lru_cache(maxsize=4)
+def _constants_for(path: str) -> tuple[ModelTerms, RubickConstants]:
+    return load_constants_file(path)
+
+
+def published_constants() -> tuple[ModelTerms, RubickConstants]:
+    """The constants in force: ``$SLURMPLAN_PERF_CONSTANTS`` if set, else the shipped fit to published figures
+    (``data/perf_constants.yaml``, written by ``slurmplan fit --published``); catalog defaults if neither exists."""
+    path = os.environ.get(ENV_CONSTANTS) or str(PUBLISHED_CONSTANTS)
+    if not Path(path).exists() and path == str(PUBLISHED_CONSTANTS):
+        return ModelTerms(), RubickConstants()
+    return _constants_for(path)
+
+
+DEFAULT_CONSTANTS = published_constants()[1]
+"""Rubick's 7 constants as fitted to the published dataset: the start of every per-model online refit."""
 
 
 def overlap(x: np.ndarray, y: np.ndarray, k: float) -> np.ndarray:
@@ -120,33 +163,33 @@ def bandwidths(space: PlanSpace, gpu: GpuSpec) -> tuple[np.ndarray, np.ndarray, 
     return b_dp, b_tp, b_pp
 
 
-def compute_efficiency(model: ModelSpec, micro_batch: np.ndarray, tp: np.ndarray) -> np.ndarray:
-    """Fraction of the GPU's effective FLOP/s reached: small GEMMs (small micro-batch, large tp) run slower."""
-    work = micro_batch * model.seq_len * model.hidden * model.hidden / tp
-    return work / (work + EFFICIENCY_HALF_WORK)
-
-
 def predict(
     model: ModelSpec,
     space: PlanSpace,
     gpu: GpuSpec,
     constants: RubickConstants = DEFAULT_CONSTANTS,
     cpus_per_gpu: float | None = None,
+    *,
+    stack: Stack | str | None = None,
+    terms: ModelTerms | None = None,
 ) -> IterationTime:
-    """Iteration time and throughput of every plan in ``space`` on GPUs of type ``gpu``."""
+    """Iteration time and throughput of every plan in ``space`` on GPUs of type ``gpu`` under ``stack`` (default
+    Megatron-LM, ``perf.stacks``), with the compute/communication ``terms`` (default: the published fit)."""
     k = constants
+    stack = DEFAULT_STACK if stack is None else get_stack(stack)
+    terms = terms if terms is not None else published_constants()[0]
     cpus = float(cpus_per_gpu if cpus_per_gpu else gpu.cpus_per_node / gpu.gpus_per_node)
     d, t, p = space.dp.astype(float), space.tp.astype(float), space.pp.astype(float)
-    mb, m, v = space.micro_batch.astype(float), space.grad_accum.astype(float), space.virtual_stages.astype(float)
+    m, v = space.grad_accum.astype(float), space.virtual_stages.astype(float)
     gc, off, z = space.checkpointing, space.offload, space.zero_stage
     b, s, h, n_layers = float(space.global_batch), model.seq_len, model.hidden, model.layers
 
-    layer_flops = 24.0 * s * h * h + 4.0 * s * s * h
-    stage_flops = (n_layers / p * layer_flops + 2.0 * s * h * model.vocab) * mb / t
-    tf = stage_flops / (gpu.effective_flops * compute_efficiency(model, mb, t))
+    # The slowest stage holds l/p layers and the logit layer (perf.compute costs them by their matrix sizes).
+    layer = layer_forward_time(model, space.micro_batch, space.tp, gpu, stack, terms)
+    tf = n_layers / p * layer + logits_forward_time(model, space.micro_batch, space.tp, gpu, stack, terms)
     tb = (k.k_bwd + np.where(gc, 1.0, 0.0)) * tf
 
-    b_dp, b_tp, b_pp = bandwidths(space, gpu)
+    b_dp, b_tp, b_pp = (bw * terms.network_efficiency for bw in bandwidths(space, gpu))
     params = model.parameters
     # ZeRO-3 reduce-scatters gradients once and all-gathers parameters twice (forward, backward) per micro-batch.
     v_dp = params * (d - 1.0) / (d * t * p) * np.where(z >= 3, 1.0 + 2.0 * m, 2.0)

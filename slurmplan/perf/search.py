@@ -12,11 +12,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from slurmplan.domain import Plan, ValidationError
+from slurmplan.perf.compute import ModelTerms
 from slurmplan.perf.hardware import GpuSpec
 from slurmplan.perf.memory import GB, MemoryEstimate, estimate_memory
 from slurmplan.perf.models import ModelSpec
 from slurmplan.perf.plans import PlanSpace, enumerate_plans
 from slurmplan.perf.rubick import DEFAULT_CONSTANTS, IterationTime, RubickConstants, predict
+from slurmplan.perf.stacks import Stack
 
 OFFLOAD_MARGIN = 0.02
 """An offload plan ranks first only if more than 2 % faster than the best plan that keeps states on the GPU."""
@@ -93,11 +95,13 @@ def search_plans(
     *,
     stages: int | None = None,
     cpus_per_gpu: float | None = None,
+    stack: Stack | str | None = None,
 ) -> PlanSearch:
-    """Every plan on ``gpus`` GPUs of ``gpu`` (node size from the spec), ranked by predicted throughput."""
+    """Every plan on ``gpus`` GPUs of ``gpu`` (node size from the spec), ranked by predicted throughput under
+    ``stack`` (default Megatron-LM, ``perf.stacks``)."""
     space = enumerate_plans(model, gpus, global_batch, gpu.gpus_per_node, stages=stages)
     memory = estimate_memory(model, space, gpu)
-    timing = predict(model, space, gpu, constants, cpus_per_gpu)
+    timing = predict(model, space, gpu, constants, cpus_per_gpu, stack=stack)
     feasible = np.flatnonzero(memory.fits)
     # Highest throughput first, but a plan that takes host memory and CPUs (offload) or more sharding must be
     # clearly faster to rank above a simpler one; exact ties go to the plan with less GPU memory.
@@ -114,9 +118,13 @@ def predict_plan(
     global_batch: int | None = None,
     constants: RubickConstants = DEFAULT_CONSTANTS,
     cpus_per_gpu: float | None = None,
+    *,
+    stack: Stack | str | None = None,
+    terms: ModelTerms | None = None,
 ) -> float:
-    """Predicted samples/s of one given plan (no memory check), e.g. to compare with a measurement."""
+    """Predicted samples/s of one given plan (no memory check) under ``stack``, e.g. to compare with a
+    measurement."""
     if global_batch is not None and global_batch != plan.global_batch:
         raise ValidationError("global_batch", global_batch, f"dp*micro_batch*grad_accum = {plan.global_batch}")
     space = PlanSpace.from_plans([plan], gpu.gpus_per_node)
-    return float(predict(model, space, gpu, constants, cpus_per_gpu).throughput[0])
+    return float(predict(model, space, gpu, constants, cpus_per_gpu, stack=stack, terms=terms).throughput[0])

@@ -12,9 +12,12 @@ jobs at once, marginal speed per GPU, but a job with 10 min left outbids one wit
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
-from slurmplan.policy.greedy import Packing, climb
+from slurmplan.domain import AllocationProblem
+from slurmplan.policy.greedy import Packing, climb, reference_throughput
 
 
 def climb_weights(est_s: np.ndarray, floor_s: float, by: str) -> np.ndarray:
@@ -86,3 +89,68 @@ def deadline_floors(
     need = np.where(running, np.minimum(need, current_rate), need)
     out[ahead] = np.maximum(out[ahead], need[ahead])
     return out
+
+
+def catch_up(
+    problem: AllocationProblem,
+    pack: Packing,
+    order: np.ndarray,
+    floors: np.ndarray,
+    catch: np.ndarray,
+    choices: Callable[[int, float], list[int]],
+) -> np.ndarray:
+    """Guaranteed jobs that waited (``catch`` above their SLA floor), in order, move to the first column of
+    ``choices`` for the raised floor that has room and is faster than where they are, once every
+    guaranteed job has its SLA column (so one job's catch-up never costs another's SLA). Returns the
+    floors with those jobs' new speed as their floor (the matching keeps them that fast)."""
+    out = floors.copy()
+    thr = problem.throughput
+    for j in order.tolist():
+        if catch[j] <= floors[j]:
+            continue
+        now = thr[j, pack.col[j]] if pack.col[j] >= 0 else 0.0
+        for c in choices(j, catch[j]):
+            if thr[j, c] > now and pack.fits(j, c):
+                pack.assign(j, c)
+                break
+        if pack.col[j] >= 0:
+            out[j] = max(out[j], thr[j, pack.col[j]])
+    return out
+
+
+def climb_idle(
+    problem: AllocationProblem,
+    pack: Packing,
+    est: np.ndarray,
+    by: str,
+    floor_s: float,
+    allowed: np.ndarray | None = None,
+) -> None:
+    """Idle GPUs by gain per added GPU, weighted as ``climb_by`` says; ``allowed`` (jobs x columns) leaves out
+    the resizes of running jobs that do not pay their restart (``flagship_moves.paying_columns``)."""
+    score = np.asarray(problem.throughput, dtype=float) / reference_throughput(problem)[:, None]
+    if by != "speed":
+        score = score * climb_weights(est, floor_s, by)[:, None]
+    climb(pack, score, None if allowed is None else (lambda col, ok: ok & allowed))
+
+
+def grow(problem: AllocationProblem, pack: Packing, order: np.ndarray, allowed: np.ndarray | None = None) -> None:
+    """Leftover GPUs: in due order, move a placed job to a larger column of its type if that is faster (and,
+    for a running job, if the resize pays its restart: ``allowed``)."""
+    thr = problem.throughput
+    for j in order.tolist():
+        c = int(pack.col[j])
+        if c < 0:
+            continue
+        t = problem.cells[c].gpu_type
+        bigger = [
+            k
+            for k in np.nonzero(thr[j] > thr[j, c] * 1.05)[0].tolist()
+            if problem.cells[k].gpu_type == t
+            and problem.cells[k].gpus > problem.cells[c].gpus
+            and (allowed is None or allowed[j, k])
+        ]
+        for k in sorted(bigger, key=lambda k: -thr[j, k]):
+            if pack.fits(j, k):
+                pack.assign(j, k)
+                break

@@ -34,29 +34,32 @@ def _run_options(p: argparse.ArgumentParser) -> None:
         help=f"round length in seconds (default: {TickConfig.round_s:g}, the daemon's round_s)",
     )
     p.add_argument("--throughputs", default=None, help="Gavel-format throughput table (default: shipped copy)")
+    from slurmplan.tick_types import DEV_RESTART_COST_S, DEV_START_LATENCY_S, SLURM_REQUEUE_DELAY_S
+
     p.add_argument(
-        "--reconfig-cost",
-        type=float,
-        default=TickConfig.reconfig_cost_s,
-        help="seconds per reconfiguration (default %(default)g, the daemon's reconfig_cost_s)",
+        "--reconfig-cost", type=float, default=DEV_RESTART_COST_S, help="seconds per reconfiguration (default 78)"
     )
-    p.add_argument("--zero-cost", action="store_true", help="no reconfiguration cost (Gavel's simulator's model)")
+    p.add_argument(
+        "--zero-cost",
+        action="store_true",
+        help="no reconfiguration cost, requeue delay or start latency (Gavel's simulator's model)",
+    )
     p.add_argument(
         "--requeue-delay",
         type=float,
-        default=TickConfig.requeue_delay_s,
+        default=SLURM_REQUEUE_DELAY_S,
         metavar="SECONDS",
         help="Slurm's wait before a requeued job may start again on a node it just left: cred_expire + 1 seconds "
         "(121 with Slurm's default cred_expire of 120); a move to another GPU type does not wait (the daemon resets "
-        "the begin time). Default %(default)g: only --reconfig-cost charges a move",
+        "the begin time). Default 121, Slurm's default; 0: only --reconfig-cost charges a move",
     )
     p.add_argument(
         "--start-latency",
         type=float,
-        default=0.0,
+        default=DEV_START_LATENCY_S,
         metavar="SECONDS",
         help="seconds from Slurm starting a job to it training, paid at every start (release, PrologSlurmctld, "
-        "slurmd's launch; ~3.5 on the local dev cluster). Default 0: starts are instant, as in Gavel",
+        "slurmd's launch; 3.5 measured on the local dev cluster, the default). 0: starts are instant, as in Gavel",
     )
     p.add_argument(
         "--slurm-version",
@@ -74,6 +77,12 @@ def _run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default=None, help="folder for summary.json/csv and per-job CSVs")
     p.add_argument("--plots", default=None, help="folder for the JCT CDF, utilization and per-policy plots")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--drop-infeasible",
+        action="store_true",
+        help="run the jobs that can run on --cluster and name and count the others in the summary (a site's "
+        "history always has a few jobs no GPU type of the cluster can run); without it such a trace is refused",
+    )
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -111,7 +120,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Write a synthetic trace. gavel-single/gavel-multiple follow Gavel's random stream; llm draws "
         "catalog models, accounts, job classes and deadlines. The summary line says the offered load.",
     )
-    gen.add_argument("kind", choices=("gavel-single", "gavel-multiple", "llm"), help="which generator")
+    gen.add_argument("kind", choices=("gavel-single", "gavel-multiple", "llm", "replay-like"), help="which generator")
     gen.add_argument("--jobs", type=int, default=1000, help="number of jobs")
     gen.add_argument(
         "--rate",
@@ -137,17 +146,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     check.set_defaults(func=cmd_trace_check)
 
 
-def _preflight(args: argparse.Namespace, policies: list[str]) -> None:
+def _preflight(args: argparse.Namespace, policies: list[str]) -> list[str]:
     """Check every argument before any simulation or worker process starts.
 
     A bad policy name used to surface as a ``BrokenProcessPool`` traceback from a worker, a missing matplotlib
     after the CSVs were written, and a cluster no job fits ran to the end and exited 0 having finished nothing.
+    Returns the jobs ``--drop-infeasible`` leaves out, described as ``ID (TYPE xGPUS)``.
     """
     from slurmplan.perf.gavel_table import load_gavel_table
     from slurmplan.policy.registry import load_config
     from slurmplan.sim.cluster import parse_cluster
     from slurmplan.sim.runner import RunSpec, load_jobs
-    from slurmplan.sim.workload import build_workloads
+    from slurmplan.sim.workload import build_workloads, describe, infeasible
 
     where = args.command
     for name, value, ok, allowed in (
@@ -180,30 +190,36 @@ def _preflight(args: argparse.Namespace, policies: list[str]) -> None:
         raise ValidationError("--trace", args.trace, "a trace with at least one job", where)
     table = load_gavel_table(args.throughputs) if any(j.is_table_job for j in jobs) else None
     workloads = build_workloads(jobs, cluster, table)
-    stuck = [w for w in workloads.values() if not any(c.throughput > 0 for c in w.candidates)]
+    stuck = infeasible(workloads.values())
+    if stuck and (args.drop_infeasible and len(stuck) < len(jobs)):
+        return [describe(w) for w in stuck]
     if stuck:
-        names = ", ".join(f"{w.job_id} ({w.trace.job_type or w.trace.model} x{w.trace.gpus})" for w in stuck[:8])
+        names = ", ".join(describe(w) for w in stuck[:8])
         more = f" and {len(stuck) - 8} more" if len(stuck) > 8 else ""
+        hint = "" if len(stuck) == len(jobs) else "; or pass --drop-infeasible to run the others"
         raise ValidationError(
             "--cluster",
             args.cluster,
             f"a cluster where every job can run; {len(stuck)} of {len(jobs)} jobs have no throughput on any of its "
-            f"GPU types ({', '.join(sorted(cluster.gpus_by_type()))}): jobs {names}{more}",
+            f"GPU types ({', '.join(sorted(cluster.gpus_by_type()))}): jobs {names}{more}{hint}",
             where,
         )
+    return []
 
 
-def _spec(args: argparse.Namespace, policy: str):  # -> RunSpec
+def _spec(args: argparse.Namespace, policy: str, dropped: list[str] = ()):  # -> RunSpec
     from slurmplan.sim.engine import SimOptions
     from slurmplan.sim.runner import RunSpec, load_jobs
 
     jobs = load_jobs(RunSpec(args.trace, args.cluster, policy, max_jobs=args.max_jobs))
+    gone = {int(d.split(" ", 1)[0]) for d in dropped}
+    jobs = tuple(j for j in jobs if j.job_id not in gone)
     windowed = any(not j.in_window for j in jobs) and not args.run_all
     options = SimOptions(
         reconfig_cost_s=0.0 if args.zero_cost else args.reconfig_cost,
-        requeue_delay_s=args.requeue_delay,
+        requeue_delay_s=0.0 if args.zero_cost else args.requeue_delay,
+        start_latency_s=0.0 if args.zero_cost else args.start_latency,
         slurm_version=args.slurm_version,
-        start_latency_s=args.start_latency,
         round_s=args.round,
         event_ticks=not args.round_ticks_only,
         tick_s=args.tick,
@@ -215,8 +231,12 @@ def _spec(args: argparse.Namespace, policy: str):  # -> RunSpec
     return RunSpec(jobs, args.cluster, policy, options, args.throughputs)
 
 
-def _emit(args: argparse.Namespace, results, summaries) -> None:
-    from slurmplan.sim.report import format_table, to_json, write_outputs
+def _emit(args: argparse.Namespace, results, summaries, dropped: list[str] = ()) -> None:
+    from slurmplan.sim.report import format_dropped, format_table, to_json, write_outputs
+
+    for s in summaries:
+        s["dropped_infeasible"] = len(dropped)
+        s["dropped_jobs"] = [int(d.split(" ", 1)[0]) for d in dropped]
 
     for s in summaries:
         if not s["arrivals_cover_window"]:
@@ -230,6 +250,8 @@ def _emit(args: argparse.Namespace, results, summaries) -> None:
         print(to_json(summaries))
     else:
         print(format_table(summaries))
+        if dropped:
+            print(format_dropped(dropped, args.cluster))
     if args.out:
         write_outputs(results, summaries, Path(args.out), plots=False)
     if args.plots:
@@ -240,9 +262,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from slurmplan.sim.metrics import summarize
     from slurmplan.sim.runner import simulate
 
-    _preflight(args, [args.policy])
-    result = simulate(_spec(args, args.policy))
-    _emit(args, [result], [summarize(result)])
+    dropped = _preflight(args, [args.policy])
+    result = simulate(_spec(args, args.policy, dropped))
+    _emit(args, [result], [summarize(result)], dropped)
     return 0
 
 
@@ -253,9 +275,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
     names = [p.strip() for p in args.policies.split(",") if p.strip()]
     if not names:
         raise ValidationError("policies", args.policies, "a comma-separated list of policy names", "compare")
-    _preflight(args, names)
-    results = compare([_spec(args, name) for name in names], workers=args.workers)
-    _emit(args, results, [summarize(r) for r in results])
+    dropped = _preflight(args, names)
+    results = compare([_spec(args, name, dropped) for name in names], workers=args.workers)
+    _emit(args, results, [summarize(r) for r in results], dropped)
     return 0
 
 
@@ -264,7 +286,11 @@ def cmd_trace_generate(args: argparse.Namespace) -> int:
     from slurmplan.sim.generate import LLM_MODELS, LlmTraceConfig, gavel_trace, llm_trace, perf_feasible
     from slurmplan.sim.trace import write_trace
 
-    if args.kind == "llm":
+    if args.kind == "replay-like":
+        from slurmplan.sim.generate import ReplayTraceConfig, replay_like_trace
+
+        jobs = replay_like_trace(ReplayTraceConfig(num_jobs=args.jobs, rate_per_h=args.rate or 20.0, seed=args.seed))
+    elif args.kind == "llm":
         config = LlmTraceConfig(
             num_jobs=args.jobs,
             rate_per_h=args.rate or 40.0,

@@ -93,6 +93,7 @@ class Simulation:
             reconfig_threshold=options.reconfig_threshold,
             requeue_delay_s=options.requeue_delay_s,
             signal_min_run_s=options.signal_min_run_s,
+            start_latency_s=options.start_latency_s,
         )
         rules = dataclasses.replace(rules_named(options.slurm_version), requeue_start_delay_s=options.requeue_delay_s)
         self.backend = SimBackend(

@@ -214,3 +214,48 @@ def llm_trace(config: LlmTraceConfig = LlmTraceConfig(), feasible: FeasibleFn | 
             )
         )
     return out
+
+
+REPLAY_MODELS: tuple[str, ...] = ("gpt2", "bert-large", "roberta-large", "t5-large", "vit-b")
+"""The catalog models of the shipped replay trace (``site/devcluster/replay-trace.jsonl``): each fits one GPU."""
+
+
+@dataclass(frozen=True)
+class ReplayTraceConfig:
+    """A short-job trace like the shipped replay trace, for the dev cluster's shape (a100 2x4, v100 2x4, t4 2x2).
+
+    Issue 23's "fresh trace": 1-4 GPUs on one node, 6-70 minutes on the requested configuration (log-uniform),
+    ``elastic_share`` of the jobs elastic 1-4, Poisson arrivals; a requested type (Slurm's ``--constraint``
+    preference) on ``typed_share`` of the jobs, drawn from ``gpu_types``."""
+
+    num_jobs: int = 28
+    rate_per_h: float = 20.0
+    seed: int = 0
+    minutes: tuple[float, float] = (6.0, 70.0)
+    elastic_share: float = 0.6
+    typed_share: float = 0.7
+    gpu_types: tuple[str, ...] = ("a100", "v100", "t4")
+    models: tuple[str, ...] = REPLAY_MODELS
+
+
+def replay_like_trace(config: ReplayTraceConfig = ReplayTraceConfig()) -> list[TraceJob]:
+    """Jobs drawn from one seeded stream (a function of the config); GPU counts 1, 2 or 4 (one node of any type
+    the dev cluster has: a t4 node has 2, so a 4-GPU t4 request becomes 2 GPUs)."""
+    if config.num_jobs < 1 or config.rate_per_h <= 0:
+        raise ValidationError("num_jobs/rate", (config.num_jobs, config.rate_per_h), "jobs >= 1, rate > 0", "trace")
+    rng = random.Random(config.seed)
+    lam = config.rate_per_h / 3600.0
+    low, high = (math.log10(m) for m in config.minutes)
+    out, t = [], 0.0
+    for i in range(config.num_jobs):
+        t += -math.log(1.0 - rng.random()) / lam
+        gpus = _draw_gpus(rng, ((1, 0.35), (2, 0.4), (4, 0.25)))
+        duration = 60 * 10 ** rng.uniform(low, high)
+        model = rng.choice(config.models)
+        gpu_type = rng.choice(config.gpu_types) if rng.random() < config.typed_share else None
+        if gpu_type == "t4" and gpus > 2:
+            gpus = 2
+        hints = {"min_gpus": 1, "max_gpus": 4} if rng.random() < config.elastic_share else {}
+        out.append(TraceJob(i + 1, round(t, 1), gpus, model=model, gpu_type=gpu_type, duration_s=round(duration, 1),
+                            extra_hints=hints))  # fmt: skip
+    return out

@@ -39,9 +39,14 @@ TABLE_COLUMNS: tuple[tuple[str, str, str], ...] = (
 RATIO_COLUMNS = ("avg_jct_h", "median_jct_h", "p99_jct_h", "makespan_h")
 
 
+NA = "n/a"
+"""What a table prints for a value that does not exist (nan: no finished job) or is not finite (inf: a bound when
+a job's request cannot run as submitted): never ``inf`` or ``nan``."""
+
+
 def _fmt(fmt: str, value: object) -> str:
-    if isinstance(value, float) and math.isnan(value):
-        return "-"
+    if isinstance(value, float) and not math.isfinite(value):
+        return NA
     try:
         return fmt.format(value)
     except (ValueError, TypeError):
@@ -57,8 +62,8 @@ def format_table(summaries: Sequence[Mapping[str, object]]) -> str:
         row = [str(s["policy"])] + [_fmt(fmt, s.get(key, math.nan)) for key, _, fmt in TABLE_COLUMNS]
         for key in RATIO_COLUMNS:
             a, b = s.get(key, math.nan), base.get(key, math.nan)
-            ok = isinstance(a, float | int) and isinstance(b, float | int) and b and not math.isnan(b)
-            row.append(f"{a / b:.2f}" if ok else "-")
+            ok = isinstance(a, float | int) and isinstance(b, float | int) and b and math.isfinite(b)
+            row.append(_fmt("{:.2f}", a / b) if ok else NA)
         rows.append(row)
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     lines = []
@@ -66,6 +71,12 @@ def format_table(summaries: Sequence[Mapping[str, object]]) -> str:
         cells = (c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True)))
         lines.append("  ".join(cells))
     return "\n".join(lines)
+
+
+def format_dropped(dropped: Sequence[str], cluster: str) -> str:
+    """The line under the table that names the jobs ``--drop-infeasible`` left out (at most 20 by name)."""
+    names = ", ".join(dropped[:20]) + (f" and {len(dropped) - 20} more" if len(dropped) > 20 else "")
+    return f"dropped {len(dropped)} jobs that no GPU type of {cluster} can run (--drop-infeasible): {names}"
 
 
 def _jsonable(value: object) -> object:

@@ -159,5 +159,15 @@ def _memoised(fn, memo: dict[Hints, tuple[Candidate, ...]]):
     return call
 
 
+def infeasible(workloads: Iterable[Workload]) -> list[Workload]:
+    """The jobs no candidate of the cluster can run (no GPU type with throughput at any size)."""
+    return [w for w in workloads if not any(c.throughput > 0 for c in w.candidates)]
+
+
+def describe(w: Workload) -> str:
+    """``ID (TYPE xGPUS)``: how the CLI names a job it leaves out or refuses (the id first, for parsing back)."""
+    return f"{w.job_id} ({w.trace.job_type or w.trace.model} x{w.trace.gpus})"
+
+
 def cells_of(workloads: Iterable[Workload]) -> set[Cell]:
     return {c.cell for w in workloads for c in w.candidates}

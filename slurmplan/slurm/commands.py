@@ -8,6 +8,7 @@ import os
 import sys
 from pathlib import Path
 
+from slurmplan.domain import ValidationError
 from slurmplan.slurm.backend import SlurmBackend
 from slurmplan.slurm.devcluster import DevCluster, default_state_dir, install_packages
 from slurmplan.slurm.devlayout import load_layout
@@ -46,6 +47,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                 "STATE_DIR/site/journal.db)",
             )
             p.add_argument(
+                "--accounting",
+                action="store_true",
+                help="also run MariaDB and slurmdbd in the state directory (fairshare, QOS, limits) and create the "
+                "layout's accounts: section with sacctmgr (implied by --site)",
+            )
+            p.add_argument("--no-accounting", action="store_true", help="with --site: no MariaDB/slurmdbd")
+            p.add_argument(
                 "--managed-partition",
                 action="append",
                 default=[],
@@ -67,9 +75,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def _devcluster(args: argparse.Namespace) -> int:
+    accounting = _accounting_flag(args)
     if getattr(args, "install", False):
-        install_packages()
-    cluster = DevCluster(load_layout(args.layout), args.state_dir)
+        install_packages(bool(accounting))
+    cluster = DevCluster(load_layout(args.layout), args.state_dir, accounting)
     if getattr(args, "site", False):
         cluster = _site_cluster(args, cluster)
     if args.devcluster_command == "up":
@@ -108,7 +117,16 @@ def _site_cluster(args: argparse.Namespace, plain: DevCluster) -> DevCluster:
     files = {**{k: str(v) for k, v in plain.layout.conf_files.items()}, **overrides["conf_files"]}
     layout = load_layout(args.layout, {"slurm_conf_extra": extra, "conf_files": files})
     print(f"site: journal {dev.journal}, plan files {dev.plan_dir}, hook log {dev.hook_log}", file=sys.stderr)
-    return DevCluster(layout, plain.paths.root)
+    return DevCluster(layout, plain.paths.root, plain.accounting)
+
+
+def _accounting_flag(args: argparse.Namespace) -> bool | None:
+    """``up``: --accounting, or --site unless --no-accounting; ``down``/``status``: as the last ``up`` had it."""
+    if args.devcluster_command != "up":
+        return None
+    if args.accounting and args.no_accounting:
+        raise ValidationError("--no-accounting", True, "either --accounting or --no-accounting, not both", "devcluster")
+    return bool(args.accounting or (args.site and not args.no_accounting))
 
 
 def _fallback_slurm_conf() -> str | None:

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from slurmplan.domain import SlurmplanError
-from slurmplan.slurm import procs
+from slurmplan.slurm import devaccounting, procs
 from slurmplan.slurm.devconf import ClusterPaths, render_cgroup_conf, render_gres_conf, render_slurm_conf
 from slurmplan.slurm.devlayout import Layout, load_layout
 from slurmplan.slurm.reader import parse_version
@@ -98,10 +98,12 @@ def daemon_version() -> tuple[int, int]:
     return parse_version(run_slurm(["slurmd", "-V"], timeout=30).stdout)
 
 
-def install_packages() -> None:
-    """apt-get install Debian's Slurm and munge packages (only when asked with ``--install``)."""
+def install_packages(accounting: bool = False) -> None:
+    """apt-get install Debian's Slurm and munge packages, with MariaDB and slurmdbd for ``accounting`` (only
+    when asked with ``--install``)."""
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    for argv in (["apt-get", "update"], ["apt-get", "install", "-y", "--no-install-recommends", *DEBIAN_PACKAGES]):
+    packages = [*DEBIAN_PACKAGES, *(devaccounting.DEBIAN_PACKAGES if accounting else ())]
+    for argv in (["apt-get", "update"], ["apt-get", "install", "-y", "--no-install-recommends", *packages]):
         log.info("running %s", " ".join(argv))
         proc = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
         if proc.returncode != 0:
@@ -111,11 +113,22 @@ def install_packages() -> None:
 class DevCluster:
     """One local cluster, identified by its state directory. ``up`` is idempotent; ``down`` stops it all."""
 
-    def __init__(self, layout: Layout | None = None, state_dir: str | Path | None = None) -> None:
+    def __init__(
+        self, layout: Layout | None = None, state_dir: str | Path | None = None, accounting: bool | None = None
+    ) -> None:
         self.layout = layout if layout is not None else load_layout()
         self.paths = ClusterPaths(Path(state_dir or default_state_dir()).resolve())
         self.cluster_name = "dev" + hashlib.sha1(str(self.paths.root).encode()).hexdigest()[:8]
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.acct_paths = devaccounting.AccountingPaths(self.paths)
+        self.accounting = self._last_accounting() if accounting is None else accounting
+        """MariaDB + slurmdbd with the layout's ``accounts:`` (``--accounting``); None: as the last ``up`` had it."""
+
+    def _last_accounting(self) -> bool:
+        try:
+            return bool(json.loads(self.paths.state_file.read_text()).get("accounting"))
+        except (OSError, ValueError):
+            return False
 
     @property
     def env(self) -> dict[str, str]:
@@ -123,7 +136,8 @@ class DevCluster:
         return {"SLURM_CONF": str(self.paths.slurm_conf)}
 
     def daemon_names(self) -> list[str]:
-        return ["munged", "slurmctld", *(f"slurmd-{n}" for n in self.layout.node_names())]
+        accounting = devaccounting.DAEMONS if self.accounting else ()
+        return ["munged", *accounting, "slurmctld", *(f"slurmd-{n}" for n in self.layout.node_names())]
 
     # ------------------------------------------------------------------------------------------------ up
 
@@ -160,7 +174,11 @@ class DevCluster:
                     started.append(name)
                     if name == "munged":
                         self._wait_for(lambda: self.paths.munge_socket.exists(), 10.0, "munged to open its socket")
+                    elif name in devaccounting.DAEMONS:
+                        self._accounting_step(name, lambda n=name: self._accounting_listening(n))
             self._wait_nodes_ready(timeout)
+            if self.accounting and "slurmdbd" not in running:
+                self._accounting_step("accounts", self._accounting_apply)
         except BaseException as exc:
             left = self._stop(started)
             if isinstance(exc, DevClusterError):
@@ -192,9 +210,20 @@ class DevCluster:
             with os.fdopen(fd, "wb") as fh:
                 fh.write(os.urandom(1024))
         ctld_port, node_ports = self._choose_ports()
+        acct_ports = {n: node_ports.pop(n) for n in devaccounting.DAEMONS if n in node_ports}
         p.state_file.write_text(
-            json.dumps({"cluster_name": self.cluster_name, "slurmctld_port": ctld_port, "node_ports": node_ports})
+            json.dumps(
+                {
+                    "cluster_name": self.cluster_name,
+                    "slurmctld_port": ctld_port,
+                    "node_ports": node_ports,
+                    **({"accounting": acct_ports} if self.accounting else {}),
+                }
+            )
         )
+        if self.accounting:
+            self._check_accounting_binaries()
+            self._wrap(lambda: devaccounting.prepare(self.acct_paths, acct_ports["mariadb"], acct_ports["slurmdbd"]))
         for node in self.layout.nodes:
             (p.gpu_dir / node.name).mkdir(parents=True, exist_ok=True)
             for f in p.gpu_files(node):
@@ -212,7 +241,13 @@ class DevCluster:
 
     def _render(self, ctld_port: int, node_ports: dict[str, int]) -> str:
         host = socket.gethostname().split(".")[0]
-        return render_slurm_conf(self.layout, self.paths, self.cluster_name, ctld_port, node_ports, host)
+        text = render_slurm_conf(self.layout, self.paths, self.cluster_name, ctld_port, node_ports, host)
+        dbd_port = self._port_of("slurmdbd")
+        if self.accounting and dbd_port is not None:
+            types = tuple(sorted({n.gpu_type for n in self.layout.nodes if n.gpu_type}))
+            lines = "\n".join(devaccounting.slurm_conf_lines(self.acct_paths, dbd_port, types))
+            text = text.replace("AccountingStorageType=accounting_storage/none", lines)
+        return text
 
     def _choose_ports(self) -> tuple[int, dict[str, int]]:
         """Requested ports must be free (else refuse); others reuse the last run's when free, or pick new."""
@@ -222,7 +257,9 @@ class DevCluster:
             previous = {}
         wanted: dict[str, int | None] = {"slurmctld": self.layout.slurmctld_port}
         wanted.update({n.name: n.port for n in self.layout.nodes})
+        wanted.update({n: None for n in devaccounting.DAEMONS if self.accounting})
         old = {"slurmctld": previous.get("slurmctld_port"), **previous.get("node_ports", {})}
+        old.update(previous.get("accounting") or {})
         chosen: dict[str, int] = {}
         for name, port in wanted.items():
             if port is not None:
@@ -268,11 +305,13 @@ class DevCluster:
             ]
         if name == "slurmctld":
             return ["slurmctld", "-D", "-f", str(p.slurm_conf)]
+        if name in devaccounting.DAEMONS:
+            return devaccounting.argv(name, self.acct_paths, self._port_of("mariadb") or 0)
         node = name.removeprefix("slurmd-")
         return ["slurmd", "-D", "-N", node, "-f", str(p.slurm_conf)]
 
     def _start(self, name: str) -> None:
-        if name.startswith("slurmd-") or name == "slurmctld":
+        if name.startswith("slurmd-") or name in ("slurmctld", *devaccounting.DAEMONS):
             port = self._port_of(name)
             if port is not None and not procs.port_free(port):
                 raise DevClusterError(f"port {port} for {name} of {self.paths.root} is taken by another process")
@@ -292,6 +331,43 @@ class DevCluster:
         self.paths.pid_file(name).write_text(f"{proc.pid}\n")
         log.info("started %s (pid %d)", name, proc.pid)
 
+    def _check_accounting_binaries(self) -> None:
+        missing = devaccounting.missing_binaries()
+        if missing:
+            raise DevClusterError(
+                f"--accounting needs {', '.join(missing)}: apt-get install {' '.join(devaccounting.DEBIAN_PACKAGES)}"
+                " (or `slurmplan devcluster up --accounting --install`)"
+            )
+
+    def _accounting_listening(self, name: str) -> None:
+        """Wait until MariaDB or slurmdbd listens; register the cluster with slurmdbd before slurmctld starts."""
+        port = self._port_of(name) or 0
+        devaccounting.wait_listening(port, 60.0, name, lambda: self._own_pid(name) is not None)
+        if name == "slurmdbd":
+            devaccounting.register_cluster(self.cluster_name, self.env)
+
+    def _accounting_apply(self) -> None:
+        """Create the layout's accounts once slurmctld has registered its TRES (GPU limits need gres/gpu), and
+        wait until slurmctld knows them, so a job submitted right after ``up`` finds its association."""
+        devaccounting.wait_tres_known("gres/gpu", self.env, 30.0)
+        devaccounting.apply_accounts(self.layout.accounts, self.cluster_name, self.env)
+        devaccounting.wait_ctld_knows(self.layout.accounts, self.env, 30.0)
+
+    def _accounting_step(self, what: str, step: Callable[[], None]) -> None:
+        """Run one accounting step; a failure stops everything this cluster started and names what failed."""
+        try:
+            step()
+        except devaccounting.AccountingError as exc:
+            hint = self._log_hint()
+            self.down()
+            raise DevClusterError(f"{exc}; {hint}") from exc
+
+    def _wrap(self, step: Callable[[], None]) -> None:
+        try:
+            step()
+        except devaccounting.AccountingError as exc:
+            raise DevClusterError(str(exc)) from exc
+
     def _port_of(self, name: str) -> int | None:
         try:
             state = json.loads(self.paths.state_file.read_text())
@@ -299,6 +375,8 @@ class DevCluster:
             return None
         if name == "slurmctld":
             return state.get("slurmctld_port")
+        if name in devaccounting.DAEMONS:
+            return (state.get("accounting") or {}).get(name)
         return state.get("node_ports", {}).get(name.removeprefix("slurmd-"))
 
     def _own_pid(self, name: str) -> int | None:
@@ -309,7 +387,10 @@ class DevCluster:
         pid = procs.read_pid(self.paths.pid_file(name))
         if pid is None or not procs.is_alive(pid):
             return None
-        return pid if str(self.paths.root) in procs.cmdline(pid) else None
+        if str(self.paths.root) in procs.cmdline(pid):
+            return pid
+        # slurmdbd takes no path argument: it finds slurmdbd.conf beside our $SLURM_CONF
+        return pid if procs.environ(pid).get("SLURM_CONF") == str(self.paths.slurm_conf) else None
 
     def _wait_for(self, cond: Callable[[], bool], timeout: float, what: str) -> None:
         deadline = time.monotonic() + timeout
@@ -376,9 +457,11 @@ class DevCluster:
             except SlurmCommandError as exc:
                 log.warning("could not cancel jobs before stopping: %s", exc)
         steps = self._job_step_pids()
-        order = [n for n in self.daemon_names() if n.startswith("slurmd-")] + ["slurmctld", "munged"]
+        acct = [n for n in ("slurmdbd", "mariadb") if n in self.daemon_names()]
+        order = [n for n in self.daemon_names() if n.startswith("slurmd-")] + ["slurmctld", *acct, "munged"]
         left: list[int] = []
-        for group in (order[:-2], ["slurmctld"], ["munged"]):
+        slurmds = [n for n in order if n.startswith("slurmd-")]
+        for group in (slurmds, ["slurmctld"], *([n] for n in acct), ["munged"]):
             pids = [pid for pid in (self._own_pid(n) for n in group) if pid is not None]
             left += procs.stop_pids(pids, timeout)
         left += procs.stop_pids(procs.descendants(steps), 10.0)

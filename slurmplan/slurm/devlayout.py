@@ -17,9 +17,10 @@ from typing import Any
 import yaml
 
 from slurmplan.domain import ValidationError
+from slurmplan.slurm.devaccounts import AccountsSpec, parse_accounts
 from slurmplan.slurm.parse import expand_hostlist
 
-_TOP_KEYS = {"nodes", "partitions", "slurm_conf_extra", "conf_files", "slurmctld_port", "cred_expire"}
+_TOP_KEYS = {"nodes", "partitions", "slurm_conf_extra", "conf_files", "slurmctld_port", "cred_expire", "accounts"}
 _NODE_KEYS = {"name", "gpu_type", "gpus", "cpus", "memory_mb", "features", "port"}
 _PART_KEYS = {"name", "nodes", "default", "max_time", "priority_tier"}
 _TYPE_RE = re.compile(r"^[a-z0-9][a-z0-9_\-]*$")
@@ -61,6 +62,8 @@ class Layout:
     """munge's ``cred_expire`` (s): a requeued job waits this + 1 s before Slurm may start it again unless its start
     time is reset (the backend does). 10 keeps tests of plain requeues short; None is Slurm's default (120)."""
     source: str = "<dict>"
+    accounts: AccountsSpec | None = None
+    """QOS, accounts and users created with sacctmgr when the cluster runs with accounting (``--accounting``)."""
 
     def node_names(self) -> tuple[str, ...]:
         return tuple(n.name for n in self.nodes)
@@ -130,6 +133,7 @@ def parse_layout(data: Mapping[str, Any], where: str = "<dict>", base_dir: Path 
         slurmctld_port=port,
         cred_expire=cred_expire,
         source=where,
+        accounts=parse_accounts(data["accounts"], where) if data.get("accounts") is not None else None,
     )
 
 

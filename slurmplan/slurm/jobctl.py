@@ -60,3 +60,27 @@ def admin_comment(job_id: str, *, squeue: str = "squeue", timeout_s: float = 20.
         log.warning("cannot read squeue --json -j %s: %s", job_id, exc)
         return None
     return record.admin_comment if record is not None else None
+
+
+LIVE_STATES = frozenset({"PENDING", "RUNNING", "SUSPENDED", "CONFIGURING", "COMPLETING", "REQUEUED", "RESIZING"})
+"""Job states in which a job may still write to its files."""
+
+
+def job_state(job_id: str, *, squeue: str = "squeue", timeout_s: float = 20.0) -> str | None:
+    """The job's state (``RUNNING``, ``PENDING``, ...) via ``squeue --json -j JOB``; ``""`` when Slurm no longer
+    knows the job; None when it cannot be asked (logged)."""
+    argv = (squeue, "--json", "--states=all", "-j", str(job_id))
+    try:
+        proc = run_slurm(argv, timeout=timeout_s, check=False)
+    except (SlurmCommandError, OSError) as exc:
+        log.warning("cannot run squeue for job %s: %s", job_id, exc)
+        return None
+    if proc.returncode != 0:
+        # squeue exits non-zero for a job id it has forgotten ("Invalid job id specified")
+        return "" if "invalid job id" in proc.stderr.lower() else None
+    try:
+        record = find_job(read_jobs(json.loads(proc.stdout), skip_bad=True), job_id)
+    except (json.JSONDecodeError, SlurmOutputError) as exc:
+        log.warning("cannot read squeue --json -j %s: %s", job_id, exc)
+        return None
+    return record.job_state if record is not None else ""

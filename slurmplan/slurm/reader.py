@@ -76,6 +76,7 @@ class JobRecord:
     user_name: str
     account: str
     partition: str
+    qos: str
     job_state: str  # e.g. "RUNNING"; 24.11's extra state flags (e.g. "REQUEUED") are in state_flags
     state_flags: tuple[str, ...]
     state_reason: str
@@ -236,6 +237,7 @@ class Reader:
             user_name=f.text("user_name"),
             account=f.text("account"),
             partition=f.text("partition"),
+            qos=f.text("qos"),
             job_state=state,
             state_flags=state_flags,
             state_reason=f.text("state_reason"),

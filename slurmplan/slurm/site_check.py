@@ -143,8 +143,16 @@ def check_admin_comment(conf: Mapping[str, str], user: str, env: Mapping[str, st
             level = proc.stdout.strip()
         except SlurmCommandError:
             level = ""
-    if level in ("Operator", "Administrator"):
+    if level == "Administrator":
         return Finding("admin-comment", True, f"the daemon's user {user} is a Slurm {level}")
+    if level == "Operator":  # checked on 22.05: AdminComment needs validate_super_user (Administrator)
+        return Finding(
+            "admin-comment",
+            False,
+            f"the daemon's user {user} is a Slurm Operator: it may hold, update, release, signal and requeue jobs, "
+            "but Slurm lets only an Administrator change AdminComment, where the daemon writes its decisions",
+            f"sacctmgr modify user {user} set adminlevel=Administrator, or run the daemon as root",
+        )
     return Finding(
         "admin-comment",
         False,

@@ -92,3 +92,30 @@ def test_typed_and_constraint_managed_jobs_start_on_another_type_when_theirs_is_
         assert job["tres_per_node"].count(":") == 2  # still untyped: gres:gpu:N, N as the daemon decided
     finally:
         site.run("scancel", str(job_id), *map(str, blockers))
+
+
+def _tick_until_running(site: SiteCluster, config: Path, job_id: int, ticks: int = 10) -> list[str]:
+    outputs = []
+    for _ in range(ticks):
+        outputs.append(tick(site, config))
+        job = site.job(job_id)
+        if job and job["job_state"] != "PENDING":
+            break
+        time.sleep(1.2)
+    return outputs
+
+
+def test_a_job_without_a_model_is_started_from_the_default_not_held_forever(site: SiteCluster) -> None:
+    """Issue 29 item 2: --plan-gpus=1:4 --plan-gpu-types=v100,t4 --plan-workers=8 and no model was refused every
+    tick ("invalid model None") and stayed held with GPUs idle; it is now priced from the documented default."""
+    config = site.tmp / "slurmplan-nomodel.yaml"
+    config.write_text(f"database: {site.journal}\nreport_dir: {site.tmp / 'reports'}\nround_s: 1\n")
+    job_id = site.sbatch(
+        "sleep 1\n", "--gres=gpu:v100:1", "--plan-gpus=1:4", "--plan-gpu-types=v100,t4", "--plan-workers=8"
+    )
+    assert site.wait_state(job_id, "PENDING")["priority"] == 0
+    outputs = _tick_until_running(site, config, job_id)
+    job = site.wait_state(job_id, "RUNNING", "COMPLETED", timeout=60)
+    assert "invalid model" not in "".join(outputs)
+    cell, plan = parse_decision(job["admin_comment"])
+    assert cell.gpu_type in ("v100", "t4") and plan.dp == cell.gpus

@@ -282,3 +282,68 @@ def test_elastic_template_signalled_the_moment_it_runs_checkpoints_and_requeues(
     steps = sorted(p.name for p in ckpt.iterdir() if p.name.startswith("step-"))
     assert steps and steps[-1] < "step-00000200", text  # stopped early, after a checkpoint
     site.run("scancel", str(job_id), check=True)
+
+
+def _shipped_env(workdir: Path, **extra: str) -> dict[str, str]:
+    """Only the environment of a user's shell: the script file itself is the one in templates/, unchanged."""
+    return {
+        "HOME": str(workdir),  # the template's default checkpoint folder is under $HOME
+        "TRAIN": f"{TEMPLATES}/example_train.py:make_spec",
+        "MASTER_ADDR": "127.0.0.1",  # the dev cluster's node names do not resolve
+        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+        **extra,
+    }
+
+
+@pytest.mark.slow
+def test_elastic_template_as_shipped_trains_on_four_gpus(site: SiteCluster, workdir: Path) -> None:
+    """``sbatch --export=ALL,STEPS=.. templates/elastic_dp.sbatch`` exactly as README says: no option overridden.
+    Before, the example's max_p=4 against --plan-workers=8 failed every run on more than 4 GPUs; the template now
+    passes --max-p 8, so 4 processes (2 logical workers each) train, in a checkpoint folder of the job's own."""
+    pytest.importorskip("torch")
+    job_id = site.sbatch(TEMPLATES / "elastic_dp.sbatch", f"--chdir={workdir}", **_shipped_env(workdir, STEPS="3"))
+    job = site.wait_state(job_id, "PENDING")
+    assert job["admin_comment"] == f"{EXPECTED['elastic_dp.sbatch']};asked=a100:4"
+    decision = format_decision(Cell("a100", 4), Plan(dp=4, grad_accum=2), "round 1")
+    site.release_with(job_id, compose_admin_comment(EXPECTED["elastic_dp.sbatch"], decision))
+    job = site.wait_state(job_id, "COMPLETED", "FAILED", timeout=240)
+    log = (workdir / f"elastic-dp-{job_id}.out").read_text()
+    assert job["job_state"] == "COMPLETED", log
+    assert f"elastic-dp: job {job_id} restart 0 on 4 GPUs (a100, dp 4" in log
+    ckpt = workdir / "checkpoints" / f"elastic-dp-{job_id}"  # keyed on the job id, kept across requeues
+    assert (ckpt / "step-00000003").is_dir() and json.loads((ckpt / "owner.json").read_text())["job"] == str(job_id)
+    import torch
+
+    state = torch.load(ckpt / "step-00000003" / "state.pt", weights_only=False)
+    assert (state["max_p"], state["world_size"]) == (8, 4)  # the job's 8 workers: it may grow to 8 GPUs later
+
+
+@pytest.mark.slow
+def test_elastic_template_with_a_max_p_other_than_its_workers_says_what_to_change(
+    site: SiteCluster, workdir: Path
+) -> None:
+    """A script whose max_p differs from --plan-workers stops at start with one line (not one per rank) that
+    names the fix, instead of failing later on the first resize beyond max_p."""
+    pytest.importorskip("torch")
+    env = _shipped_env(workdir, STEPS="3", WORKERS="4")
+    job_id = site.sbatch(TEMPLATES / "elastic_dp.sbatch", f"--chdir={workdir}", **env)
+    site.wait_state(job_id, "PENDING")
+    decision = format_decision(Cell("a100", 2), Plan(dp=2, grad_accum=4), "round 1")
+    site.release_with(job_id, compose_admin_comment(EXPECTED["elastic_dp.sbatch"], decision))
+    job = site.wait_state(job_id, "COMPLETED", "FAILED", timeout=180)
+    log = (workdir / f"elastic-dp-{job_id}.out").read_text()
+    assert job["job_state"] == "FAILED", log
+    assert log.count("pass --max-p 8 to the training script, or submit with --plan-workers=4") == 1, log
+
+
+@pytest.mark.parametrize("name", ["deepspeed.sbatch", "megatron.sbatch"])
+def test_framework_templates_as_shipped_are_accepted_and_held(site: SiteCluster, name: str) -> None:
+    """Submitted as shipped; megatron.sbatch asks for 8 GPUs on each of 2 nodes and the dev cluster's nodes have
+    4, so for it alone the per-node size is lowered (and only that)."""
+    fit = ("--gres=gpu:a100:4", "--ntasks-per-node=4") if name == "megatron.sbatch" else ()
+    job_id = site.sbatch(TEMPLATES / name, *fit, f"--chdir={site.jobs_dir}")
+    job = site.wait_state(job_id, "PENDING")
+    asked = "a100:4" if name == "megatron.sbatch" else "v100:4"
+    assert job["admin_comment"] == f"{EXPECTED[name]};asked={asked}"
+    assert job["priority"] == 0
+    site.run("scancel", str(job_id), check=True)

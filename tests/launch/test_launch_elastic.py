@@ -92,4 +92,5 @@ def test_grad_accumulation_is_the_same_maths(tmp_path: Path) -> None:
 
 def test_periodic_checkpoints_keep_the_latest_two(tmp_path: Path) -> None:
     train(2, 5, tmp_path / "ckpt", checkpoint_every=2, keep_checkpoints=2)
-    assert sorted(p.name for p in (tmp_path / "ckpt").iterdir()) == ["step-00000004", "step-00000005"]
+    names = sorted(p.name for p in (tmp_path / "ckpt").iterdir())
+    assert names == ["owner.json", "step-00000004", "step-00000005"]

@@ -23,6 +23,8 @@ def test_module_entry_point_with_two_local_processes(tmp_path: Path) -> None:
     assert state["step"] == 6 and state["world_size"] == 2 and sorted(state["workers"]) == [0, 1, 2, 3]
     report = [json.loads(line) for line in (tmp_path / "reports" / "4242.jsonl").read_text().splitlines()]
     assert report[-1]["job_id"] == 4242 and report[-1]["gpus"] == 2 and report[-1]["model"] == "example-mlp"
+    # progress for the daemon (status/explain): steps done, the newest checkpoint's step, the total
+    assert (report[-1]["step"], report[-1]["checkpoint_step"], report[-1]["total_steps"]) == (6, 6, 6)
 
 
 def test_module_entry_point_refuses_a_missing_target(tmp_path: Path) -> None:

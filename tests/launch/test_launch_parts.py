@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from slurmplan.domain import Measurement, Plan, ValidationError
 from slurmplan.launch.dist import DistEnv, first_host
 from slurmplan.launch.ests import WorkerSampler, assign_workers
-from slurmplan.launch.reports import ThroughputMeter, append_report, measurement_to_dict, report_path
+from slurmplan.launch.reports import Progress, ThroughputMeter, append_report, measurement_to_dict, report_path
 from slurmplan.launch.requeue import requeue_command, requeue_job
 from slurmplan.launch.signals import StopFlag, resolve_signal
 from slurmplan.perf.measurements import measurement_from_dict
@@ -111,6 +111,17 @@ def test_report_line_is_what_the_daemon_ingests(tmp_path: Path) -> None:
         "memory_gb",
         "time",
     }
+
+
+def test_report_line_carries_progress_and_still_reads_as_a_measurement(tmp_path: Path) -> None:
+    m = Measurement("gpt", "a100", 2, Plan(dp=2), 10.0, job_id=5, time=1.0)
+    path = tmp_path / "5.jsonl"
+    assert append_report(m, path, Progress(step=40, checkpoint_step=30, total_steps=100))
+    assert append_report(m, path, Progress(step=41))
+    first, second = (json.loads(line) for line in path.read_text().splitlines())
+    assert (first["step"], first["checkpoint_step"], first["total_steps"]) == (40, 30, 100)
+    assert (second["step"], second["checkpoint_step"], second["total_steps"]) == (41, None, None)
+    assert measurement_from_dict(first) == m  # the daemon's reader ignores the progress keys
 
 
 def test_report_to_unwritable_folder_is_not_fatal(tmp_path: Path) -> None:

@@ -4,8 +4,18 @@ from __future__ import annotations
 
 import pytest
 
-from slurmplan.domain import Cluster, Hints, Measurement, Node, NodeState, Plan, ThroughputSource, ValidationError
-from slurmplan.perf.candidates import gpu_counts, job_candidates, stage_counts
+from slurmplan.domain import (
+    Cluster,
+    Hints,
+    JobClass,
+    Measurement,
+    Node,
+    NodeState,
+    Plan,
+    ThroughputSource,
+    ValidationError,
+)
+from slurmplan.perf.candidates import count_range, gpu_counts, job_candidates, stage_counts
 from slurmplan.perf.models import get_model
 
 
@@ -18,7 +28,7 @@ def _cluster() -> Cluster:
 
 
 def test_cells_cover_types_counts_and_stages() -> None:
-    cands = job_candidates(Hints(model="llama2-7b", gpus=8, global_batch=256), _cluster())
+    cands = job_candidates(Hints(model="llama2-7b", gpus=8, min_gpus=4, max_gpus=16, global_batch=256), _cluster())
     cells = {(c.cell.gpu_type, c.cell.gpus, c.cell.stages) for c in cands}
     assert ("a100", 4, 1) in cells and ("a100", 8, 1) in cells and ("a100", 16, 1) in cells
     assert ("a100", 8, 2) in cells and ("a100", 16, 16) in cells
@@ -35,7 +45,8 @@ def test_cells_cover_types_counts_and_stages() -> None:
 
 
 def test_more_gpus_never_slower() -> None:
-    cands = job_candidates(Hints(model="gpt2-1.5b", gpus=4, global_batch=512), {"a100": 64, "v100": 64, "a10": 64})
+    hints = Hints(model="gpt2-1.5b", gpus=4, min_gpus=2, max_gpus=8, global_batch=512)
+    cands = job_candidates(hints, {"a100": 64, "v100": 64, "a10": 64})
     by_key: dict[tuple[str, int], list[tuple[int, float]]] = {}
     for c in cands:
         by_key.setdefault((c.cell.gpu_type, c.cell.stages), []).append((c.cell.gpus, c.throughput))
@@ -56,7 +67,7 @@ def test_infeasible_cells_are_omitted() -> None:
 
 
 def test_measurement_overrides_exact_cell_and_calibrates_others() -> None:
-    hints = Hints(model="bert-large", gpus=2, global_batch=256)
+    hints = Hints(model="bert-large", gpus=2, min_gpus=1, max_gpus=4, global_batch=256)
     base = {(c.cell.gpu_type, c.cell.gpus, c.cell.stages): c for c in job_candidates(hints, {"v100": 8})}
     plan = Plan(dp=2, micro_batch=8, grad_accum=16)
     measured = base[("v100", 2, 1)].throughput * 0.5
@@ -71,15 +82,25 @@ def test_measurement_overrides_exact_cell_and_calibrates_others() -> None:
 
 
 def test_bad_hints_are_clear_errors() -> None:
-    with pytest.raises(ValidationError, match="model") as err:
-        job_candidates(Hints(model=None, gpus=2), {"a100": 8})
-    assert err.value.field == "model"
-    with pytest.raises(ValidationError, match="llama2-7b"):
-        job_candidates(Hints(model="no-such-model", gpus=2), {"a100": 8})
     with pytest.raises(ValidationError, match="gpus"):
         job_candidates(Hints(model="bert-large", gpus=-2), {"a100": 8})
     with pytest.raises(ValidationError, match="min_gpus"):
         job_candidates(Hints(model="bert-large", gpus=2, min_gpus=8, max_gpus=4), {"a100": 8})
+    with pytest.raises(ValidationError, match="min_gpus"):
+        job_candidates(Hints(model="my-own-net", gpus=2, min_gpus=8, max_gpus=4), {"a100": 8})
+
+
+def test_a_job_that_did_not_say_it_is_elastic_keeps_its_gpu_count() -> None:
+    """gpus=4 with neither min nor max: only 4-GPU Cells (it ran as a100x2 before); either bound makes it
+    elastic."""
+    fixed = job_candidates(Hints(model="bert-large", gpus=4, global_batch=256), {"a100": 16, "v100": 16})
+    assert fixed and {c.cell.gpus for c in fixed} == {4}
+    guaranteed = Hints(model="bert-large", gpus=8, job_class=JobClass.GUARANTEED, global_batch=256)
+    assert {c.cell.gpus for c in job_candidates(guaranteed, {"v100": 16})} == {8}
+    elastic = job_candidates(Hints(model="bert-large", gpus=4, max_gpus=8, global_batch=256), {"a100": 16})
+    assert {c.cell.gpus for c in elastic} == {2, 4, 8}
+    assert count_range(Hints(gpus=4)) == (4, 4, 4)
+    assert count_range(Hints(gpus=4, min_gpus=2, workers=6)) == (4, 2, 6)
 
 
 def test_counts_and_stage_helpers() -> None:

@@ -422,3 +422,40 @@ def test_sla_catch_up_never_costs_another_guaranteed_job_its_sla():
     np.testing.assert_array_equal(alloc.x, [[1, 0], [1, 0]])
     bigger = replace(p, capacity={"a100": 3})
     np.testing.assert_array_equal(flagship(sla_catch_up=True, grow=False).allocate(bigger).x, [[0, 1], [1, 0]])
+
+
+def test_do_no_harm_a_running_job_moves_only_when_the_move_pays_its_restart():
+    """Issue 23: a job 2x faster elsewhere but with 5 min left stays where it runs when a restart costs 3 min;
+    with 1 h left it moves; with zero cost (Gavel's rules) it moves at once."""
+
+    def problem(attained, cost):
+        return one_gpu_problem([[10.0, 20.0]], {"t4": 1, "v100": 1}, steps_remaining=np.array([1.0]),
+                               steps_known=np.array([False]), attained_time=np.array([attained]),
+                               current=np.array([0]), restart_cost_s=np.array([cost]))  # fmt: skip
+
+    short = load_policy("slurmplan").allocate(problem(300.0, 183.0))
+    np.testing.assert_array_equal(short.x[0], [1, 0])
+    long = load_policy("slurmplan").allocate(problem(3600.0, 183.0))
+    np.testing.assert_array_equal(long.x[0], [0, 1])
+    free = load_policy("slurmplan").allocate(problem(300.0, 0.0))
+    np.testing.assert_array_equal(free.x[0], [0, 1])
+    # the hysteresis: moved within the hold, its cost is doubled (1 h left, 2x faster: 30 min saved > 2 x 3 min)
+    again = load_policy("slurmplan").allocate(problem(3600.0, 2 * 183.0))
+    np.testing.assert_array_equal(again.x[0], [0, 1])
+    assert not load_policy("slurmplan").allocate(problem(600.0, 2 * 183.0)).x[0, 1]
+
+
+def test_do_no_harm_a_running_job_is_not_stopped_for_a_job_that_gains_less_than_the_restart():
+    """The order puts a newcomer (6 min expected) before a running job with ~7 min expected left, but stopping
+    it saves 40 s against a 183 s restart: it runs on. With 20 min left, stopping it for the newcomer pays."""
+
+    def problem(attained):
+        return one_gpu_problem([[10.0], [10.0]], {"v100": 1}, steps_remaining=np.array([1.0, 1.0]),
+                               steps_known=np.array([False, False]), attained_time=np.array([attained, 0.0]),
+                               current=np.array([0, -1]), restart_cost_s=np.array([183.0, 183.0]),
+                               submit_time=np.zeros(2), time_since_start=np.array([attained, 0.0]))  # fmt: skip
+
+    kept = flagship(hold_s=0.0).allocate(problem(400.0))  # without the hold the order alone would swap them
+    np.testing.assert_array_equal(kept.x[:, 0], [1, 0])
+    assert "stays where it runs" in kept.notes[0]
+    np.testing.assert_array_equal(flagship(hold_s=0.0).allocate(problem(1200.0)).x[:, 0], [0, 1])

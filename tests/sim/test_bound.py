@@ -122,13 +122,17 @@ def test_excess_parts_sum_to_the_excess():
 
 
 def test_llm_trace_job_has_an_elastic_bound_below_its_fixed_one():
-    """A model job's candidates span N/2..2N: its best size beats its own size, so the bounds differ."""
+    """An elastic model job's candidates span N/2..2N: its best size beats its own size, so the bounds differ
+    (a job that gave no min/max keeps its count, so it is elastic here by its bounds)."""
     from slurmplan.domain import Cluster
     from slurmplan.sim.cluster import parse_cluster
     from slurmplan.sim.trace import TraceJob
     from slurmplan.sim.workload import hint_workload, perf_candidates_fn
 
-    job = TraceJob(job_id=0, arrival_s=0.0, gpus=8, gpu_type="v100", model="gpt2-1.5b", duration_s=2564.5)
+    job = TraceJob(
+        job_id=0, arrival_s=0.0, gpus=8, gpu_type="v100", model="gpt2-1.5b", duration_s=2564.5,
+        extra_hints={"min_gpus": 4, "max_gpus": 16},
+    )  # fmt: skip
     cluster = Cluster(parse_cluster("a100:80x4,a40:160x2,v100:20x16").nodes())
     w = hint_workload(job, cluster, perf_candidates_fn())
     assert w.best_s < w.fastest_s <= w.dedicated_s

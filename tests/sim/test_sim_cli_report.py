@@ -143,7 +143,7 @@ def test_an_output_folder_that_is_a_file_is_refused_before_the_run(tmp_path: Pat
 def test_requeue_delay_flag_reaches_the_simulation_and_is_validated(tmp_path: Path, capsys, table):
     """``--requeue-delay`` models Slurm's cred_expire + 1 wait: jobs that LAS swaps on one GPU type restart later."""
     trace = tmp_path / "t.jsonl"
-    write_trace([hours_job(table, i, 1.0, arrival=60.0 * i) for i in range(4)], trace)
+    write_trace([hours_job(table, i, 1.0, arrival=400.0 * i) for i in range(4)], trace)
     args = ["simulate", "--trace", str(trace), "--cluster", "v100:2", "--policy", "las", "--round", "360", "--json"]
     summaries = {}
     for delay in ("0", "600"):

@@ -187,3 +187,31 @@ def test_explain_of_a_held_job_prices_its_own_size_not_one_gpu(tmp_path):
         e = explain_job(journal, 9)
     assert e["reconfig_cost"]["gpus"] == 4
     assert "reconfiguration cost for 4 GPUs:" in format_explanation(e)
+
+
+def test_the_cost_runs_to_the_first_throughput_report_after_the_restart():
+    """Issue 23: a move costs until the job trains again (its first report), not until Slurm shows it running."""
+    rows = [
+        _row(5, 100.0, "report"),  # before the signal: ignored
+        _row(5, 200.0, "signal"),
+        _row(5, 201.0, "job-end"),
+        _row(5, 204.0, "job-start", '{"gpus": "0,1"}'),
+        _row(5, 211.5, "report"),
+        _row(5, 240.0, "report"),
+        _row(6, 300.0, "signal"),
+        _row(6, 301.0, "job-end"),
+        _row(6, 303.0, "job-start", '{"gpus": "0"}'),  # no report yet: counts to running
+    ]
+    samples = restart_samples(rows)
+    assert [(s.job_id, s.gpus, s.total_s) for s in samples] == [(5, 2, 11.5), (6, 1, 3.0)]
+
+
+def test_journal_timeline_ends_a_restart_at_the_jobs_first_report(tmp_path):
+    with _journal_with_restarts(tmp_path / "j.db", [3.0, 4.0, 5.0]) as journal:
+        rows = [{"job_id": 100 + n, "model": "gpt2", "gpu_type": "a100", "gpus": 2, "nodes": 1, "plan": "{}",
+                 "samples_per_s": 10.0, "memory_gb": 1.0, "time": 1000.0 * n + 10.0} for n in range(3)]  # fmt: skip
+        journal.measurements.add(rows, "r.jsonl", 1)
+        timeline = journal.intents.restart_timeline()
+        assert [r["what"] for r in timeline if r["job_id"] == 100] == ["signal", "job-end", "update", "job-start",
+                                                                        "report"]  # fmt: skip
+        assert calibrate(restart_samples(timeline)).costs() == {2: 10.0}

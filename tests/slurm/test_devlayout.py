@@ -55,7 +55,7 @@ def test_rendered_conf_has_own_ports_socket_and_extras(tmp_path):
         ({"nodes": [{"name": "n1"}], "conf_files": {"slurm.conf": "/etc/hosts"}}, "conf_files name", "other than"),
         ({"nodes": [{"name": "n1"}], "conf_files": {"a.lua": "/no/such"}}, "conf_files.a.lua", "an existing file"),
         ({"nodes": []}, "nodes", "non-empty list"),
-        ({"nodes": [{"name": "n1"}], "colour": "red"}, "layout key", "one of conf_files"),
+        ({"nodes": [{"name": "n1"}], "colour": "red"}, "layout key", "one of accounts, conf_files"),
     ],
 )
 def test_bad_layout_names_field_and_allowed(tmp_path, data, field, allowed):

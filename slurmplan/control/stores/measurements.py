@@ -22,7 +22,7 @@ _COLUMNS = {
 
 class MeasurementStore(Store):
     TABLES = (
-        Table("measurements", _COLUMNS, indexes=(["model", "gpu_type"],)),
+        Table("measurements", _COLUMNS, indexes=(["model", "gpu_type"], ["time"])),
         Table("report_offsets", {"file": str, "offset": int}, pk="file"),
     )
 

@@ -1,0 +1,132 @@
+"""The flagship's matching step: the chosen jobs, same sizes, re-placed where they are relatively fastest.
+
+Gavel's heterogeneity lever (issue 17): a transportation LP over the chosen jobs maximises the sum of their speeds
+relative to their fastest type, weighted so that short jobs (``short_bias_s``), long-stretched ones
+(``stretch_weight``) and jobs at their stretch guard (first of all) get the fast GPUs; ``stay_bonus`` values a
+running job's current column more. When the LP's shares do not round to whole columns (gang jobs), the jobs are
+matched greedily by the same values instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from slurmplan.domain import AllocationProblem
+from slurmplan.policy.greedy import Packing
+
+
+def transport(rows: np.ndarray, cols: np.ndarray, value: np.ndarray, pack: Packing, chosen: np.ndarray):
+    """max sum value*y  s.t. each chosen job's shares sum to 1, each type's GPUs within its free capacity."""
+    from scipy.optimize import linprog
+    from scipy.sparse import coo_matrix
+
+    nv = rows.size
+    job_pos = {j: i for i, j in enumerate(chosen.tolist())}
+    a_eq = coo_matrix((np.ones(nv), ([job_pos[j] for j in rows.tolist()], np.arange(nv))), shape=(chosen.size, nv))
+    types = pack.cell_type[cols]
+    cap = pack.free.copy()
+    for j in chosen.tolist():
+        cap[pack.cell_type[pack.col[j]]] += pack.cell_gpus[pack.col[j]]
+    a_ub = coo_matrix((pack.cell_gpus[cols], (types, np.arange(nv))), shape=(cap.size, nv))
+    res = linprog(-value, A_ub=a_ub.tocsr(), b_ub=cap + 1e-9, A_eq=a_eq.tocsr(), b_eq=np.ones(chosen.size),
+                  bounds=(0.0, 1.0), method="highs")  # fmt: skip
+    return res.x if res.status == 0 else None
+
+
+def match_types(
+    problem: AllocationProblem,
+    pack: Packing,
+    floors: np.ndarray,
+    est: np.ndarray,
+    guard: np.ndarray,
+    blocked: np.ndarray,
+    params: dict,
+    choices: Callable[[int, float], list[int]],
+    allowed: np.ndarray | None = None,
+) -> None:
+    """Re-place the chosen jobs, same sizes, so that the sum of their speeds relative to their fastest
+    type is largest (Gavel's heterogeneity lever: a Recommendation job is 2.3x faster on a P100 than on a
+    V100, a ResNet-50 1.6x slower, so the P100 goes to the first). A transportation LP over the chosen jobs
+    (integral for one-GPU jobs); a fractional answer is rounded greedily and kept only if it fits."""
+    chosen = np.flatnonzero(pack.col >= 0)
+    if chosen.size < 2:
+        return
+    thr = np.asarray(problem.throughput, dtype=float)
+    best = thr.max(axis=1)
+    # Fast GPUs go first to jobs already stretched the most: time in the system against time left (a job
+    # 10 h in with 5 h to go weighs 1 + 2 x stretch_weight); this keeps the worst finish-time ratio low.
+    age = problem.column("time_since_start")
+    left = np.maximum(np.minimum(est, 1e12), 360.0)
+    weight = 1.0 + (params["stretch_weight"] * age + params["short_bias_s"]) / left
+    # A job at its stretch guard outweighs every unguarded one: it gets its fastest type; among guarded jobs the
+    # same weights decide (shorter first: a short job on a slow GPU passes the guard within a round or two).
+    weight = np.where(guard > 0, 1e3 * weight.max(initial=1.0) * weight, weight)
+    rows, cols, vals = [], [], []
+    for j in chosen.tolist():
+        size = problem.cells[pack.col[j]].gpus
+        floor = floors[j] if thr[j, pack.col[j]] >= floors[j] else 0.0  # never re-placed below its SLA
+        here = pack.cell_type[pack.col[j]]
+        for c in choices(j, floors[j]):
+            if allowed is not None and not allowed[j, c]:
+                continue  # a move of a running job that does not pay its restart (flagship_moves.py)
+            if pack.cell_type[c] >= 0 and blocked[pack.cell_type[c]] and pack.cell_type[c] != here:
+                continue  # reserved for a job past its guard
+            if problem.cells[c].gpus == size and pack.cell_type[c] >= 0 and thr[j, c] >= floor:
+                rows.append(j)
+                cols.append(c)
+                # a move costs a restart: staying is worth stay_bonus of a round at full speed (ties: stay)
+                on = problem.current is not None and problem.current[j] == c
+                vals.append((thr[j, c] / best[j] + (params["stay_bonus"] if on else 0.0)) * weight[j])
+                vals[-1] += 1e-3 if on else 0.0
+    if len(set(cols)) < 2:
+        return
+    rows_a, cols_a = np.array(rows), np.array(cols)
+    x = transport(rows_a, cols_a, np.array(vals), pack, chosen)
+    if x is None:
+        return
+    trial = pack.copy()
+    for j in chosen.tolist():
+        trial.release(j)
+    # biggest shares first; a job whose share does not fit keeps trying its other columns, then its old one
+    order = np.argsort(-x, kind="stable")
+    placed = np.zeros(problem.num_jobs, dtype=bool)
+    for k in order.tolist():
+        j, c = int(rows_a[k]), int(cols_a[k])
+        if not placed[j] and x[k] > 1e-6 and trial.fits(j, c):
+            trial.assign(j, c)
+            placed[j] = True
+    for j in chosen.tolist():
+        if not placed[j]:
+            if not trial.fits(j, int(pack.col[j])):
+                trial = greedy_match(pack, chosen, rows_a, cols_a, np.array(vals))
+                if trial is None:
+                    return  # no room either way: keep the selection's placement
+                break
+            trial.assign(j, int(pack.col[j]))
+    pack.col[:], pack.free[:] = trial.col, trial.free
+    for (_, free), (_, tfree) in zip(pack.host, trial.host, strict=True):
+        free[:] = tfree
+
+
+def greedy_match(pack: Packing, chosen: np.ndarray, rows: np.ndarray, cols: np.ndarray, vals: np.ndarray):
+    """When the LP's shares do not round (gang jobs of several sizes): jobs by their best value (the guarded
+    first), each to its best-valued column with room, else its old one; None if some job fits nowhere."""
+    trial = pack.copy()
+    for j in chosen.tolist():
+        trial.release(j)
+    best = {}
+    for k in np.argsort(-vals, kind="stable").tolist():
+        best.setdefault(int(rows[k]), []).append(int(cols[k]))
+    for j in sorted(best, key=lambda j: -vals[rows == j].max()):
+        c = next((c for c in best[j] if trial.fits(j, c)), int(pack.col[j]))
+        if not trial.fits(j, c):
+            return None
+        trial.assign(j, c)
+    for j in chosen.tolist():
+        if j not in best:
+            if not trial.fits(j, int(pack.col[j])):
+                return None
+            trial.assign(j, int(pack.col[j]))
+    return trial

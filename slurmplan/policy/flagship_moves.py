@@ -1,0 +1,152 @@
+"""The flagship's "do no harm" step: a change to a running job stays in the round only if it pays.
+
+The selection, sizing and matching steps decide from scratch every round; each running job they move, resize or
+stop is then priced here (``mechanism.pricing``, issue 23). The gain is the completion time the job saves over its
+expected remaining time, plus the waiting time of the jobs that take its GPUs (each would otherwise wait for it to
+finish); the cost is its full measured restart cost (``AllocationProblem.restart_cost_s``, doubled within the hold
+time after its last move: hysteresis). A change that does not pay ``move_pay x cost`` is undone: the job keeps its
+column, the jobs that needed its GPUs go elsewhere if they fit there, else they wait, as under plain Slurm.
+
+With zero restart cost (Gavel's rules, ``--zero-cost``) nothing is priced: every change is free.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from slurmplan.domain import AllocationProblem
+from slurmplan.mechanism.pricing import price_change, remaining_prior
+from slurmplan.policy.greedy import Packing
+
+INF = float("inf")
+
+
+@dataclass(frozen=True)
+class Guarded:
+    """What the guard did, per job, for the notes: the change it kept or undid and why."""
+
+    undone: dict[int, str]
+    kept: dict[int, str]
+
+
+def remaining_where_running(problem: AllocationProblem, floor_s: float) -> np.ndarray:
+    """Each running job's expected seconds left in its current column (``pricing.remaining_prior``)."""
+    n = problem.num_jobs
+    cur = np.asarray(problem.current if problem.current is not None else np.full(n, -1), dtype=int)
+    thr = np.asarray(problem.throughput, dtype=float)
+    rate = np.where(cur >= 0, thr[np.arange(n), np.maximum(cur, 0)], 0.0) if n else np.zeros(0)
+    known = np.ones(n, bool) if problem.steps_known is None else np.asarray(problem.steps_known, bool)
+    est, _ = remaining_prior(
+        problem.column("steps_remaining"), rate, known, problem.column("attained_time"), problem.time_limit_left,
+        floor_s,
+    )  # fmt: skip
+    return est
+
+
+def paying_columns(problem: AllocationProblem, factor: float, floor_s: float) -> np.ndarray | None:
+    """Jobs x columns: where each job may be placed without a change that does not pay for itself. A running
+    job with a restart cost may stay, or go where ``remaining x (1 - thr_cur / thr_new) > factor x cost`` (its own
+    gain over its expected remaining time); every other job anywhere. None when nothing is priced (no costs)."""
+    if problem.current is None or problem.restart_cost_s is None or problem.num_jobs == 0:
+        return None
+    cost = np.asarray(problem.restart_cost_s, dtype=float)
+    cur = np.asarray(problem.current, dtype=int)
+    priced = (cur >= 0) & (cost > 0)
+    if not priced.any():
+        return None
+    thr = np.asarray(problem.throughput, dtype=float)
+    left = remaining_where_running(problem, floor_s)
+    rate = thr[np.arange(problem.num_jobs), np.maximum(cur, 0)]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        gain = left[:, None] * (1.0 - rate[:, None] / thr)
+    ok = ~priced[:, None] | (gain > factor * cost[:, None])
+    ok[np.flatnonzero(priced), cur[priced]] = True
+    return ok
+
+
+def guard_moves(
+    problem: AllocationProblem,
+    pack: Packing,
+    queue,
+    est: np.ndarray,
+    urgent: np.ndarray,
+    factor: float,
+    floor_s: float,
+    choices: Callable[[int, float], list[int]],
+) -> Guarded:
+    """Undo, in ``pack``, every change to a running job that does not pay (see the module docstring).
+
+    ``queue``: the ordering step's result (changes are priced in its order, and the waiting jobs that a kept job
+    pushes out are tried elsewhere, in its order, on their ``choices`` with room); ``est``: expected seconds left
+    per job on its fastest column; ``urgent``: jobs whose start cannot wait (guaranteed, overdue, deadline):
+    making room for one always pays.
+    """
+    undone: dict[int, str] = {}
+    kept: dict[int, str] = {}
+    if problem.current is None or problem.restart_cost_s is None or problem.num_jobs == 0:
+        return Guarded(undone, kept)
+    cur = np.asarray(problem.current, dtype=int)
+    cost = np.asarray(problem.restart_cost_s, dtype=float)
+    thr = np.asarray(problem.throughput, dtype=float)
+    left = remaining_where_running(problem, floor_s)
+    order = queue.order
+    for j in order.tolist():
+        c0 = int(cur[j])
+        if c0 < 0 or pack.col[j] == c0 or cost[j] <= 0 or urgent[j]:
+            continue
+        trial = pack.copy()
+        trial.release(j)
+        pushed = _make_room(trial, j, c0, order, cur)
+        if pushed is None:
+            continue  # its GPUs went to jobs that also run now: nothing simple to undo
+        if any(urgent[k] for k in pushed):
+            kept[j] = "makes room for a job that cannot wait"
+            continue
+        # each job it makes room for would otherwise wait about as long as it has left
+        others = left[j] * len(pushed)
+        delay = min((est[k] for k in pushed), default=left[j])  # stopped: it restarts when they finish
+        new = int(pack.col[j])
+        price = price_change(left[j], thr[j, c0], thr[j, new] if new >= 0 else 0.0, cost[j], others, delay, factor)
+        if price.pays:
+            kept[j] = price.detail
+            continue
+        trial.assign(j, c0)
+        _place_elsewhere(trial, pushed, order, choices)
+        _adopt(pack, trial)
+        undone[j] = price.detail
+    return Guarded(undone, kept)
+
+
+def _make_room(trial: Packing, j: int, c0: int, order: np.ndarray, cur: np.ndarray) -> list[int] | None:
+    """Unplace jobs that did not run before, last in the order first, until ``j`` fits its old column again;
+    the list of those jobs, or None when only running jobs stand in the way."""
+    pushed: list[int] = []
+    t = trial.cell_type[c0]
+    for k in order[::-1].tolist():
+        if trial.fits(j, c0):
+            return pushed
+        if k == j or cur[k] >= 0 or trial.col[k] < 0 or trial.cell_type[trial.col[k]] != t:
+            continue
+        trial.release(k)
+        pushed.append(k)
+    return pushed if trial.fits(j, c0) else None
+
+
+def _place_elsewhere(
+    trial: Packing, pushed: list[int], order: np.ndarray, choices: Callable[[int, float], list[int]]
+) -> None:
+    """The jobs pushed out of a kept job's GPUs take, in queue order, their first choice that still fits."""
+    rank = {k: i for i, k in enumerate(order.tolist())}
+    for k in sorted(pushed, key=rank.__getitem__):
+        c = next((c for c in choices(k, 0.0) if trial.fits(k, c)), -1)
+        if c >= 0:
+            trial.assign(k, c)
+
+
+def _adopt(pack: Packing, trial: Packing) -> None:
+    pack.col[:], pack.free[:] = trial.col, trial.free
+    for (_, free), (_, tfree) in zip(pack.host, trial.host, strict=True):
+        free[:] = tfree

@@ -1,0 +1,132 @@
+"""The flagship's ordering step: who goes first, by due time, deadlines, SLAs, the wait bound and the stretch guard.
+
+Due time (issue 17): ``submit + length_weight x expected remaining``; a deadline that can still be met pulls it
+forward to the job's latest start (EDF). Expected remaining (issue 23): ``steps left / fastest throughput`` when
+the job told its steps (hints, or the launcher's reports on the daemon), else the time it has already held GPUs,
+at least ``prior_floor_s`` (``mechanism.pricing.remaining_prior``): never the Slurm time limit alone, which made
+every job read "7.0 d left (time limit)" on real Slurm. Jobs that told nothing are therefore served in submission
+order while they wait (FIFO, as plain Slurm), and a long-running one is no longer protected by a short estimate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from slurmplan.domain import AllocationProblem, JobClass
+from slurmplan.mechanism.pricing import remaining_prior
+
+
+def sla_floors(problem: AllocationProblem) -> np.ndarray:
+    """Throughput floors of guaranteed jobs (0 for best-effort jobs or when no SLA is given)."""
+    sla = problem.column("sla_throughput")
+    if problem.job_class is None:  # no class given: nobody is guaranteed
+        return np.zeros(problem.num_jobs)
+    guaranteed = np.array([c is JobClass.GUARANTEED for c in problem.job_class])
+    return np.where(guaranteed, sla, 0.0)
+
+
+def known_steps(problem: AllocationProblem) -> np.ndarray:
+    n = problem.num_jobs
+    return np.ones(n, bool) if problem.steps_known is None else np.asarray(problem.steps_known, bool)
+
+
+def expected_remaining_s(problem: AllocationProblem, floor_s: float = 360.0) -> tuple[np.ndarray, list[str]]:
+    """Per job: expected seconds left on its fastest column, and where that figure comes from (for the note)."""
+    best = np.asarray(problem.throughput, dtype=float).max(axis=1, initial=0.0)
+    return remaining_prior(
+        problem.column("steps_remaining"), best, known_steps(problem), problem.column("attained_time"),
+        problem.time_limit_left, floor_s,
+    )  # fmt: skip
+
+
+@dataclass(frozen=True, eq=False)
+class Queue:
+    """The ordering step's result, per job: due time, waited seconds, urgency flags, and the order itself."""
+
+    due: np.ndarray
+    waited: np.ndarray
+    urgent: np.ndarray
+    """A deadline that can still be met set the due time (its latest start)."""
+    overdue: np.ndarray
+    """Waited ``max_wait_s``: goes before everyone who has not."""
+    order: np.ndarray
+
+
+def due_times(problem: AllocationProblem, est: np.ndarray, length_weight: float) -> tuple[np.ndarray, np.ndarray]:
+    """Per job: its due time, and whether a reachable deadline set it (EDF)."""
+    submit = problem.column("submit_time")
+    due = submit + length_weight * np.minimum(est, 1e12)  # 1e12: finite for lexsort
+    now = submit + problem.column("time_since_start")
+    with np.errstate(invalid="ignore"):  # no deadline and no known length: inf - inf is no latest start
+        latest = now + problem.column("deadline") - est
+    urgent = np.isfinite(latest) & (latest >= now) & (latest < due)
+    return np.where(urgent, latest, due), urgent
+
+
+def queue_order(
+    problem: AllocationProblem,
+    est: np.ndarray,
+    floors: np.ndarray,
+    guarded: np.ndarray,
+    stretch: np.ndarray,
+    running: np.ndarray,
+    params: dict,
+) -> Queue:
+    """Overdue jobs (longest wait first), guaranteed jobs, jobs at their stretch guard (most stretched first),
+    then everyone by due time; a running job counts ``hold_s`` earlier (only a job due that much sooner
+    displaces it)."""
+    n = problem.num_jobs
+    due, urgent = due_times(problem, est, params["length_weight"])
+    waited = np.maximum(0.0, problem.column("time_since_start") - problem.column("attained_time"))
+    overdue = (waited >= params["max_wait_s"]) & ~running
+    hold = params["hold_s"]
+    key = due - hold * running if hold > 0 else due
+    order = np.lexsort(
+        (
+            np.arange(n),
+            key,
+            np.where(guarded, -stretch, 0.0),
+            ~guarded,
+            ~(floors > 0),
+            np.where(overdue, -waited, 0.0),
+            ~overdue,
+        )
+    )
+    return Queue(due, waited, urgent, overdue, order)
+
+
+def projected_stretch(
+    problem: AllocationProblem, est: np.ndarray, alone_s: dict, ahead_s: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per job: its finish-time ratio if it ran on its fastest GPU after the next round, (time in the system +
+    a round + time left) / time alone on its fastest GPU, against its share of the cluster (first) and alone
+    (second). For a job whose length is unknown (no steps told): time in the system / time served.
+
+    ``alone_s`` remembers each job's time alone from the first round it was seen (updated in place)."""
+    known = known_steps(problem)
+    age = problem.column("time_since_start")
+    attained = problem.column("attained_time")
+    ids = problem.job_ids
+    alone = np.array([alone_s.setdefault(i, e + a) for i, e, a in zip(ids, est, attained, strict=True)])
+    if len(alone_s) > 4 * max(problem.num_jobs, 1024):  # forget jobs that left
+        live = set(ids)
+        for i in [i for i in alone_s if i not in live]:
+            del alone_s[i]
+    # As finish-time fairness counts it (Gavel, sim/metrics.py): against the job alone on its 1/n share of
+    # the cluster when n jobs share it and its GPUs exceed that share (a busy cluster stretches everyone).
+    total = max(float(sum(problem.capacity.values())), 1.0)
+    gpus = np.ones(problem.num_jobs)
+    if problem.requested is not None:
+        req = np.asarray(problem.requested, dtype=int)
+        gpus = np.array([problem.cells[r].gpus if r >= 0 else 1 for r in req.tolist()], dtype=float)
+    ok = known & np.isfinite(alone) & (alone > 0)
+    # One round ahead: the ratio the job would have after one more round without progress, so that a short
+    # job is moved before it passes the guard, not a round after.
+    ahead = age + ahead_s + np.minimum(est, 1e12)
+    # Unknown length: time in the system over time served, a round ahead (the ratio it would have if it
+    # finished right after that round); a job left waiting passes the guard within rounds, as under LAS.
+    unknown = (age + ahead_s) / (attained + ahead_s)
+    plain = np.where(ok, ahead / np.where(ok, alone, 1.0), np.where(known, 1.0, unknown))
+    return plain / np.maximum(1.0, gpus * problem.num_jobs / total), plain
