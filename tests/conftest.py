@@ -67,7 +67,8 @@ class ClusterHandle:
             list(args),
             env={**os.environ, **self.env},
             capture_output=True,
-            text=True,
+            encoding="utf-8",
+            errors="replace",  # job names and comments are users' bytes
             check=check,
             timeout=timeout,
             cwd=self.jobs_dir,
