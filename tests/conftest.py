@@ -68,7 +68,7 @@ class ClusterHandle:
             env={**os.environ, **self.env},
             capture_output=True,
             encoding="utf-8",
-            errors="replace",  # a test may leave a job named with invalid UTF-8 in squeue (MinJobAge)
+            errors="replace",  # job names and comments are users' bytes
             check=check,
             timeout=timeout,
             cwd=self.jobs_dir,

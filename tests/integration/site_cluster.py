@@ -78,7 +78,8 @@ class SiteCluster:
             list(args),
             env={**self.env, **env},
             capture_output=True,
-            text=True,
+            encoding="utf-8",
+            errors="replace",  # job names and comments are users' bytes
             check=check,
             timeout=timeout,
             cwd=self.jobs_dir,

@@ -204,7 +204,8 @@ def test_unknown_type_is_refused_at_submission_any_model_accepted(
         return
     assert proc.returncode != 0
     assert f"slurmplan: hints: {message}" in proc.stderr
-    assert site.run("squeue", "-h", "-o", "%i", check=True).stdout.split() == before  # nothing submitted
+    after = site.run("squeue", "-h", "-o", "%i", check=True).stdout.split()
+    assert set(after) <= set(before)  # nothing submitted (an earlier test's job may have left the queue meanwhile)
 
 
 def test_typed_request_of_a_job_that_needs_its_type_is_left_typed(site: SiteCluster) -> None:
