@@ -40,8 +40,10 @@ def report_file(report_dir: Path, job_id: int, cluster: str = "") -> Path | None
     (``launch.reports.report_path``), ``<job>.jsonl`` without a cluster name. With the cluster unknown (``explain``),
     the one ``*.<job>.jsonl`` there is; with two (clusters sharing the folder) None rather than a guess."""
     folder = Path(report_dir)
-    if cluster:
+    if cluster and (folder / f"{cluster}.{job_id}.jsonl").exists():
         return folder / f"{cluster}.{job_id}.jsonl"
+    if cluster:  # a launcher outside Slurm's environment (or before issue 29) wrote the plain name
+        return folder / f"{job_id}.jsonl"
     keyed = sorted(folder.glob(f"*.{int(job_id)}.jsonl"))
     if len(keyed) == 1:
         return keyed[0]

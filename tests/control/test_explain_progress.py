@@ -59,9 +59,11 @@ def test_report_file_follows_the_launchers_cluster_keyed_name(tmp_path: Path) ->
     """The launcher writes ``<cluster>.<job>.jsonl`` under Slurm (issue 29 item 7), ``<job>.jsonl`` without one."""
     from slurmplan.progress import report_file
 
-    assert report_file(tmp_path, 5, "dev1") == tmp_path / "dev1.5.jsonl"
-    assert report_file(tmp_path, 5) == tmp_path / "5.jsonl"  # nothing keyed there: the plain name
+    assert report_file(tmp_path, 5, "dev1") == tmp_path / "5.jsonl"  # nothing keyed there: the plain name
+    assert report_file(tmp_path, 5) == tmp_path / "5.jsonl"
     (tmp_path / "dev1.5.jsonl").write_text("")
+    assert report_file(tmp_path, 5, "dev1") == tmp_path / "dev1.5.jsonl"
+    assert report_file(tmp_path, 5, "dev2") == tmp_path / "5.jsonl"  # never another cluster's file
     assert report_file(tmp_path, 5) == tmp_path / "dev1.5.jsonl"  # cluster unknown (explain): the one there is
     (tmp_path / "dev2.5.jsonl").write_text("")
     assert report_file(tmp_path, 5) is None and read_progress(None) is None  # two clusters' job 5: no guess
