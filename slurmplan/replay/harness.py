@@ -96,10 +96,29 @@ def plain_slurm_round_s(cfg: ReplayConfig) -> float:
     return cfg.tick_s if cfg.tick_s > 0 else cfg.round_s
 
 
+def scaled_policy(policy: str, k: float, out: Path) -> Path:
+    """The policy file the replay's daemon runs: ``policy`` with every duration parameter (a name ending in
+    ``_s``, its class's defaults included: the flagship's ``hold_s``, ``prior_floor_s``, ``guard_ahead_s`` ...)
+    divided by K, as the daemon's own times are. The prediction runs the unscaled policy in trace seconds, so
+    both backends see the same times (unscaled, a 1 h hold was 30 h of trace at K = 30)."""
+    from slurmplan.policy.registry import build_policy, load_config
+
+    config = load_config(policy)
+    params = dict(build_policy(config).params)
+    for name, value in params.items():
+        if name.endswith("_s") and isinstance(value, int | float) and not isinstance(value, bool):
+            params[name] = float(value) / k
+    data = {"name": config.name, "objective": config.objective, "solver": config.solver, "params": params}
+    path = out / "policy.yaml"
+    path.write_text(yaml.safe_dump(data))
+    build_policy(load_config(str(path)))  # a scaled value the class refuses fails here, before the replay starts
+    return path
+
+
 def _daemon_config(cfg: ReplayConfig, out: Path, requeue_delay_wall_s: float) -> Path:
     k = cfg.speedup
     data = {
-        "policy": cfg.policy,
+        "policy": str(scaled_policy(cfg.policy, k, out)),
         "round_s": cfg.round_s / k,
         "interval_s": cfg.tick_s / k,
         "grace_s": max(1.0, cfg.grace_s / k),

@@ -129,6 +129,28 @@ def test_prediction_charges_slurms_start_latency_k_times_at_every_start(tmp_path
         ReplayConfig(_trace(tmp_path), "slurm_fifo", tmp_path / "out", start_latency_wall_s=-1.0)
 
 
+def test_daemon_runs_the_policy_with_its_durations_divided_by_k_as_its_own_times(tmp_path) -> None:
+    # The daemon's round, tick and costs are divided by K; the flagship's own durations (hold_s, prior_floor_s,
+    # guard_ahead_s, ...) must be too, or at K = 30 its 1 h hold is 30 h of trace and a job that told no steps
+    # counts as 3 h long, where the prediction (trace seconds, unscaled) sees 1 h and 6 min.
+    from slurmplan.policy.registry import load_policy
+    from slurmplan.replay.harness import ReplayConfig, _daemon_config
+
+    out = tmp_path / "out"
+    out.mkdir()
+    cfg = ReplayConfig(_trace(tmp_path), "slurmplan", out, speedup=30.0)
+    daemon = yaml.safe_load(_daemon_config(cfg, out, 11.0).read_text())
+    assert daemon["round_s"] == pytest.approx(360.0 / 30)
+    scaled = load_policy(daemon["policy"]).params
+    plain = load_policy("slurmplan").params
+    assert plain["hold_s"] == 3600.0 and plain["prior_floor_s"] == 360.0  # the preset, in trace seconds
+    timed = [name for name in plain if name.endswith("_s")]
+    assert {"hold_s", "prior_floor_s", "guard_ahead_s", "max_wait_s"} <= set(timed)
+    for name in timed:
+        assert scaled[name] == pytest.approx(plain[name] / 30), name
+    assert {k: v for k, v in scaled.items() if k not in timed} == {k: v for k, v in plain.items() if k not in timed}
+
+
 @pytest.mark.parametrize("restarts", [0, 1])
 def test_payload_counts_from_its_launch_not_from_when_python_was_ready(tmp_path, restarts) -> None:
     # Python + torch take seconds to start on the shared machine, which K = 30 turns into minutes of trace time
