@@ -20,6 +20,7 @@ from slurmplan.domain import JobId, Reason
 from slurmplan.mechanism.placement import Placed, PlacementRequest, Unplaced, place, placed_gpus
 from slurmplan.mechanism.priorities import EPS
 from slurmplan.mechanism.problem import ProblemContext
+from slurmplan.mechanism.repack import evict_fewest
 from slurmplan.mechanism.round import RoundChoice, RunningInfo, gpus_left, plan_round
 from slurmplan.tick_types import JobState, TickConfig
 
@@ -64,20 +65,30 @@ def requests_for(
 
 
 def place_with_repack(ctx: ProblemContext, requests: list[PlacementRequest]) -> Placement:
-    """Kept jobs keep their nodes; if that leaves a chosen job without nodes, repack largest first instead.
+    """Kept jobs keep their nodes; if that leaves a chosen job without nodes, move the fewest kept jobs for it.
 
     Without the repacking, running jobs that keep winning their column could fragment the nodes a larger
-    waiting job needs for ever: its priority would grow but it would never be placed (starvation).
+    waiting job needs for ever: its priority would grow but it would never be placed (starvation). Issue 23:
+    repacking the whole round largest first moved 20-odd kept jobs to seat one (``repack.py``); it is now only
+    the fallback, taken when it moves no more kept jobs than it seats new ones.
     """
     placed = place(ctx.pool, requests)
     if all(isinstance(p, Placed) or p.waits for p in (placed[r.row] for r in requests)):
         return placed  # a job that only waits out its requeue delay is no fragmentation to repack for
+    fewest = evict_fewest(ctx.pool, requests, placed)
+    if fewest is not None:
+        log.info("moved %d kept jobs to seat %d GPUs more", fewest[1], placed_gpus(fewest[0]) - placed_gpus(placed))
+        return fewest[0]
     repacked = place(ctx.pool, requests, kept_first=False)
-    still = all(isinstance(repacked[row], Placed) for row, where in placed.items() if isinstance(where, Placed))
-    if still and placed_gpus(repacked) > placed_gpus(placed):
-        log.info("repacked the round: %d GPUs placed instead of %d", placed_gpus(repacked), placed_gpus(placed))
-        return repacked
-    return placed
+    before = {row for row, where in placed.items() if isinstance(where, Placed)}
+    if any(not isinstance(repacked[row], Placed) for row in before) or placed_gpus(repacked) <= placed_gpus(placed):
+        return placed
+    moved = sum(1 for r in requests if r.preferred and r.row in before and repacked[r.row] != placed[r.row])
+    seated = sum(1 for row, where in repacked.items() if isinstance(where, Placed) and row not in before)
+    if moved > seated:
+        return placed
+    log.info("repacked the round: %d GPUs placed instead of %d", placed_gpus(repacked), placed_gpus(placed))
+    return repacked
 
 
 def place_round(

@@ -186,12 +186,13 @@ class Slurmplan(Policy):
         its own), else Crius's search (``search_depth``). A job past its guard or its wait bound that does not
         fit reserves the GPU types it could use, so that no job after it starts there (backfill alone starves a
         gang job behind one-GPU jobs; a job already running there keeps its GPUs). Returns the packing and the
-        floors after the guaranteed jobs' catch-up. With ``pays`` (restart costs), the search never moves or shrinks a
-        running job, and a running job's first choice is its own column unless a move pays for itself."""
+        floors after the guaranteed jobs' catch-up. With ``pays`` (restart costs), a running job's first choice is its
+        own column unless a move pays for itself."""
         pack = Packing.empty(problem)
+        # The search may shrink or move a running job to seat a waiting one, as Crius does; the guard then keeps
+        # that change only where it pays (issue 23: protecting running jobs from it left new and stopped jobs
+        # waiting off GPUs, 0.2-0.3 h per job on the 1,000-job LLM trace, 1.10x crius's avg JCT)
         search, score = self._search(problem, floors)
-        if search is not None and pays is not None:
-            search.protected = search.protected | running
         hold = self.params["hold_s"]
         blocked = np.zeros(len(pack.free), dtype=bool)
         first = guarded | queue.overdue

@@ -1,0 +1,55 @@
+"""Seating a chosen job that kept jobs fragment away moves the fewest kept jobs (issue 23), not the whole round."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from slurmplan.domain import Cell
+from slurmplan.mechanism.layout import place_with_repack
+from slurmplan.mechanism.placement import Placed, PlacementRequest, Unplaced, place
+from slurmplan.mechanism.repack import evict_fewest
+from tests.mechanism.test_placement import pool
+
+NODES = {"n0": 4, "n1": 4, "n2": 4, "n3": 4}
+
+
+def _round() -> list[PlacementRequest]:
+    """Seven kept 1-GPU jobs and one kept 2-GPU job on four 4-GPU nodes (one GPU free on n0 and n1, two on n2,
+    three on n3), and a waiting 4-GPU job for one node: 7 GPUs are free, but no node has 4."""
+    kept = {0: "n0", 1: "n0", 2: "n0", 3: "n1", 4: "n1", 5: "n1", 6: "n3"}
+    reqs = [PlacementRequest(row, Cell("a100", 1), preferred=(node,)) for row, node in kept.items()]
+    reqs.append(PlacementRequest(7, Cell("a100", 2), preferred=("n2",)))
+    reqs.append(PlacementRequest(8, Cell("a100", 4), most_nodes=1))  # predicted on one node
+    return reqs
+
+
+def test_one_kept_job_moves_to_seat_the_larger_job_not_every_job_on_its_node() -> None:
+    reqs = _round()
+    first = place(pool(NODES), reqs)
+    assert isinstance(first[8], Unplaced)  # kept jobs fragment the nodes
+    out = evict_fewest(pool(NODES), reqs, first)
+    assert out is not None
+    placed, moved = out
+    assert moved == 1
+    assert placed[8] == Placed(("n3",), 4)  # the node with one kept job on it
+    assert placed[6] != first[6] and isinstance(placed[6], Placed)  # that job moved, and still runs
+    changed = [row for row in range(8) if placed[row] != first[row]]
+    assert changed == [6]
+    # the round's placement takes it; a whole-round repack largest first moved the three jobs on n0
+    assert place_with_repack(SimpleNamespace(pool=pool(NODES)), reqs) == placed
+    whole = place(pool(NODES), reqs, kept_first=False)
+    assert sum(whole[row] != first[row] for row in range(8)) >= 3
+
+
+def test_nothing_is_moved_when_no_node_can_be_freed_without_losing_a_job() -> None:
+    # Both nodes hold a kept 3-GPU job: freeing either for a 4-GPU job leaves its 3 GPUs nowhere to go.
+    reqs = [
+        PlacementRequest(0, Cell("a100", 3), preferred=("n0",)),
+        PlacementRequest(1, Cell("a100", 3), preferred=("n1",)),
+        PlacementRequest(2, Cell("a100", 4)),
+    ]
+    nodes = {"n0": 4, "n1": 4}
+    first = place(pool(nodes), reqs)
+    assert evict_fewest(pool(nodes), reqs, first) is None
+    kept = place_with_repack(SimpleNamespace(pool=pool(nodes)), reqs)
+    assert kept[0] == first[0] and kept[1] == first[1] and isinstance(kept[2], Unplaced)
