@@ -126,7 +126,7 @@ def _cell_candidate(search: PlanSearch, spec: GpuSpec, cell: Cell, calib: Calibr
     measured = calib.measured(cell)
     if measured is not None:  # it ran: trust the measurement over the memory model and the estimate
         plan, throughput = measured
-        est = plan_memory(search.model, plan, spec)
+        est = plan_memory(search.model, plan, spec, search.stack)
         gpu_gb, host_gb = float(est.total[0]) / GB, float(est.host[0]) / GB
         return _with_needs(cell, plan, throughput, ThroughputSource.MEASURED, spec, gpu_gb, host_gb)
     best = search.best_with_stages(cell.stages)

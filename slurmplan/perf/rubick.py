@@ -17,7 +17,8 @@ prediction before it has run, and lets fitting (``perf.fit``) correct it. The se
 Choices where the paper is silent (rubick.md 6): offload moves fp16 gradients down and fp16 parameters up, 4
 bytes per local parameter; under offload the DP sync is counted in ``T_oo`` only; gradient accumulation with
 pp == 1 uses Rubick's GA formula, with pp > 1 the replica's micro-batches are the pipeline's (1F1B, interleaving
-divides the fill by v and multiplies the pipeline traffic by v); ZeRO-3 reduce-scatters gradients once and
+divides the fill by v and multiplies the pipeline traffic by v) and the DP sync overlaps only the last
+micro-batch's backward in both; ZeRO-3 reduce-scatters gradients once and
 all-gathers parameters in the forward and backward of every micro-batch ((1 + 2m) (d-1)/d P instead of
 2 (d-1)/d P), and its offload variant fetches parameters over PCIe per micro-batch too; checkpointing repeats
 the forward TP all-reduces (1.5x the TP volume). Communication is in fp16.
@@ -212,9 +213,11 @@ def predict(
     sync_dp = np.where(off, 0.0, comm_dp)
     # pp == 1: Rubick's GA formula (a-1 local passes, the last overlapped with the sync).
     ga_cc = m * tf + (m - 1.0) * tb + overlap(tb, sync_dp, k.k_sync) + comm_tp
-    # pp > 1: 1F1B over m micro-batches, fill (p-1)/v.
+    # pp > 1: 1F1B over m micro-batches, fill (p-1)/v. A stage's gradients are final only after its last
+    # micro-batch's backward, the first stage's being the iteration's last compute, so the DP sync overlaps one
+    # backward (as in the GA formula), not the whole pipeline's.
     slots = m + (p - 1.0) / v
-    pp_cc = slots * tf + overlap(slots * tb, sync_dp, k.k_sync) + comm_tp + comm_pp
+    pp_cc = slots * tf + (slots - 1.0) * tb + overlap(tb, sync_dp, k.k_sync) + comm_tp + comm_pp
     t_cc = np.where(p > 1, pp_cc, ga_cc)
     bubble = np.where(p > 1, (p - 1.0) / v * (tf + tb), 0.0)
 
