@@ -25,11 +25,12 @@ The five constants in ``ModelTerms`` are global (one value for every model, GPU 
 
 from __future__ import annotations
 
-from dataclasses import astuple, dataclass, fields
+from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
-from slurmplan.domain import ValidationError
+from slurmplan.perf.constants import FittedConstants
 from slurmplan.perf.hardware import GpuSpec
 from slurmplan.perf.models import ModelSpec
 from slurmplan.perf.stacks import Stack
@@ -49,8 +50,11 @@ _KERNELS_PER_LAYER = {True: 14.0, False: 26.0}
 
 
 @dataclass(frozen=True)
-class ModelTerms:
+class ModelTerms(FittedConstants):
     """The global constants of the compute and communication terms (see the module docstring)."""
+
+    WHERE: ClassVar[str] = "model terms"
+    FRACTIONS: ClassVar[tuple[str, ...]] = ("gemm_efficiency", "network_efficiency")
 
     gemm_efficiency: float = 0.75
     """Fraction of the GPU's peak FLOP/s a large GEMM reaches."""
@@ -62,22 +66,6 @@ class ModelTerms:
     """Microseconds per kernel launch."""
     network_efficiency: float = 0.8
     """Fraction of a link's nominal bandwidth that collectives and point-to-point transfers reach."""
-
-    def __post_init__(self) -> None:
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if not isinstance(value, int | float) or not np.isfinite(value) or value < 0:
-                raise ValidationError(f.name, value, "a finite non-negative number", "model terms")
-        for name in ("gemm_efficiency", "network_efficiency"):
-            if not 0 < getattr(self, name) <= 1:
-                raise ValidationError(name, getattr(self, name), "a fraction in (0, 1]", "model terms")
-
-    def as_array(self) -> np.ndarray:
-        return np.array(astuple(self), dtype=float)
-
-    @staticmethod
-    def names() -> tuple[str, ...]:
-        return tuple(f.name for f in fields(ModelTerms))
 
 
 def _gemm(m: np.ndarray, k: np.ndarray, n: np.ndarray, batch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -34,15 +34,17 @@ with the fill factor ``F = (m + (p-1)/v) / m``; both equal Rubick's at p = 1.
 from __future__ import annotations
 
 import os
-from dataclasses import astuple, dataclass, fields
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import yaml
 
 from slurmplan.domain import ValidationError
 from slurmplan.perf.compute import ModelTerms, layer_forward_time, logits_forward_time
+from slurmplan.perf.constants import FittedConstants
 from slurmplan.perf.hardware import GpuSpec
 from slurmplan.perf.models import ModelSpec
 from slurmplan.perf.plans import PlanSpace
@@ -59,8 +61,11 @@ ENV_CONSTANTS = "SLURMPLAN_PERF_CONSTANTS"
 
 
 @dataclass(frozen=True)
-class RubickConstants:
+class RubickConstants(FittedConstants):
     """The 7 fitted constants; the defaults give a catalog-only estimate."""
+
+    WHERE: ClassVar[str] = "rubick constants"
+    EXPONENTS: ClassVar[tuple[str, ...]] = ("k_sync", "k_off", "k_swap")
 
     k_bwd: float = 2.0
     k_sync: float = 2.0
@@ -69,22 +74,6 @@ class RubickConstants:
     k_off: float = 2.0
     k_swap: float = 1.5
     k_const: float = 0.02
-
-    def __post_init__(self) -> None:
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if not np.isfinite(value) or value < 0:
-                raise ValidationError(f.name, value, "a finite non-negative number", "rubick constants")
-        for name in ("k_sync", "k_off", "k_swap"):
-            if getattr(self, name) < 1:
-                raise ValidationError(name, getattr(self, name), ">= 1 (an overlap exponent)", "rubick constants")
-
-    def as_array(self) -> np.ndarray:
-        return np.array(astuple(self), dtype=float)
-
-    @staticmethod
-    def names() -> tuple[str, ...]:
-        return tuple(f.name for f in fields(RubickConstants))
 
 
 def load_constants_file(path: str | Path) -> tuple[ModelTerms, RubickConstants]:
