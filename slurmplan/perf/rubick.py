@@ -206,7 +206,8 @@ def predict(
     # micro-batch's backward, the first stage's being the iteration's last compute, so the DP sync overlaps one
     # backward (as in the GA formula), not the whole pipeline's.
     slots = m + (p - 1.0) / v
-    pp_cc = slots * tf + (slots - 1.0) * tb + overlap(tb, sync_dp, k.k_sync) + comm_tp + comm_pp
+    last = overlap(tb, sync_dp, k.k_sync) if stack.pipeline_sync_overlap else tb + sync_dp
+    pp_cc = slots * tf + (slots - 1.0) * tb + last + comm_tp + comm_pp
     t_cc = np.where(p > 1, pp_cc, ga_cc)
     bubble = np.where(p > 1, (p - 1.0) / v * (tf + tb), 0.0)
 

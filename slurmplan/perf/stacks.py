@@ -18,6 +18,10 @@ model's terms read; each is a documented property of the framework, not a fitted
 - ``grad_bytes``: Megatron accumulates gradients into fp32 ``main_grad`` buffers (4 bytes per parameter: 18 bytes
   of model state per parameter, Megatron's distributed-optimizer notes); ZeRO and PyTorch keep fp16/bf16
   gradients (2 bytes, the ZeRO paper's 16 bytes per parameter). ``perf.memory`` counts them.
+- ``pipeline_sync_overlap``: with pipeline parallelism the 2021 code ran its own DDP (``DDP=local`` in the
+  reproduction scripts for every p > 1 run), which all-reduces the gradients after the pipeline flush, with nothing
+  to overlap; PyTorch's DDP (its p = 1 runs) and today's Megatron and DeepSpeed start the sync during the last
+  micro-batch's backward.
 - ``activation_factor``: the 2021 Megatron code kept more activation memory than Korthikanti et al.'s 2022 count
   (written for the later code, which frees each pipeline stage's output early). The thesis measured it (section
   4.5.6, figure 4.17): the 145B model at (t, p) = (8, 16) on 80 GB A100s ran without recomputation only at small
@@ -55,6 +59,8 @@ class Stack:
     """Tensor and pipeline parallelism (Megatron's layers); False: data parallelism only."""
     offload: bool = True
     grad_bytes: float = 2.0
+    pipeline_sync_overlap: bool = True
+    """Whether a pipeline's DP gradient sync overlaps its last micro-batch's backward (False: after the flush)."""
     activation_factor: float = 1.0
     """Stored activations over Korthikanti et al.'s count (``perf.memory``), where a framework is measured to keep
     more; 1 = the count."""
@@ -83,7 +89,13 @@ STACKS: dict[str, Stack] = {
     "auto": Stack("auto", fused_kernels=True),
     "megatron": Stack("megatron", fused_kernels=True, zero_stages=(0, 1, 2), grad_bytes=4.0),
     "megatron-2021": Stack(
-        "megatron-2021", fused_kernels=True, zero_stages=(0,), offload=False, grad_bytes=4.0, activation_factor=1.25
+        "megatron-2021",
+        fused_kernels=True,
+        zero_stages=(0,),
+        offload=False,
+        grad_bytes=4.0,
+        pipeline_sync_overlap=False,
+        activation_factor=1.25,
     ),
     "deepspeed": Stack("deepspeed", fused_kernels=True),
     "ddp": Stack("ddp", fused_kernels=False, zero_stages=(0,), model_parallel=False, offload=False),

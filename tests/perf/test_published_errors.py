@@ -25,10 +25,10 @@ from slurmplan.perf.search import search_plans
 from slurmplan.perf.stacks import get_stack
 
 README_IN_SAMPLE = {  # per-table mean |error| of the shipped constants, as README's model-error table states
-    "megatron-t4.1": 0.018,
+    "megatron-t4.1": 0.021,
     "megatron-t4.2": 0.029,
-    "megatron-stated": 0.038,
-    "pipedream-2bw": 0.007,
+    "megatron-stated": 0.039,
+    "pipedream-2bw": 0.009,
     "gavel-transformer": 0.107,
     "gavel-t6.1": 0.0535,
 }
@@ -106,3 +106,12 @@ def test_the_dp_sync_of_a_pipeline_overlaps_only_its_last_backward() -> None:
     exposed = t.t_cc - t.forward - t.backward - t.comm_tp - t.comm_pp
     # 64 micro-batches of backward would hide the whole sync; the last one's cannot, so most of it is paid
     assert t.backward[0] > 2 * t.comm_dp[0] and exposed[0] > 0.8 * t.comm_dp[0]
+
+
+def test_the_2021_code_reduced_a_pipelines_gradients_after_the_flush() -> None:
+    model, gpu = get_model("megatron-39b"), get_gpu("a100-80g")
+    plan = Plan(dp=32, tp=8, pp=2, micro_batch=4, grad_accum=12, checkpointing=True)
+    space = PlanSpace.from_plans([plan], 8)
+    old, new = (predict(model, space, gpu, stack=s) for s in ("megatron-2021", "megatron"))
+    # same compute (both run Megatron's kernels): only the part of the sync the last backward would hide differs
+    assert 0 < old.t_iter[0] - new.t_iter[0] <= old.comm_dp[0]
