@@ -17,14 +17,17 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from slurmplan.domain import Hints, Job, JobClass
+from slurmplan.domain import Hints, Job, JobClass, ValidationError
 
 log = logging.getLogger(__name__)
 
 RULES = ("guaranteed", "unmanaged", "steps", "deadline")
 """The trust rules; each is configured by ``<rule>_accounts`` and ``<rule>_qos``."""
+TRUST_KEYS = ("hints_from_comment", *(f"{r}_{k}" for r in RULES for k in ("accounts", "qos")))
+"""The daemon config's keys read by :func:`trust_from_mapping` (flat YAML keys, one per ``HintTrust`` field)."""
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,11 @@ class HintTrust:
     steps_qos: tuple[str, ...] | None = None
     deadline_accounts: tuple[str, ...] | None = None
     deadline_qos: tuple[str, ...] | None = None
+
+    def rules(self) -> tuple[tuple[str, tuple[str, ...] | None, tuple[str, ...] | None], ...]:
+        """``(rule, accounts, qos)`` for each rule: what `site install` renders into job_submit.lua (``slurm/``
+        may not import this module, so it takes plain tuples)."""
+        return tuple((r, getattr(self, f"{r}_accounts"), getattr(self, f"{r}_qos")) for r in RULES)
 
     def allows(self, rule: str, account: str, qos: str) -> bool:
         accounts, qoses = getattr(self, f"{rule}_accounts"), getattr(self, f"{rule}_qos")
@@ -100,10 +108,25 @@ def _log_once(job_id: int, rule: str, message: str) -> None:
     log.warning("job %d: %s; the hint is ignored", job_id, message)
 
 
+def trust_from_mapping(data: Mapping[str, object], where: str) -> HintTrust:
+    """The :class:`HintTrust` given by a daemon config's trust keys (``TRUST_KEYS``; other keys are the caller's
+    and ignored here), each validated with an error naming it."""
+    values: dict[str, object] = {}
+    for key in TRUST_KEYS:
+        if key not in data:
+            continue
+        raw = data[key]
+        if key == "hints_from_comment":
+            if not isinstance(raw, bool):
+                raise ValidationError(key, raw, "true or false", where)
+            values[key] = raw
+        else:
+            values[key] = trust_lists(raw, key, where)
+    return HintTrust(**values)  # type: ignore[arg-type]
+
+
 def trust_lists(value: object, field: str, where: str) -> tuple[str, ...]:
     """A config list of account or QOS names (a comma-separated string or a YAML list)."""
-    from slurmplan.domain import ValidationError
-
     if isinstance(value, str):
         value = [v.strip() for v in value.split(",") if v.strip()]
     if not isinstance(value, list | tuple) or not all(isinstance(v, str) and v for v in value):

@@ -16,7 +16,6 @@ import pytest
 
 from slurmplan.control.config import config_from_mapping
 from slurmplan.control.observe import classify
-from slurmplan.control.trust import RULES
 from slurmplan.domain import JobClass
 from slurmplan.slurm.backend import SlurmBackend
 from slurmplan.slurm.site import render_trust
@@ -30,9 +29,7 @@ TRUST = {"guaranteed_accounts": ["gold"], "unmanaged_qos": ["batchonly"], "deadl
 def trusted(hostile) -> Iterator:
     lua = Path(hostile.site.env["SLURM_CONF"]).parent / "job_submit.lua"
     original = lua.read_text()
-    cfg = config_from_mapping(TRUST)
-    rules = tuple((r, getattr(cfg, f"{r}_accounts"), getattr(cfg, f"{r}_qos")) for r in RULES)
-    lua.write_text(render_trust(original, rules))
+    lua.write_text(render_trust(original, config_from_mapping(TRUST).trust.rules()))
     time.sleep(1.1)  # a new mtime: slurmctld's job_submit/lua reloads the script on its next call
     try:
         yield hostile
