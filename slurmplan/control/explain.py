@@ -10,22 +10,21 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 from slurmplan.control.codec import plan_from_dict
 from slurmplan.control.journal import Journal
 from slurmplan.domain import ValidationError
-from slurmplan.progress import progress_text, read_progress, report_file
+from slurmplan.progress import progress_from_row, progress_text
 
 
 @dataclass(frozen=True)
 class LiveView:
-    """What ``explain`` adds to the journal: Slurm's state of the job now, its progress from its reports, and
-    the daemon's round length (for when the next round comes)."""
+    """What ``explain`` adds to the journal: Slurm's state of the job now and the daemon's round length (for when
+    the next round comes). The job's progress is the journal's (``job_progress``, ingested from its reports on
+    every tick), not read again from its report file."""
 
     slurm_state: str | None = None
-    report_dir: Path | None = None
     round_s: float | None = None
     now: float | None = None
 
@@ -85,9 +84,10 @@ def explain_job(journal: Journal, job_id: int, live: LiveView = LiveView()) -> d
 
 
 def _live(journal: Journal, job_id: int, job: dict[str, Any], live: LiveView) -> dict[str, Any]:
-    """Slurm's state now (the journal's is the last tick's), progress and predicted finish, and the next round."""
+    """Slurm's state now (the journal's is the last tick's), progress and predicted finish as of the daemon's last
+    ingestion of the job's reports, and the next round."""
     now = time.time() if live.now is None else live.now
-    progress = read_progress(report_file(live.report_dir, job_id)) if live.report_dir is not None else None
+    progress = progress_from_row(journal.measurements.progress_of(job_id))
     last_round = journal.state.get("last_round_start")
     next_round = None
     if live.round_s is not None and last_round is not None:
