@@ -78,6 +78,7 @@ def explain_job(journal: Journal, job_id: int, live: LiveView = LiveView()) -> d
             for r in journal.intents.rows(job_id=job_id, limit=10, newest=True)
         ],
         "events": journal.events.of(job_id, newest=10),
+        "ignored_hints": _ignored_hints(journal, job_id),
         "reconfig_cost": _reconfig_cost(journal, job_id, last),
         **_live(journal, job_id, job, live),
     }
@@ -101,6 +102,14 @@ def _live(journal: Journal, job_id: int, job: dict[str, Any], live: LiveView) ->
         "next_round": next_round,
         "round_s": live.round_s,
     }
+
+
+def _ignored_hints(journal: Journal, job_id: int) -> dict[str, Any] | None:
+    """The newest note that the site's trust rules dropped some of the job's hints (``control/trust.py``)."""
+    from slurmplan.control.trust import EVENT
+
+    rows = [e for e in journal.events.of(job_id) if e["event"] == EVENT]
+    return {"time": rows[-1]["time"], "detail": rows[-1]["detail"]} if rows else None
 
 
 def _cell_gpus(cell: str | None) -> int:
@@ -160,6 +169,9 @@ def format_explanation(e: dict[str, Any]) -> str:
         lines.append(f"  hints: {e['hints']}")
     if e["hint_error"]:
         lines.append(f"  left alone, bad hints: {e['hint_error']}")
+    if e.get("ignored_hints"):
+        ignored = e["ignored_hints"]
+        lines.append(f"  scheduled without some of its hints (since {_t(ignored['time'])}): {ignored['detail']}")
     d = e["decision"]
     if d and not d["cell"]:  # held: no configuration, nothing runs; "on - ... predicted 0 samples/s" said nothing
         lines.append(f"  round {d['round_index']} at {_t(d['time'])}: held ({d['reason']}), not running this round")
