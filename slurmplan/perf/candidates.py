@@ -196,7 +196,7 @@ def _monotone(cands: list[Candidate]) -> list[Candidate]:
 @lru_cache(maxsize=32768)
 def _cached(key: _JobKey, shapes: tuple[TypeShape, ...], measured: tuple[tuple, ...]) -> tuple[Candidate, ...]:
     model = get_model(key.model).with_seq_len(key.seq_len)
-    calib = calibrate(model, measured)
+    calib = calibrate(model, measured, get_stack(key.stack) if key.stack else None)
     cands: list[Candidate] = []
     for shape in shapes:
         if key.gpu_types and shape.gpu_type not in key.gpu_types:

@@ -115,3 +115,17 @@ def test_the_2021_code_reduced_a_pipelines_gradients_after_the_flush() -> None:
     old, new = (predict(model, space, gpu, stack=s) for s in ("megatron-2021", "megatron"))
     # same compute (both run Megatron's kernels): only the part of the sync the last backward would hide differs
     assert 0 < old.t_iter[0] - new.t_iter[0] <= old.comm_dp[0]
+
+
+def test_a_ddp_jobs_measurement_calibrates_against_the_ddp_prediction() -> None:
+    """A job measured at exactly the model's DDP figure needs no correction under its own stack; read against the
+    default (Megatron-kernel) prediction it would look slower than predicted, and the ratio would absorb that."""
+    from slurmplan.perf.calibration import calibrate
+    from slurmplan.perf.search import predict_plan
+
+    model, gpu = get_model("gpt2-1.5b"), get_gpu("a100")
+    plan = Plan(dp=2, micro_batch=4, grad_accum=8)
+    measured = predict_plan(model, gpu, plan, stack="ddp")
+    rows = (("a100", 2, plan, measured, 1),)
+    assert calibrate(model, rows, get_stack("ddp")).ratios["a100"] == pytest.approx(1.0)
+    assert calibrate(model, rows).ratios["a100"] < 0.95
