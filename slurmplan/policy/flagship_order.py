@@ -87,7 +87,7 @@ def queue_order(
         (
             np.arange(n),
             key,
-            np.where(guarded, -stretch, 0.0),
+            np.where(guarded, -guard_rank(problem, stretch, running, params), 0.0),
             ~guarded,
             ~(floors > 0),
             np.where(overdue, -waited, 0.0),
@@ -95,6 +95,18 @@ def queue_order(
         )
     )
     return Queue(due, waited, urgent, overdue, order)
+
+
+def guard_rank(problem: AllocationProblem, stretch: np.ndarray, running: np.ndarray, params: dict) -> np.ndarray:
+    """How jobs past their stretch guard are ordered among themselves: most stretched first, where with restart
+    costs (and ``hold_s``) a running job's stretch counts ``stretch_guard`` times, so a waiting job displaces it
+    only when that much more stretched. Hysteresis (issue 23): a waiting job's stretch grows and a running
+    one's falls, so without it two jobs of unknown length swapped whenever their ratios crossed (a 4-GPU job
+    went a100 <-> t4 45 times on an overloaded dev-cluster LLM trace)."""
+    cost = problem.restart_cost_s
+    if params["hold_s"] <= 0 or cost is None or not (np.asarray(cost) > 0).any():
+        return stretch
+    return np.where(running, stretch * max(1.0, params["stretch_guard"]), stretch)
 
 
 def projected_stretch(

@@ -478,3 +478,20 @@ def test_remaining_time_is_never_the_time_limit_alone():
     params = {"length_weight": 1.0, "max_wait_s": 7 * 86400.0, "hold_s": 0.0}
     queue = queue_order(p, est, np.zeros(3), np.zeros(3, bool), np.zeros(3), np.zeros(3, bool), params)
     assert queue.order.tolist() == [0, 2, 1]  # shortest expected first; a due time never reads the limit alone
+
+
+def test_a_running_job_past_its_guard_is_displaced_only_by_a_much_more_stretched_one_when_restarts_cost() -> None:
+    # Issue 23: a waiting job's stretch grows while a running one's falls, so two jobs of unknown length swapped
+    # whenever their ratios crossed. With restart costs a running job's stretch counts stretch_guard (1.5) times.
+    from types import SimpleNamespace
+
+    from slurmplan.policy.flagship_order import guard_rank
+
+    stretch = np.array([1.8, 2.0, 3.0])  # job 0 runs; jobs 1 and 2 wait
+    running = np.array([True, False, False])
+    params = {"hold_s": 3600.0, "stretch_guard": 1.5}
+    priced = guard_rank(SimpleNamespace(restart_cost_s=np.array([82.0, 82.0, 82.0])), stretch, running, params)
+    assert list(np.argsort(-priced, kind="stable")) == [2, 0, 1]  # 2.7 for the running job: only job 2 goes first
+    free = guard_rank(SimpleNamespace(restart_cost_s=np.zeros(3)), stretch, running, params)
+    assert list(np.argsort(-free, kind="stable")) == [2, 1, 0]  # Gavel's rules (no cost): most stretched first
+    assert list(guard_rank(SimpleNamespace(restart_cost_s=None), stretch, running, params)) == list(stretch)
