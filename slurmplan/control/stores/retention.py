@@ -222,8 +222,11 @@ class Retention(Store):
         row = self.db.execute("SELECT value FROM state WHERE key = ?", [key]).fetchone()
         if row is None:
             return default
-        value = json.loads(row[0])
-        return [float(v) for v in value] if isinstance(value, list) else [float(value)]
+        try:
+            value = json.loads(row[0])
+            return [float(v) for v in value] if isinstance(value, list) else [float(value)]
+        except (ValueError, TypeError):  # a hand-edited state row: walk again from the start (only costs time)
+            return default
 
     def _set_mark(self, key: str, value: object) -> None:
         self.db.execute(
