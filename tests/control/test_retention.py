@@ -68,6 +68,9 @@ def test_prunes_old_rows_but_never_an_unconfirmed_intent_or_a_live_jobs_latest_d
         assert {r["round_index"] for r in j.db["rounds"].rows} == {0, 1, 2}
         again = j.retention.prune(30 * DAY, NOW)
         assert again.done and again.total == 0
+        # the automatic WAL checkpoint is off only during the batches (one passive checkpoint follows them)
+        assert j.db.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 1000
+        assert report.checkpoint_s > 0
 
 
 def test_daemon_prunes_after_its_tick_and_keep_days_zero_keeps_everything(tmp_path):

@@ -73,6 +73,8 @@ class PruneReport:
     (it holds the database too)."""
     done: bool = False
     """Nothing older than the cutoff is left to delete."""
+    checkpoint_s: float = 0.0
+    """The WAL checkpoint after the batches (it holds no lock: a writer goes on meanwhile)."""
 
     @property
     def total(self) -> int:
@@ -242,9 +244,31 @@ class Retention(Store):
             return None
 
     def prune(self, keep_s: float, now: float, *, budget_s: float = 0.05, batch: int | None = None) -> PruneReport:
-        """Prune batch after batch until nothing is left or ``budget_s`` is spent (a batch is never cut)."""
+        """Prune batch after batch until nothing is left or ``budget_s`` is spent (a batch is never cut).
+
+        SQLite's automatic checkpoint (copying the WAL into the database file, with an fsync) would otherwise run
+        in the commit of whichever batch fills the WAL, holding the write lock: measured, it was most of the
+        longest batches. So it is off during the batches, and one passive checkpoint follows them, which lets
+        writers (a tick, the prolog hook) go on while it copies."""
         self.sizes = dict(self._sizes_saved())
         saved = dict(self.sizes)
+        conn = self._jdb.conn
+        autockpt = conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0]
+        conn.execute("PRAGMA wal_autocheckpoint=0")
+        try:
+            report = self._batches(keep_s, now, budget_s, batch)
+        finally:
+            conn.execute(f"PRAGMA wal_autocheckpoint={int(autockpt)}")
+        if self.sizes != saved:
+            with self.transaction():
+                self._set_mark(_SIZES_KEY, self.sizes)
+        if report.batches:
+            t0 = time.perf_counter()
+            conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            report.checkpoint_s = time.perf_counter() - t0
+        return report
+
+    def _batches(self, keep_s: float, now: float, budget_s: float, batch: int | None) -> PruneReport:
         report = PruneReport()
         start = time.perf_counter()
         while True:
@@ -260,9 +284,6 @@ class Retention(Store):
             report.deleted[table] = report.deleted.get(table, 0) + count
             if time.perf_counter() - start >= budget_s:
                 break
-        if self.sizes != saved:
-            with self.transaction():
-                self._set_mark(_SIZES_KEY, self.sizes)
         return report
 
     def _sizes_saved(self) -> dict[str, int]:
