@@ -47,6 +47,11 @@ class Shield:
         """GPUs of type ``t`` that row ``k`` may take (``cap`` free ones, less those reserved against it)."""
         return int(cap - self.reserved[t, ~self.may[self.qos[k]]].sum())
 
+    def holders(self, k: int, t: int) -> str:
+        """The QOS whose running jobs hold GPUs of type ``t`` back from row ``k`` (for its note)."""
+        q = [self.names[i] for i in np.flatnonzero((self.reserved[t] > 0) & ~self.may[self.qos[k]]).tolist()]
+        return ", ".join(q)
+
     def release(self, j: int, t: int, gpus: int) -> None:
         self.reserved[t, self.qos[j]] -= gpus
 

@@ -134,6 +134,10 @@ def _held_back(
     that the round's other QOS may not displace (``qos.py``)."""
     t = col_type[c]
     if gpus[c] > guard.free_for(j, t, cap[t]):
+        if not sticky:  # a waiting job: its note says why (``plan_round``)
+            own = guard.names[guard.qos[j]]
+            notes.setdefault(j, f"waits: the GPUs it could use are held by running jobs of QOS {guard.holders(j, t)},"
+                                f" which its QOS {own} may not preempt")  # fmt: skip
         return True
     if sticky and guard.shielded[j] and c != cur and gpus[c] < gpus[cur]:
         notes[j] = f"stays: its QOS {guard.names[guard.qos[j]]} is not preempted for jobs of the other QOS here"
@@ -208,6 +212,8 @@ def plan_round(
     details: list[str] = []
     for j in range(n):
         note = notes.get(j, "") if col[j] >= 0 else _outranked(problem, j, x, priority, left)
+        if col[j] < 0 and not info.running[j] and notes.get(j, "").startswith("waits: "):  # held back by QOS
+            note = notes[j]
         if col[j] < 0 and info.running[j]:
             note = _preempted(problem, j, col, info, pri, note)
         reason, detail = _explain(problem, j, int(col[j]), bool(kept[j]), x, info, note)

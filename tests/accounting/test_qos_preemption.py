@@ -48,7 +48,7 @@ def test_a_high_qos_job_is_neither_shrunk_nor_stopped_for_a_normal_qos_job(acctc
         seen = _decided(acctcluster, tmp_path / "qos", waiting)
         assert seen[vip].reason is Reason.KEPT and seen[vip].cell.gpus == 8, seen[vip]
         assert "its QOS high is not preempted for jobs of the other QOS here" in seen[vip].detail
-        assert seen[waiting].cell is None, seen[waiting]
+        assert seen[waiting].cell is None and "held by running jobs of QOS high" in seen[waiting].detail
         job = acctcluster.squeue_job(vip)
         assert job["job_state"] == "RUNNING" and job["restart_cnt"] == 0
         assert acctcluster.squeue_job(waiting)["job_state"] == "PENDING"

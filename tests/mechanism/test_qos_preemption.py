@@ -33,6 +33,11 @@ def test_a_running_job_is_not_stopped_for_a_job_of_a_lower_or_unrelated_qos():
     assert _round(("normal", "high"), stop).col.tolist() == [-1, 0], "high may preempt normal (its Preempt list)"
     kept = _round(("high", "normal"), stop)
     assert kept.col.tolist() == [0, -1] and kept.reason[0] is Reason.KEPT, "never high for normal"
+    assert kept.reason[1] is Reason.WAITING
+    assert (
+        kept.detail[1]
+        == "waits: the GPUs it could use are held by running jobs of QOS high, which its QOS normal may not preempt"
+    )
     assert _round(("gpu2", "normal"), stop).col.tolist() == [0, -1], "no Preempt list names gpu2: protected"
     assert _round(("high", "normal"), stop, rules={}).col.tolist() == [-1, 0], "no rules: as before"
 
