@@ -188,6 +188,9 @@ class Hints:
     workers: int | None = None
     global_batch: int | None = None
     seq_len: int | None = None
+    stack: str | None = None
+    """The training framework the job runs (``formats.STACKS``): the performance model predicts for it and ranks
+    only the plans it can run; None = the launcher's Megatron adapters, whichever runs the plan."""
     steps: int | None = None
     deadline: float | None = None
     """Unix time by which the job should finish."""
