@@ -37,7 +37,6 @@ echo "== 3. start the local development cluster"
 export SLURMPLAN_DEVCLUSTER_DIR=${SLURMPLAN_DEVCLUSTER_DIR:-$REPO/.state/devcluster}
 ACCOUNTING=1
 if ! slurmplan devcluster up --accounting; then # MariaDB + slurmdbd in the state directory: fairshare, QOS, limits
-    # Debian 13's slurmdbd 24.11.5 exits against its MariaDB 11.8 (README, "Running with accounting")
     echo "demo.sh: accounting did not start (above); the demo goes on without it" >&2
     slurmplan devcluster down >/dev/null 2>&1 || true
     slurmplan devcluster up --no-accounting
