@@ -12,6 +12,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from slurmplan.domain import SLURM_CRED_EXPIRE_S
+
 CONFIG_NAME = "slurmplan.yaml"
 DEV_ROUND_S = 60.0
 """A round a minute: decisions show quickly on a cluster one person plays with (production default: 360 s)."""
@@ -38,14 +40,14 @@ def dev_daemon_files(state_dir: Path, site_journal: Path | None = None) -> DevDa
 
 def daemon_config_text(files: DevDaemonFiles, cred_expire: int | None, managed_partitions: tuple[str, ...]) -> str:
     """The YAML text; ``requeue_delay_s`` is what this cluster makes a requeued job wait (``cred_expire + 1``)."""
-    delay = (cred_expire if cred_expire is not None else 120) + 1
+    delay = (cred_expire if cred_expire is not None else SLURM_CRED_EXPIRE_S) + 1
     lines = [
         "# written by `slurmplan devcluster up` for this dev cluster; `export SLURMPLAN_CONFIG=` this file",
         f"database: {json.dumps(str(files.database))}",
         f"report_dir: {json.dumps(str(files.report_dir))}",
         f"round_s: {DEV_ROUND_S:g}",
         f"interval_s: {DEV_INTERVAL_S:g}",
-        f"requeue_delay_s: {delay}",
+        f"requeue_delay_s: {delay:g}",
     ]
     if managed_partitions:
         lines.append(f"managed_partitions: {json.dumps(list(managed_partitions))}")
