@@ -19,9 +19,10 @@ cd "$(dirname "$0")/../.."
 CHECKOUT="$PWD"
 CACHE="${SLURMPLAN_CACHE:-/var/cache/slurmplan}"
 ROOT="$CACHE/trixie-root"
-PACKAGES="slurmctld slurmd slurm-client munge libslurm-dev slurmdbd mariadb-server lua5.1 lua5.3 liblua5.3-dev
- gcc make libc6-dev procps iproute2 util-linux ca-certificates libssl3t64 libsqlite3-0 libffi8 zlib1g liblzma5 libbz2-1.0
- libreadline8t64 libncursesw6 libgdbm6t64 libuuid1 tmux"
+. site/quickstart/packages.sh
+# test.sh's packages but Python (the host's is borrowed), and what a minbase root lacks for it and for the tests
+PACKAGES="$SLURM_PACKAGES $BUILD_PACKAGES procps iproute2 util-linux ca-certificates libssl3t64 libsqlite3-0 libffi8
+ zlib1g liblzma5 libbz2-1.0 libreadline8t64 libncursesw6 libgdbm6t64 libuuid1"
 STAMP="$ROOT/.slurmplan-ready-$(echo $PACKAGES | md5sum | cut -c1-8)" # a new package list: installed on top
 DEFAULT_TESTS="tests/slurm tests/control tests/integration tests/replay tests/accounting"
 
