@@ -96,11 +96,20 @@ class _Free:
     def keep(self, req: PlacementRequest) -> Placed | None:
         """The preferred nodes, if they are all of the right type and still fit an equal split."""
         k = len(req.preferred)
-        if k == 0 or req.cell.gpus % k or set(req.preferred) & set(req.avoid):
+        if k == 0 or req.cell.gpus % k or (req.avoid and not set(req.avoid).isdisjoint(req.preferred)):
             return None  # nodes it just left: ``fit`` looks elsewhere first
         gpn, cpn, mpn = req.cell.gpus // k, _ceil_div(req.cpus, k), _ceil_div(req.memory_mb, k)
-        idx = []
         g, c, m, types = self.g, self.c, self.m, self.pool.gpu_type
+        if k == 1:  # most kept jobs: one node, no set or sort to build
+            i = self.index.get(req.preferred[0])
+            if i is None or types[i] != req.cell.gpu_type or g[i] < gpn or c[i] < cpn or m[i] < mpn:
+                return None
+            g[i] -= gpn
+            c[i] -= cpn
+            m[i] -= mpn
+            self.stale = True
+            return Placed((self.pool.names[i],), gpn)
+        idx = []
         for name in req.preferred:
             i = self.index.get(name)
             if i is None or types[i] != req.cell.gpu_type:
