@@ -57,6 +57,10 @@ class Unplaced:
     """It fits only on nodes it just left, where Slurm would hold it for its requeue delay (repacking cannot help)."""
 
 
+_kept_rows: dict[tuple[tuple[str, ...], str], tuple[dict[str, int], tuple | None]] = {}
+"""``_Free._rows``'s memo: a pure function of the node names, the type and the pool layout's index (by identity)."""
+
+
 def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
@@ -99,30 +103,41 @@ class _Free:
         if k == 0 or req.cell.gpus % k or (req.avoid and not set(req.avoid).isdisjoint(req.preferred)):
             return None  # nodes it just left: ``fit`` looks elsewhere first
         gpn, cpn, mpn = req.cell.gpus // k, _ceil_div(req.cpus, k), _ceil_div(req.memory_mb, k)
-        g, c, m, types = self.g, self.c, self.m, self.pool.gpu_type
-        if k == 1:  # most kept jobs: one node, no set or sort to build
-            i = self.index.get(req.preferred[0])
-            if i is None or types[i] != req.cell.gpu_type or g[i] < gpn or c[i] < cpn or m[i] < mpn:
-                return None
-            g[i] -= gpn
-            c[i] -= cpn
-            m[i] -= mpn
-            self.stale = True
-            return Placed((self.pool.names[i],), gpn)
-        idx = []
-        for name in req.preferred:
-            i = self.index.get(name)
-            if i is None or types[i] != req.cell.gpu_type:
-                return None
+        rows = self._rows(req.preferred, req.cell.gpu_type)
+        if rows is None:
+            return None
+        unique, names = rows
+        g, c, m = self.g, self.c, self.m
+        for i in unique:
             if g[i] < gpn or c[i] < cpn or m[i] < mpn:
                 return None
-            idx.append(i)
-        for i in set(idx):  # numpy's fancy ``-=`` takes each index once
+        for i in unique:  # a node named twice is taken once, as numpy's fancy ``-=`` would
             g[i] -= gpn
             c[i] -= cpn
             m[i] -= mpn
         self.stale = True
-        return Placed(tuple(self.pool.names[i] for i in sorted(idx)), gpn)
+        return Placed(names, gpn)
+
+    def _rows(self, nodes: tuple[str, ...], gpu_type: str) -> tuple[tuple[int, ...], tuple[str, ...]] | None:
+        """The pool rows of ``nodes`` (each once) and their names in row order; None if one is missing or of
+        another type. Remembered per node list while the pool's layout stays: a kept job asks every tick."""
+        key = (nodes, gpu_type)
+        hit = _kept_rows.get(key)
+        if hit is not None and hit[0] is self.index:
+            return hit[1]
+        idx = []
+        types = self.pool.gpu_type
+        for name in nodes:
+            i = self.index.get(name)
+            if i is None or types[i] != gpu_type:
+                idx = None
+                break
+            idx.append(i)
+        rows = None if idx is None else (tuple(sorted(set(idx))), tuple(self.pool.names[i] for i in sorted(idx)))
+        if len(_kept_rows) > 100_000:
+            _kept_rows.clear()
+        _kept_rows[key] = (self.index, rows)  # holds the index: its identity cannot be reused meanwhile
+        return rows
 
     def fit(self, req: PlacementRequest) -> Placed | Unplaced:
         """Fewest nodes first: k = 1, 2, ... (divisors of the GPU count), best-fit nodes for each k."""
