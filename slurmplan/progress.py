@@ -1,9 +1,12 @@
 """A training job's progress as its launcher reports it, and the predicted finish, for ``status`` and ``explain``.
 
 The launcher's report lines (``launch/reports.py``) carry ``"step"``, ``"checkpoint_step"``, ``"total_steps"``
-and ``"time"``. The newest two lines of one run give the step rate, and the rate the predicted finish. The file is
-written by the job, so its bytes are hostile: only its tail is read, a line that does not parse is skipped, and
-nothing here raises for a bad file.
+and ``"time"``. The newest two lines of one run give the step rate (:func:`step_rate`), and the rate the
+predicted finish. There is one reader of those lines per place they are kept: ``explain`` reads the daemon's
+journal (its ``job_progress`` table, which the daemon fills from the same lines on every tick, ``control/reports``;
+:func:`progress_from_row`), and ``slurmplan status``, which runs without a journal, reads the tail of the report
+file (:func:`read_progress`). The file is written by the job, so its bytes are hostile: only its tail is read, a
+line that does not parse is skipped, and nothing here raises for a bad file.
 """
 
 from __future__ import annotations
@@ -11,8 +14,10 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 TAIL_BYTES = 64 * 1024
 """Only this much of a report file's end is read (the newest lines are all that matter)."""
@@ -33,6 +38,29 @@ class JobProgress:
         if self.total_steps is None or not self.steps_per_s:
             return None
         return self.time + max(0, self.total_steps - self.step) / self.steps_per_s
+
+
+def step_rate(prev_step: float | None, prev_time: float | None, step: float, when: float) -> float | None:
+    """Steps per second between two reports, or None when they are not of one run (a restart goes back to its
+    checkpoint, so the step does not grow) or either lacks a step or a time."""
+    if prev_step is None or prev_time is None or not (step > prev_step and when > prev_time):
+        return None
+    return (step - prev_step) / (when - prev_time)
+
+
+def progress_from_row(row: Mapping[str, Any] | None) -> JobProgress | None:
+    """The progress of a journal ``job_progress`` row (``step``, ``time``, ``checkpoint_step``, ``total_steps``,
+    ``steps_per_s``); None without a step and a time."""
+    if not row or row.get("step") is None or row.get("time") is None:
+        return None
+    saved, total = row.get("checkpoint_step"), row.get("total_steps")
+    return JobProgress(
+        int(row["step"]),
+        float(row["time"]),
+        None if saved is None else int(saved),
+        None if total is None else int(total),
+        row.get("steps_per_s"),
+    )
 
 
 def report_file(report_dir: Path, job_id: int, cluster: str = "") -> Path | None:
@@ -88,11 +116,7 @@ def read_progress(path: Path | None) -> JobProgress | None:
     if not points:
         return None
     step, when, record = points[-1]
-    rate = None
-    if len(points) >= 2:
-        prev_step, prev_time, _ = points[-2]
-        if step > prev_step and when > prev_time:  # the same run (a restart goes back to its checkpoint)
-            rate = (step - prev_step) / (when - prev_time)
+    rate = step_rate(*points[-2][:2], step, when) if len(points) >= 2 else None
     return JobProgress(step, when, _int(record.get("checkpoint_step")), _int(record.get("total_steps")), rate)
 
 

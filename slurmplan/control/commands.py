@@ -217,7 +217,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     from slurmplan.slurm.jobctl import job_state
 
     cfg = _config(args)
-    live = LiveView(job_state(str(args.job_id), timeout_s=5.0) or None, cfg.report_dir, cfg.round_s)
+    live = LiveView(job_state(str(args.job_id), timeout_s=5.0) or None, cfg.round_s)
     with _read_journal(args) as j:
         e = explain_job(j, args.job_id, live)
     print(json.dumps(e, indent=2, default=str) if args.json else f"journal {j.path}:\n{format_explanation(e)}")

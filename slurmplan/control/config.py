@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from slurmplan.control.trust import RULES, HintTrust, trust_lists
+from slurmplan.control.trust import TRUST_KEYS, HintTrust, trust_from_mapping
 from slurmplan.domain import ValidationError
 from slurmplan.tick import TickConfig
 
@@ -76,27 +76,10 @@ class DaemonConfig:
     """Account weights for hierarchical policies; set, they replace the ones read from fairshare (sshare)."""
     journal_keep_days: float = 30.0
     """Journal rows older than this are pruned in small batches while the daemon runs (0: keep everything)."""
-    hints_from_comment: bool = True
-    """Read hints from the user's ``--comment`` when the admin comment has none (``control/trust.py``); a site
-    with job_submit.lua says false."""
-    guaranteed_accounts: tuple[str, ...] | None = None
-    """Who may use ``class=guaranteed`` (with ``guaranteed_qos``); both unset: everybody. Same for the others."""
-    guaranteed_qos: tuple[str, ...] | None = None
-    unmanaged_accounts: tuple[str, ...] | None = None
-    """Who may opt out of a managed partition with ``managed=no``."""
-    unmanaged_qos: tuple[str, ...] | None = None
-    steps_accounts: tuple[str, ...] | None = None
-    """Who may give ``steps=`` (a short job moves earlier)."""
-    steps_qos: tuple[str, ...] | None = None
-    deadline_accounts: tuple[str, ...] | None = None
-    """Who may give ``deadline=``."""
-    deadline_qos: tuple[str, ...] | None = None
+    trust: HintTrust = HintTrust()
+    """Where hints may come from and who may use the hints that change a job's standing (``control/trust.py``,
+    which parses its flat YAML keys: ``hints_from_comment``, ``guaranteed_accounts``, ``guaranteed_qos``, ...)."""
     source: str = "<defaults>"
-
-    @property
-    def trust(self) -> HintTrust:
-        """Where hints may come from and who may use the hints that change a job's standing."""
-        return HintTrust(self.hints_from_comment, *(getattr(self, f"{r}_{k}") for r in RULES for k in _TRUST_KINDS))
 
     @property
     def lock_path(self) -> Path:
@@ -234,12 +217,7 @@ _FIELDS: dict[str, Any] = {
     "accounting": _accounting,
     "account_weights": _weights,
     "journal_keep_days": lambda v, w: _days(v, w),
-    "hints_from_comment": lambda v, w: _bool("hints_from_comment", v, w),
 }
-_TRUST_KINDS = ("accounts", "qos")
-for _rule in RULES:
-    for _kind in _TRUST_KINDS:
-        _FIELDS[f"{_rule}_{_kind}"] = lambda v, w, f=f"{_rule}_{_kind}": trust_lists(v, f, w)
 
 
 def config_from_mapping(data: Any, where: str = "<mapping>") -> DaemonConfig:
@@ -251,10 +229,11 @@ def config_from_mapping(data: Any, where: str = "<mapping>") -> DaemonConfig:
     values: dict[str, Any] = {}
     for key, raw in data.items():
         check = _FIELDS.get(key)
-        if check is None:
-            raise ValidationError(key, raw, f"a known setting: {', '.join(sorted(_FIELDS))}", where)
-        values[key] = check(raw, where)
-    return DaemonConfig(source=where, **values)
+        if check is None and key not in TRUST_KEYS:
+            raise ValidationError(key, raw, f"a known setting: {', '.join(sorted([*_FIELDS, *TRUST_KEYS]))}", where)
+        if check is not None:
+            values[key] = check(raw, where)
+    return DaemonConfig(source=where, trust=trust_from_mapping(data, where), **values)
 
 
 def load_config(path: str | os.PathLike[str] | None = None) -> DaemonConfig:

@@ -10,22 +10,21 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 from slurmplan.control.codec import plan_from_dict
 from slurmplan.control.journal import Journal
 from slurmplan.domain import ValidationError
-from slurmplan.progress import progress_text, read_progress, report_file
+from slurmplan.progress import progress_from_row, progress_text
 
 
 @dataclass(frozen=True)
 class LiveView:
-    """What ``explain`` adds to the journal: Slurm's state of the job now, its progress from its reports, and
-    the daemon's round length (for when the next round comes)."""
+    """What ``explain`` adds to the journal: Slurm's state of the job now and the daemon's round length (for when
+    the next round comes). The job's progress is the journal's (``job_progress``, ingested from its reports on
+    every tick), not read again from its report file."""
 
     slurm_state: str | None = None
-    report_dir: Path | None = None
     round_s: float | None = None
     now: float | None = None
 
@@ -79,15 +78,17 @@ def explain_job(journal: Journal, job_id: int, live: LiveView = LiveView()) -> d
             for r in journal.intents.rows(job_id=job_id, limit=10, newest=True)
         ],
         "events": journal.events.of(job_id, newest=10),
+        "ignored_hints": _ignored_hints(journal, job_id),
         "reconfig_cost": _reconfig_cost(journal, job_id, last),
         **_live(journal, job_id, job, live),
     }
 
 
 def _live(journal: Journal, job_id: int, job: dict[str, Any], live: LiveView) -> dict[str, Any]:
-    """Slurm's state now (the journal's is the last tick's), progress and predicted finish, and the next round."""
+    """Slurm's state now (the journal's is the last tick's), progress and predicted finish as of the daemon's last
+    ingestion of the job's reports, and the next round."""
     now = time.time() if live.now is None else live.now
-    progress = read_progress(report_file(live.report_dir, job_id)) if live.report_dir is not None else None
+    progress = progress_from_row(journal.measurements.progress_of(job_id))
     last_round = journal.state.get("last_round_start")
     next_round = None
     if live.round_s is not None and last_round is not None:
@@ -101,6 +102,14 @@ def _live(journal: Journal, job_id: int, job: dict[str, Any], live: LiveView) ->
         "next_round": next_round,
         "round_s": live.round_s,
     }
+
+
+def _ignored_hints(journal: Journal, job_id: int) -> dict[str, Any] | None:
+    """The newest note that the site's trust rules dropped some of the job's hints (``control/trust.py``)."""
+    from slurmplan.control.trust import EVENT
+
+    rows = [e for e in journal.events.of(job_id) if e["event"] == EVENT]
+    return {"time": rows[-1]["time"], "detail": rows[-1]["detail"]} if rows else None
 
 
 def _cell_gpus(cell: str | None) -> int:
@@ -160,6 +169,9 @@ def format_explanation(e: dict[str, Any]) -> str:
         lines.append(f"  hints: {e['hints']}")
     if e["hint_error"]:
         lines.append(f"  left alone, bad hints: {e['hint_error']}")
+    if e.get("ignored_hints"):
+        ignored = e["ignored_hints"]
+        lines.append(f"  scheduled without some of its hints (since {_t(ignored['time'])}): {ignored['detail']}")
     d = e["decision"]
     if d and not d["cell"]:  # held: no configuration, nothing runs; "on - ... predicted 0 samples/s" said nothing
         lines.append(f"  round {d['round_index']} at {_t(d['time'])}: held ({d['reason']}), not running this round")

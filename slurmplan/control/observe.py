@@ -16,7 +16,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from slurmplan.control.trust import HintTrust
+from slurmplan.control.trust import HintTrust, ignored_note
 from slurmplan.domain import (
     Action,
     ActionKind,
@@ -49,30 +49,38 @@ _OPEN = HintTrust()
 
 
 def classify(job: Job, managed_partitions: Sequence[str], trust: HintTrust = _OPEN) -> Observed:
+    """See :func:`classify_noting`; without the rules broken."""
+    return classify_noting(job, managed_partitions, trust)[0]
+
+
+def classify_noting(
+    job: Job, managed_partitions: Sequence[str], trust: HintTrust = _OPEN
+) -> tuple[Observed, list[str]]:
     """Decide whether a job is slurmplan's; a malformed hint yields ``error`` instead of raising.
 
     A job held by an administrator or by its user (:func:`~slurmplan.formats.foreign_hold`) is left alone while
     that hold lasts, so neither the daemon nor the watchdog ever releases it. Hints come from the admin comment
     (and from ``--comment`` only where ``trust.hints_from_comment``), minus those the site's allowlist does not
-    grant this job (``control/trust.py``).
+    grant this job (``control/trust.py``): those trust rules the job broke are returned with it.
     """
     owner = foreign_hold(job.held, job.state_reason, job.admin_comment, job.restart_count)
     if owner is not None:
         _log_foreign_hold(job.job_id, owner)
-        return Observed(job, None)
+        return Observed(job, None), []
     try:
         hints = find_hints(job.admin_comment)
         if hints is None and trust.hints_from_comment:
             hints = find_hints(job.comment)
     except (SlurmplanError, ValueError) as exc:
-        return Observed(job, None, one_line(str(exc)))
+        return Observed(job, None, one_line(str(exc))), []
     if hints is not None:
-        hints = trust.enforce(hints, job)
-        return Observed(job, hints if hints.managed else None)
+        broken = trust.violations(hints, job)
+        hints = trust.enforce(hints, job, broken)
+        return Observed(job, hints if hints.managed else None), broken
     partitions = [p for p in job.partition.split(",") if p]
     if any(p in managed_partitions for p in partitions):
-        return Observed(job, Hints())
-    return Observed(job, None)
+        return Observed(job, Hints()), []
+    return Observed(job, None), []
 
 
 _FOREIGN_LOGGED: set[tuple[int, str]] = set()
@@ -119,6 +127,15 @@ def keep_user_hints(action: Action, job: Job | None) -> Action:
     return dataclasses.replace(action, admin_comment=compose_admin_comment(hints, action.admin_comment))
 
 
+def with_note(action: Action, note: str) -> Action:
+    """A decision written to the admin comment with ``note`` after it (``... | since round 3 | <note>``): only the
+    decision's head names the configuration, so the note changes no decision and adds no ``scontrol update``."""
+    text = action.admin_comment
+    if text is None or not decision_of(text) or note in text:
+        return action
+    return dataclasses.replace(action, admin_comment=f"{text} | {note}")
+
+
 class SlurmJobSource:
     """The daemon's :class:`~slurmplan.pipeline.JobSource`: hints from Slurm's comments, candidates from ``perf``.
 
@@ -139,6 +156,9 @@ class SlurmJobSource:
         self.adjust = adjust
         """The site's accounting applied to each classified job (``control.site_accounting``): limits, classes."""
         self.trust = trust
+        self.ignored: dict[int, tuple[str, list[str]]] = {}
+        """This tick's jobs whose hints the trust rules dropped: the admin comment's note, and each rule's refusal
+        (journaled for ``explain`` by the runner)."""
         self.candidates_fn = candidates_fn
         self._load = measurements
         self._measurements: Sequence[Measurement] | None = None
@@ -146,7 +166,10 @@ class SlurmJobSource:
         self._progress: Mapping[int, Mapping[str, Any]] | None = None
 
     def classify(self, job: Job) -> Observed:
-        observed = classify(job, self.managed_partitions, self.trust)
+        observed, broken = classify_noting(job, self.managed_partitions, self.trust)
+        if broken:
+            self.ignored[job.job_id] = (ignored_note(broken, job), [self.trust.refusal(r, job.account, job.qos)
+                                                                   for r in broken])  # fmt: skip
         return self.adjust(observed) if self.adjust is not None else observed
 
     def price(self, hints: Hints, job: Job, cluster: Cluster) -> tuple[Candidate, ...]:
@@ -168,7 +191,10 @@ class SlurmJobSource:
         return float(step if step is not None else saved or 0.0)
 
     def keep_hints(self, action: Action, job: Job | None) -> Action:
-        return keep_user_hints(action, job)
+        action = keep_user_hints(action, job)
+        if job is None or job.job_id not in self.ignored:
+            return action
+        return with_note(action, self.ignored[job.job_id][0])
 
     def refusal_note(self, observed: Observed) -> Action | None:
         return bad_hint_annotation(observed)

@@ -35,6 +35,7 @@ from slurmplan.control.codec import plan_from_dict, plan_to_dict
 from slurmplan.control.journal import Journal
 from slurmplan.domain import Job, Measurement, Plan, ValidationError
 from slurmplan.perf.measurements import PROGRESS_FIELDS, measurement_from_dict, measurement_to_dict
+from slurmplan.progress import step_rate
 
 log = logging.getLogger(__name__)
 
@@ -84,14 +85,28 @@ def ingest_reports(
             continue
         rows, end = _parse_chunk(data, path, job_id)
         if end:
-            progress = {}
-            for row in rows:
-                step = {k: row.pop(k) for k in PROGRESS_FIELDS if k in row}
-                if step and row.get("job_id") is not None:  # the job's latest progress (issue 23)
-                    progress[row["job_id"]] = {"job_id": row["job_id"], "time": row["time"], **step}
-            journal.measurements.add(rows, path.name, start + end, list(progress.values()))
+            journal.measurements.add(rows, path.name, start + end, _latest_progress(journal, rows))
             added += len(rows)
     return added
+
+
+def _latest_progress(journal: Journal, rows: list[dict[str, object]]) -> list[dict[str, object]]:
+    """Each job's newest progress among ``rows`` (whose progress fields move out of the measurement rows), with the
+    step rate from the report before it: in ``rows``, or the one the journal kept from an earlier tick."""
+    points: dict[int, list[dict[str, object]]] = {}
+    for row in rows:
+        step = {k: row.pop(k) for k in PROGRESS_FIELDS if k in row}
+        if step and row.get("job_id") is not None:  # the job's latest progress (issue 23)
+            points.setdefault(int(row["job_id"]), []).append({"job_id": row["job_id"], "time": row["time"], **step})
+    out = []
+    for job_id, seen in points.items():
+        last = seen[-1]
+        prev = seen[-2] if len(seen) >= 2 else journal.measurements.progress_of(job_id) or {}
+        rate = None
+        if last.get("step") is not None and last.get("time") is not None:
+            rate = step_rate(prev.get("step"), prev.get("time"), last["step"], last["time"])  # type: ignore[arg-type]
+        out.append({**last, "steps_per_s": rate})
+    return out
 
 
 def _once(key: str, message: str, *args: object) -> None:

@@ -33,6 +33,7 @@ from slurmplan.control.observe import CandidateFn, SlurmJobSource, default_candi
 from slurmplan.control.reports import load_measurements
 from slurmplan.control.site_accounting import SiteAccounting, build_site_accounting, journal_notes, with_account_weights
 from slurmplan.control.tick_journal import SqliteTickJournal
+from slurmplan.control.trust import journal_ignored_hints
 from slurmplan.domain import ClusterBackend, Policy
 from slurmplan.pipeline import DecideFn, TickReport, default_decide, run_tick
 
@@ -157,6 +158,7 @@ class Daemon:
         report = run_tick(self.backend, time.time, store, policy, source, config=tick_config, decide=self.decide_fn)
         if not cfg.dry_run:
             journal_notes(journal, site)
+            journal_ignored_hints(journal, source.ignored)
         if self.mode == "act" and not report.skipped:  # the watchdog and job_submit.lua fail open when stale
             write_heartbeat(
                 cfg.heartbeat_path, tick_id=report.tick_id, round_index=report.round_index,

@@ -137,7 +137,7 @@ def build_site_accounting(config: DaemonConfig, backend: object) -> SiteAccounti
     from slurmplan.slurm.accounting import read_accounting
     from slurmplan.slurm.backend import SlurmBackend
 
-    rules = ClassRules(config.guaranteed_accounts or (), config.guaranteed_qos or ())
+    rules = ClassRules(config.trust.guaranteed_accounts or (), config.trust.guaranteed_qos or ())
     reads = config.accounting != "off" and (backend is None or isinstance(backend, SlurmBackend))
     env = backend.env if isinstance(backend, SlurmBackend) else None
 

@@ -111,7 +111,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _layout(args: argparse.Namespace) -> SiteLayout:
     from slurmplan.control.config import load_config
-    from slurmplan.control.trust import RULES
 
     layout = SiteLayout(
         prefix=args.prefix,
@@ -127,7 +126,7 @@ def _layout(args: argparse.Namespace) -> SiteLayout:
             layout,
             managed_partitions=cfg.managed_partitions,
             heartbeat_file=cfg.heartbeat_path,
-            trust=tuple((r, getattr(cfg, f"{r}_accounts"), getattr(cfg, f"{r}_qos")) for r in RULES),
+            trust=cfg.trust.rules(),
         )
     return layout
 

@@ -17,14 +17,22 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import time
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from slurmplan.domain import Hints, Job, JobClass
+from slurmplan.domain import Hints, Job, JobClass, ValidationError
+
+if TYPE_CHECKING:
+    from slurmplan.control.journal import Journal
 
 log = logging.getLogger(__name__)
 
 RULES = ("guaranteed", "unmanaged", "steps", "deadline")
 """The trust rules; each is configured by ``<rule>_accounts`` and ``<rule>_qos``."""
+TRUST_KEYS = ("hints_from_comment", *(f"{r}_{k}" for r in RULES for k in ("accounts", "qos")))
+"""The daemon config's keys read by :func:`trust_from_mapping` (flat YAML keys, one per ``HintTrust`` field)."""
 
 
 @dataclass(frozen=True)
@@ -43,6 +51,11 @@ class HintTrust:
     steps_qos: tuple[str, ...] | None = None
     deadline_accounts: tuple[str, ...] | None = None
     deadline_qos: tuple[str, ...] | None = None
+
+    def rules(self) -> tuple[tuple[str, tuple[str, ...] | None, tuple[str, ...] | None], ...]:
+        """``(rule, accounts, qos)`` for each rule: what `site install` renders into job_submit.lua (``slurm/``
+        may not import this module, so it takes plain tuples)."""
+        return tuple((r, getattr(self, f"{r}_accounts"), getattr(self, f"{r}_qos")) for r in RULES)
 
     def allows(self, rule: str, account: str, qos: str) -> bool:
         accounts, qoses = getattr(self, f"{rule}_accounts"), getattr(self, f"{rule}_qos")
@@ -68,9 +81,10 @@ class HintTrust:
         }
         return [r for r in RULES if used[r] and not self.allows(r, job.account, job.qos)]
 
-    def enforce(self, hints: Hints, job: Job) -> Hints:
-        """``hints`` without what this job may not use (logged once per job and rule)."""
-        broken = self.violations(hints, job)
+    def enforce(self, hints: Hints, job: Job, broken: list[str] | None = None) -> Hints:
+        """``hints`` without what this job may not use (logged once per job and rule); ``broken``: the rules
+        :meth:`violations` gave, when the caller has them already."""
+        broken = self.violations(hints, job) if broken is None else broken
         if not broken:
             return hints
         for rule in broken:
@@ -88,6 +102,31 @@ class HintTrust:
 
 
 _HINT = {"guaranteed": "class=guaranteed", "unmanaged": "managed=no", "steps": "steps=", "deadline": "deadline="}
+_NOTE_HINT = {"guaranteed": "class guaranteed", "unmanaged": "managed no", "steps": "steps", "deadline": "deadline"}
+NOTE_PREFIX = "ignored hints:"
+
+
+def ignored_note(broken: list[str] | tuple[str, ...], job: Job) -> str:
+    """The short note the job's admin comment carries after its decision, so the user learns that (and why) the
+    daemon dropped hints: ``ignored hints: class guaranteed, deadline (not allowed for account lab / QOS normal;
+    slurmplan explain 42)``. It has no ``=``, ``||`` or ``slurmplan:`` (the admin comment's grammar reads those as
+    hints or a decision), and is at most :data:`NOTE_MAX` characters (account and QOS names are cut)."""
+    names = ", ".join(_NOTE_HINT[r] for r in RULES if r in broken)
+    who = f"account {_short(job.account)} / QOS {_short(job.qos)}"
+    return f"{NOTE_PREFIX} {names} (not allowed for {who}; slurmplan explain {job.job_id})"
+
+
+NOTE_MAX = 180
+"""Longest :func:`ignored_note` (4 rules, 2 names of 24 characters, a 12-digit job id), well within what Slurm
+and the SPANK plugin read of an admin comment."""
+
+
+def _short(name: str) -> str:
+    if not name:
+        return "(none)"
+    return "".join(c if c.isascii() and (c.isalnum() or c in "_-.") else "?" for c in name[:24])
+
+
 _LOGGED: set[tuple[int, str]] = set()
 
 
@@ -100,10 +139,40 @@ def _log_once(job_id: int, rule: str, message: str) -> None:
     log.warning("job %d: %s; the hint is ignored", job_id, message)
 
 
+EVENT = "trust"
+"""The journal event naming the hints the trust rules dropped for a job (``explain`` shows the newest)."""
+
+
+def journal_ignored_hints(journal: Journal, ignored: Mapping[int, tuple[str, list[str]]]) -> None:
+    """Journal, for each job of this tick whose hints were dropped, each rule's refusal, when it differs from the
+    last one journaled (a job is told once, not on every tick)."""
+    now = time.time()
+    for job_id, (_, refusals) in ignored.items():
+        detail = "; ".join(refusals)
+        last = [e for e in journal.events.of(job_id, newest=20) if e["event"] == EVENT]
+        if not (last and last[-1]["detail"] == detail):
+            journal.events.record(job_id, EVENT, now, detail)
+
+
+def trust_from_mapping(data: Mapping[str, object], where: str) -> HintTrust:
+    """The :class:`HintTrust` given by a daemon config's trust keys (``TRUST_KEYS``; other keys are the caller's
+    and ignored here), each validated with an error naming it."""
+    values: dict[str, object] = {}
+    for key in TRUST_KEYS:
+        if key not in data:
+            continue
+        raw = data[key]
+        if key == "hints_from_comment":
+            if not isinstance(raw, bool):
+                raise ValidationError(key, raw, "true or false", where)
+            values[key] = raw
+        else:
+            values[key] = trust_lists(raw, key, where)
+    return HintTrust(**values)  # type: ignore[arg-type]
+
+
 def trust_lists(value: object, field: str, where: str) -> tuple[str, ...]:
     """A config list of account or QOS names (a comma-separated string or a YAML list)."""
-    from slurmplan.domain import ValidationError
-
     if isinstance(value, str):
         value = [v.strip() for v in value.split(",") if v.strip()]
     if not isinstance(value, list | tuple) or not all(isinstance(v, str) and v for v in value):

@@ -38,6 +38,7 @@ from slurmplan.slurm.reader import (
     NodeRecord,
     Reader,
     SlurmOutputError,
+    log_skipped,
     read_records,
     reader_for,
     slurm_version,
@@ -154,7 +155,7 @@ def snapshot_from_json(nodes_doc: Any, squeue: Any, now: float) -> Snapshot:
     scheduler for everybody. A document of the wrong shape still raises.
     """
     source = " ".join(reader_for(nodes_doc, "nodes").nodes_argv)
-    nodes = tuple(node_from_record(n) for n in read_records(nodes_doc, source, "nodes", _log_skipped).records)
+    nodes = tuple(node_from_record(n) for n in read_records(nodes_doc, source, "nodes", log_skipped).records)
     types = frozenset(n.gpu_type for n in nodes if n.gpu_type)
     jobs = []
     for record in job_records(squeue):
@@ -163,28 +164,13 @@ def snapshot_from_json(nodes_doc: Any, squeue: Any, now: float) -> Snapshot:
         except (ValidationError, ValueError, TypeError, OverflowError) as exc:
             err = SlurmOutputError("squeue --json", "(job)", str(exc)[:200])
             err.record_id = str(record.job_id)
-            _log_skipped(err)
+            log_skipped(err)
     return Snapshot(time=now, cluster=Cluster(nodes=nodes), jobs=tuple(jobs))
 
 
 def job_records(squeue: Any) -> tuple[JobRecord, ...]:
     """The readable job records of one ``squeue --json`` document (the others logged once and left out)."""
-    return read_records(squeue, "squeue --json", "jobs", _log_skipped).records
-
-
-_SKIPPED_LOGGED: set[tuple[str, str]] = set()
-"""(record key, problem) pairs already logged: a bad job is logged when first seen, not on every tick."""
-_SKIPPED_LOG_MAX = 10_000
-
-
-def _log_skipped(exc: SlurmOutputError) -> None:
-    key = (f"{exc.source}:{exc.record_id or '?'}", str(exc)[:200])
-    if key in _SKIPPED_LOGGED:
-        return
-    if len(_SKIPPED_LOGGED) >= _SKIPPED_LOG_MAX:
-        _SKIPPED_LOGGED.clear()
-    _SKIPPED_LOGGED.add(key)
-    log.warning("%s: skipping record %s that cannot be read: %s", exc.source, key[0], ascii(str(exc))[:300])
+    return read_records(squeue, "squeue --json", "jobs", log_skipped).records
 
 
 def other_features(records: tuple[JobRecord, ...], gpu_types: frozenset[str]) -> dict[int, tuple[str, ...]]:

@@ -94,7 +94,7 @@ def _devcluster(args: argparse.Namespace) -> int:
     files = dev_daemon_files(cluster.paths.root, journal)
     if args.devcluster_command == "up":
         partitions = tuple(getattr(args, "managed_partition", ()) or ())
-        write_daemon_config(files, cluster.layout.cred_expire, partitions)
+        write_daemon_config(files, cluster.layout.cred_expire, partitions, site=journal is not None)
         status = cluster.up(timeout=args.timeout, detach=True)
     elif args.devcluster_command == "down":
         cluster.down()

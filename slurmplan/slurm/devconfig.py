@@ -36,8 +36,14 @@ def dev_daemon_files(state_dir: Path, site_journal: Path | None = None) -> DevDa
     return DevDaemonFiles(state_dir / CONFIG_NAME, Path(database), state_dir / "reports")
 
 
-def daemon_config_text(files: DevDaemonFiles, cred_expire: int | None, managed_partitions: tuple[str, ...]) -> str:
-    """The YAML text; ``requeue_delay_s`` is what this cluster makes a requeued job wait (``cred_expire + 1``)."""
+def daemon_config_text(
+    files: DevDaemonFiles, cred_expire: int | None, managed_partitions: tuple[str, ...], site: bool = False
+) -> str:
+    """The YAML text; ``requeue_delay_s`` is what this cluster makes a requeued job wait (``cred_expire + 1``).
+
+    ``site``: the cluster runs the site's job_submit.lua (``devcluster up --site``), so the daemon reads hints only
+    from the admin comment it writes (``hints_from_comment: false``, as README tells a site to set): a user's
+    ``--comment`` rewritten after submission was never checked."""
     delay = (cred_expire if cred_expire is not None else 120) + 1
     lines = [
         "# written by `slurmplan devcluster up` for this dev cluster; `export SLURMPLAN_CONFIG=` this file",
@@ -49,16 +55,18 @@ def daemon_config_text(files: DevDaemonFiles, cred_expire: int | None, managed_p
     ]
     if managed_partitions:
         lines.append(f"managed_partitions: {json.dumps(list(managed_partitions))}")
+    if site:
+        lines.append("hints_from_comment: false  # job_submit.lua is installed: trust only the admin comment")
     return "\n".join(lines) + "\n"
 
 
 def write_daemon_config(
-    files: DevDaemonFiles, cred_expire: int | None, managed_partitions: tuple[str, ...] = ()
+    files: DevDaemonFiles, cred_expire: int | None, managed_partitions: tuple[str, ...] = (), site: bool = False
 ) -> Path:
     """Write the config (kept when it exists: the user may have edited it) and create the report folder."""
     files.report_dir.mkdir(parents=True, exist_ok=True)
     files.report_dir.chmod(0o1777)  # jobs of any user append their reports here
     if not files.config.exists():
         files.config.parent.mkdir(parents=True, exist_ok=True)
-        files.config.write_text(daemon_config_text(files, cred_expire, managed_partitions))
+        files.config.write_text(daemon_config_text(files, cred_expire, managed_partitions, site))
     return files.config

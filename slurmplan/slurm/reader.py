@@ -386,12 +386,26 @@ def read_nodes(payload: Any, source: str = "sinfo --json") -> tuple[NodeRecord, 
 
 
 def read_jobs(payload: Any, source: str = "squeue --json", skip_bad: bool = False) -> tuple[JobRecord, ...]:
-    """The jobs of ``squeue --json``; with ``skip_bad`` a record that cannot be read is logged and left out."""
+    """The jobs of ``squeue --json``; with ``skip_bad`` a record that cannot be read is left out and logged once
+    (:func:`log_skipped`)."""
+    return read_records(payload, source, "jobs", log_skipped if skip_bad else None).records
 
-    def warn(exc: SlurmOutputError) -> None:
-        log.warning("skipping one job record: %s", exc)
 
-    return read_records(payload, source, "jobs", warn if skip_bad else None).records
+_SKIPPED_LOGGED: set[tuple[str, str]] = set()
+"""(record key, problem) pairs already logged: a bad job is logged when first seen, not on every tick or call."""
+_SKIPPED_LOG_MAX = 10_000
+
+
+def log_skipped(exc: SlurmOutputError) -> None:
+    """Log a record left out, once per record and problem: the one logger of skipped Slurm records (the snapshot's
+    and ``read_jobs(skip_bad=True)``'s), since a hostile job stays in squeue's output tick after tick."""
+    key = (f"{exc.source}:{exc.record_id or '?'}", str(exc)[:200])
+    if key in _SKIPPED_LOGGED:
+        return
+    if len(_SKIPPED_LOGGED) >= _SKIPPED_LOG_MAX:
+        _SKIPPED_LOGGED.clear()
+    _SKIPPED_LOGGED.add(key)
+    log.warning("%s: skipping record %s that cannot be read: %s", exc.source, key[0], ascii(str(exc))[:300])
 
 
 def find_job(records: tuple[JobRecord, ...], job_id: int | str) -> JobRecord | None:

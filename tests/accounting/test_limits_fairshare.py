@@ -13,6 +13,7 @@ from slurmplan.control.config import DaemonConfig
 from slurmplan.control.explain import explain_job
 from slurmplan.control.journal import Journal
 from slurmplan.control.runner import Daemon
+from slurmplan.control.trust import HintTrust
 from slurmplan.slurm.accounting import read_accounting
 from slurmplan.slurm.backend import SlurmBackend
 
@@ -107,7 +108,7 @@ def test_guaranteed_class_comes_from_the_sites_qos_not_the_users_hint(acctcluste
                     "--comment", hint)  # fmt: skip
     claims = sbatch_as(acctcluster, "slurmplan-t2", BODY, "--hold", "--gres=gpu:1", "-A", "beta",
                        "--comment", hint + ";class=guaranteed")  # fmt: skip
-    daemon = _daemon(acctcluster, tmp_path, shadow=True, guaranteed_qos=("high",))
+    daemon = _daemon(acctcluster, tmp_path, shadow=True, trust=HintTrust(guaranteed_qos=("high",)))
     with caplog.at_level("WARNING", logger="slurmplan.control.trust"):
         daemon.tick()
     with Journal(tmp_path / "journal.db", readonly=True) as journal:
@@ -128,7 +129,7 @@ def test_only_a_listed_account_may_opt_out_with_managed_no(acctcluster, tmp_path
     hints = "slurmplan:model=gpt2;gpus=1;managed=no"
     beta = sbatch_as(acctcluster, "slurmplan-t2", BODY, "--hold", "--gres=gpu:1", "-A", "beta", "--comment", hints)
     alpha = sbatch_as(acctcluster, "slurmplan-t2", BODY, "--hold", "--gres=gpu:1", "-A", "alpha", "--comment", hints)
-    report = _daemon(acctcluster, tmp_path, shadow=True, unmanaged_accounts=("beta",)).tick()
+    report = _daemon(acctcluster, tmp_path, shadow=True, trust=HintTrust(unmanaged_accounts=("beta",))).tick()
     decided = {a.job_id for a in report.assignments}
     assert beta not in decided and all(a.job_id != beta for a in report.actions)
     assert alpha in decided

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from slurmplan.control.config import DaemonConfig, load_config
+from slurmplan.control.trust import HintTrust
 from slurmplan.domain import ValidationError
 
 
@@ -46,6 +47,11 @@ def test_empty_file_gives_defaults(tmp_path: Path) -> None:
         ("reconfig_cost_s: fast\n", "reconfig_cost_s"),
         ("requeue_delay_s: -5\n", "requeue_delay_s"),
         ("signal_min_run_s: -1\n", "signal_min_run_s"),
+        ("hints_from_comment: no thanks\n", "hints_from_comment"),
+        ("guaranteed_accounts: 7\n", "guaranteed_accounts"),
+        ("deadline_qos: [ok, 3]\n", "deadline_qos"),
+        ("steps_account: [a]\n", "steps_account"),
+        ("trust: {}\n", "trust"),
     ],
 )
 def test_bad_field_is_named_with_file(tmp_path: Path, text: str, field_name: str) -> None:
@@ -56,6 +62,17 @@ def test_bad_field_is_named_with_file(tmp_path: Path, text: str, field_name: str
     assert info.value.field == field_name
     assert str(path) in str(info.value)
     assert info.value.allowed
+
+
+def test_trust_keys_are_flat_in_yaml_and_held_as_one_hint_trust(tmp_path: Path) -> None:
+    """The site's YAML keeps one flat key per rule list; the config holds them as the trust module's ``HintTrust``
+    (declared once), which is also what `site install` renders into job_submit.lua."""
+    path = tmp_path / "trust.yaml"
+    path.write_text("hints_from_comment: false\nguaranteed_accounts: gold, silver\nunmanaged_qos: [batchonly]\n")
+    cfg = load_config(path)
+    assert cfg.trust == HintTrust(False, guaranteed_accounts=("gold", "silver"), unmanaged_qos=("batchonly",))
+    assert cfg.trust.rules()[:2] == (("guaranteed", ("gold", "silver"), None), ("unmanaged", None, ("batchonly",)))
+    assert DaemonConfig().trust == HintTrust()  # no keys: hints from --comment too, every rule open
 
 
 def test_zero_seconds_are_allowed_where_they_mean_something(tmp_path: Path) -> None:

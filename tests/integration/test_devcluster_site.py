@@ -67,6 +67,7 @@ def _daemon_config_is_written_and_printed(state: Path) -> None:
     cfg = load_config(config)
     assert cfg.database == (state / "site" / "journal.db").resolve() and cfg.report_dir == (state / "reports").resolve()
     assert (cfg.round_s, cfg.requeue_delay_s, cfg.managed_partitions) == (60.0, 11.0, ("debug",))
+    assert cfg.trust.hints_from_comment is False  # job_submit.lua is installed: hints only from the admin comment
     hook_env = (state / "conf" / "slurmplan-hook.env").read_text()
     assert f"SLURMPLAN_CONFIG={config.resolve()}" in hook_env
     shown = cli("devcluster", "status", "--state-dir", str(state))

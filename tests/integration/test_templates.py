@@ -90,15 +90,26 @@ def test_template_hints_become_canonical_admin_comment(site: SiteCluster, name: 
     site.run("scancel", str(job_id), check=True)
 
 
+def _release_as_decided(
+    site: SiteCluster, job_id: int, name: str, cell: Cell, plan: Plan, stamp: str = "round 1"
+) -> None:
+    """Wait for the held job, then release it as the daemon does: its hints, then the decision, in its admin comment."""
+    site.wait_state(job_id, "PENDING")
+    site.release_with(job_id, compose_admin_comment(EXPECTED[name], format_decision(cell, plan, stamp)))
+
+
+def _finished(site: SiteCluster, job_id: int, output: Path, timeout: float) -> tuple[dict, str]:
+    """The job once it completed or failed, and its output."""
+    job = site.wait_state(job_id, "COMPLETED", "FAILED", timeout=timeout)
+    return job, output.read_text() if output.exists() else "<no output>"
+
+
 def _run_with_plan(site: SiteCluster, name: str, gres: str, cell: Cell, plan: Plan, tmp: Path, **env: str) -> dict:
     record_dir = tmp / "records"
     record_dir.mkdir()
     job_id = site.sbatch(TEMPLATES / name, *FIT, gres, f"--chdir={site.jobs_dir}", RECORD_DIR=str(record_dir), **env)
-    site.wait_state(job_id, "PENDING")
-    site.release_with(job_id, compose_admin_comment(EXPECTED[name], format_decision(cell, plan, "round 3")))
-    job = site.wait_state(job_id, "COMPLETED", "FAILED", timeout=90)
-    output = Path(site.jobs_dir / f"{name.split('.')[0].replace('_', '-')}-{job_id}.out")
-    log = output.read_text() if output.exists() else "<no output>"
+    _release_as_decided(site, job_id, name, cell, plan, "round 3")
+    job, log = _finished(site, job_id, site.jobs_dir / f"{name.split('.')[0].replace('_', '-')}-{job_id}.out", 90)
     assert job["job_state"] == "COMPLETED", log
     records = {p.name: json.loads(p.read_text()) for p in record_dir.glob("rank*.json")}
     assert sorted(records) == ["rank0.json", "rank1.json"], log
@@ -160,11 +171,8 @@ def test_elastic_template_trains_with_the_launcher(site: SiteCluster, workdir: P
         MASTER_ADDR="127.0.0.1",  # the dev cluster's node names do not resolve
         PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}",
     )
-    site.wait_state(job_id, "PENDING")
-    decision = format_decision(Cell("a100", 2), Plan(dp=2, grad_accum=4), "round 1")
-    site.release_with(job_id, compose_admin_comment(EXPECTED["elastic_dp.sbatch"], decision))
-    job = site.wait_state(job_id, "COMPLETED", "FAILED", timeout=180)
-    log = (workdir / f"out-{job_id}.txt").read_text()
+    _release_as_decided(site, job_id, "elastic_dp.sbatch", Cell("a100", 2), Plan(dp=2, grad_accum=4))
+    job, log = _finished(site, job_id, workdir / f"out-{job_id}.txt", 180)
     assert job["job_state"] == "COMPLETED", log
     assert f"elastic-dp: job {job_id} restart 0 on 2 GPUs (a100, dp 2, grad accum 4)" in log
     assert ckpt.exists() and any(ckpt.iterdir()), log
@@ -246,10 +254,9 @@ def test_template_signalled_the_moment_it_runs_is_requeued_not_failed(
         TEMPLATES / name, *FIT, gres, f"--chdir={site.jobs_dir}", f"--output={log}",
         RECORD_DIR=str(workdir / "records"), TRAIN_SCRIPT=str(program), CKPT=str(workdir / "ckpt"), **env,
     )  # fmt: skip
-    site.wait_state(job_id, "PENDING")
     cell = Cell("a100", 2, 2) if name == "megatron.sbatch" else Cell("v100", 2)
     plan = Plan(dp=1, pp=2, micro_batch=2, grad_accum=16) if name == "megatron.sbatch" else Plan(dp=2, grad_accum=8)
-    site.release_with(job_id, compose_admin_comment(EXPECTED[name], format_decision(cell, plan, "round 1")))
+    _release_as_decided(site, job_id, name, cell, plan)
     _signal_as_the_daemon_does(site, job_id)  # as soon as it runs
     _requeued_not_failed(site, job_id, log, timeout=90)
     assert "checkpoint signal: requeueing the job" in log.read_text()
@@ -270,9 +277,7 @@ def test_elastic_template_signalled_the_moment_it_runs_checkpoints_and_requeues(
         STEPS="200", CKPT=str(ckpt), MASTER_ADDR="127.0.0.1",
         PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}",
     )  # fmt: skip
-    site.wait_state(job_id, "PENDING")
-    decision = format_decision(Cell("a100", 2), Plan(dp=2, grad_accum=4), "round 1")
-    site.release_with(job_id, compose_admin_comment(EXPECTED["elastic_dp.sbatch"], decision))
+    _release_as_decided(site, job_id, "elastic_dp.sbatch", Cell("a100", 2), Plan(dp=2, grad_accum=4))
     _signal_as_the_daemon_does(site, job_id)  # as soon as it runs
     _requeued_not_failed(site, job_id, log, timeout=240)
     text = log.read_text()
@@ -305,10 +310,8 @@ def test_elastic_template_as_shipped_trains_on_four_gpus(site: SiteCluster, work
     job_id = site.sbatch(TEMPLATES / "elastic_dp.sbatch", f"--chdir={workdir}", **_shipped_env(workdir, STEPS="3"))
     job = site.wait_state(job_id, "PENDING")
     assert job["admin_comment"] == f"{EXPECTED['elastic_dp.sbatch']};asked=a100:4;nodes=1"
-    decision = format_decision(Cell("a100", 4), Plan(dp=4, grad_accum=2), "round 1")
-    site.release_with(job_id, compose_admin_comment(EXPECTED["elastic_dp.sbatch"], decision))
-    job = site.wait_state(job_id, "COMPLETED", "FAILED", timeout=240)
-    log = (workdir / f"elastic-dp-{job_id}.out").read_text()
+    _release_as_decided(site, job_id, "elastic_dp.sbatch", Cell("a100", 4), Plan(dp=4, grad_accum=2))
+    job, log = _finished(site, job_id, workdir / f"elastic-dp-{job_id}.out", 240)
     assert job["job_state"] == "COMPLETED", log
     assert f"elastic-dp: job {job_id} restart 0 on 4 GPUs (a100, dp 4" in log
     ckpt = workdir / "checkpoints" / f"elastic-dp-{job_id}"  # keyed on the job id, kept across requeues
@@ -328,11 +331,8 @@ def test_elastic_template_with_a_max_p_other_than_its_workers_says_what_to_chang
     pytest.importorskip("torch")
     env = _shipped_env(workdir, STEPS="3", WORKERS="4")
     job_id = site.sbatch(TEMPLATES / "elastic_dp.sbatch", f"--chdir={workdir}", **env)
-    site.wait_state(job_id, "PENDING")
-    decision = format_decision(Cell("a100", 2), Plan(dp=2, grad_accum=4), "round 1")
-    site.release_with(job_id, compose_admin_comment(EXPECTED["elastic_dp.sbatch"], decision))
-    job = site.wait_state(job_id, "COMPLETED", "FAILED", timeout=180)
-    log = (workdir / f"elastic-dp-{job_id}.out").read_text()
+    _release_as_decided(site, job_id, "elastic_dp.sbatch", Cell("a100", 2), Plan(dp=2, grad_accum=4))
+    job, log = _finished(site, job_id, workdir / f"elastic-dp-{job_id}.out", 180)
     assert job["job_state"] == "FAILED", log
     assert log.count("pass --max-p 8 to the training script, or submit with --plan-workers=4") == 1, log
 

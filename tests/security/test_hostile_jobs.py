@@ -8,6 +8,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from slurmplan.formats import USER_HOLD_MARK, split_admin_comment
@@ -19,6 +22,22 @@ MANAGED = ("--comment", "slurmplan:model=llama2-7b;gpus=1", "--gres=gpu:1")
 
 def _held(job: dict) -> bool:
     return job["job_state"] == "PENDING" and job["priority"] == 0
+
+
+def _stays_held_through_ticks_and_a_stale_watchdog(hostile, tmp_path: Path, job_id: int, ticks: int) -> dict:
+    """The job is still held after ``ticks`` daemon ticks, and after a watchdog that finds the daemon down (no
+    heartbeat), which releases only slurmplan's own holds; returns the job as the ticks left it."""
+    for _ in range(ticks):
+        hostile.tick()
+    job = hostile.job(job_id)
+    assert _held(job), job
+    stale = tmp_path / "stale.yaml"
+    stale.write_text(hostile.config.read_text() + f"heartbeat_file: {tmp_path / 'no-heartbeat'}\n")
+    watchdog = hostile.slurmplan("watchdog", "--config", str(stale), "--json")
+    assert watchdog.returncode == 0, watchdog.stderr
+    assert job_id not in json.loads(watchdog.stdout)["released"]
+    assert _held(hostile.job(job_id))
+    return job
 
 
 def test_a_non_utf8_name_does_not_stop_tick_status_or_watchdog(hostile) -> None:
@@ -41,16 +60,8 @@ def test_an_admin_hold_survives_a_comment_rewrite_ticks_and_the_watchdog(hostile
     assert hostile.job(job_id)["state_reason"] == "JobHeldAdmin"
     edit = hostile.as_user("scontrol", "update", f"jobid={job_id}", "comment=slurmplan:model=bert-large;gpus=1")
     assert edit.returncode == 0, edit.stderr  # the user may write their comment ...
-    for _ in range(3):
-        hostile.tick()
-    job = hostile.job(job_id)
-    assert _held(job) and job["state_reason"] == "JobHeldAdmin", job["state_reason"]  # ... it changes nothing
-    stale = tmp_path / "stale.yaml"  # a watchdog that finds the daemon down releases only slurmplan's holds
-    stale.write_text(hostile.config.read_text() + f"heartbeat_file: {tmp_path / 'no-heartbeat'}\n")
-    watchdog = hostile.slurmplan("watchdog", "--config", str(stale), "--json")
-    assert watchdog.returncode == 0, watchdog.stderr
-    assert job_id not in __import__("json").loads(watchdog.stdout)["released"]
-    assert _held(hostile.job(job_id))
+    job = _stays_held_through_ticks_and_a_stale_watchdog(hostile, tmp_path, job_id, ticks=3)
+    assert job["state_reason"] == "JobHeldAdmin"  # ... it changes nothing
     hostile.cancel(job_id)
 
 
@@ -58,13 +69,7 @@ def test_a_users_own_hold_at_submission_is_not_lifted_but_the_user_may_lift_it(h
     job_id = hostile.sbatch("-H", *MANAGED)
     job = hostile.job(job_id)
     assert split_admin_comment(job["admin_comment"]).decision == USER_HOLD_MARK
-    for _ in range(2):
-        hostile.tick()
-    assert _held(hostile.job(job_id))
-    stale = tmp_path / "stale.yaml"
-    stale.write_text(hostile.config.read_text() + f"heartbeat_file: {tmp_path / 'no-heartbeat'}\n")
-    assert hostile.slurmplan("watchdog", "--config", str(stale)).returncode == 0
-    assert _held(hostile.job(job_id))
+    _stays_held_through_ticks_and_a_stale_watchdog(hostile, tmp_path, job_id, ticks=2)
     lift = hostile.as_user("scontrol", "release", str(job_id))
     assert lift.returncode == 0, lift.stderr  # job_submit.lua lets the user lift their own hold
     hostile.ticks_until(job_id, ("RUNNING",))  # the user's job runs once they lift their hold
@@ -104,13 +109,7 @@ def test_a_user_hold_after_the_daemon_released_the_job_is_not_lifted(hostile, tm
     assert job["priority"] != 0 and job["job_state"] == "PENDING", job  # released by the daemon; waits to begin
     held = hostile.as_user("scontrol", "hold", str(job_id))
     assert held.returncode == 0, held.stderr
-    for _ in range(3):
-        hostile.tick()
-    assert _held(hostile.job(job_id))
-    stale = tmp_path / "stale.yaml"
-    stale.write_text(hostile.config.read_text() + f"heartbeat_file: {tmp_path / 'no-heartbeat'}\n")
-    assert hostile.slurmplan("watchdog", "--config", str(stale)).returncode == 0
-    assert _held(hostile.job(job_id))
+    _stays_held_through_ticks_and_a_stale_watchdog(hostile, tmp_path, job_id, ticks=3)
     lift = hostile.as_user("scontrol", "release", str(job_id))
     assert lift.returncode == 0, lift.stderr  # the user's own hold: theirs to lift
     assert hostile.job(job_id)["priority"] != 0

@@ -16,7 +16,6 @@ import pytest
 
 from slurmplan.control.config import config_from_mapping
 from slurmplan.control.observe import classify
-from slurmplan.control.trust import RULES
 from slurmplan.domain import JobClass
 from slurmplan.slurm.backend import SlurmBackend
 from slurmplan.slurm.site import render_trust
@@ -30,9 +29,7 @@ TRUST = {"guaranteed_accounts": ["gold"], "unmanaged_qos": ["batchonly"], "deadl
 def trusted(hostile) -> Iterator:
     lua = Path(hostile.site.env["SLURM_CONF"]).parent / "job_submit.lua"
     original = lua.read_text()
-    cfg = config_from_mapping(TRUST)
-    rules = tuple((r, getattr(cfg, f"{r}_accounts"), getattr(cfg, f"{r}_qos")) for r in RULES)
-    lua.write_text(render_trust(original, rules))
+    lua.write_text(render_trust(original, config_from_mapping(TRUST).trust.rules()))
     time.sleep(1.1)  # a new mtime: slurmctld's job_submit/lua reloads the script on its next call
     try:
         yield hostile
@@ -63,7 +60,18 @@ def test_the_daemon_drops_a_hint_the_jobs_account_does_not_allow(hostile) -> Non
     observed = classify(job, (), config.trust)
     assert observed.managed and observed.hints.job_class is JobClass.BEST_EFFORT
     assert classify(job, ()).hints.job_class is JobClass.GUARANTEED  # the open default would have granted it
-    hostile.cancel(job_id)
+    hostile.write_config(**TRUST)
+    try:  # the daemon, acting, tells the user in the admin comment (and explain) which hint it ignored and why
+        comment = hostile.ticks_until(job_id, ("RUNNING",))["admin_comment"]
+        explained = hostile.slurmplan("explain", str(job_id), "--config", str(hostile.config))
+    finally:
+        hostile.write_config()
+        hostile.cancel(job_id)
+    assert comment.endswith(f"| ignored hints: class guaranteed (not allowed for account plain / QOS (none);"
+                            f" slurmplan explain {job_id})"), comment  # fmt: skip
+    assert "a100x1 dp1" in comment  # the decision itself is the one the open rules give a best-effort job
+    out = explained.stdout
+    assert "scheduled without some of its hints" in out and "guaranteed_accounts [gold]" in out, out
 
 
 def test_a_hint_with_control_characters_reaches_the_log_escaped(hostile) -> None:

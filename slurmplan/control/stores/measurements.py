@@ -20,8 +20,16 @@ _COLUMNS = {
 }
 
 
-_PROGRESS = {"job_id": int, "step": float, "checkpoint_step": float, "total_steps": float, "time": float}
-"""Each job's latest reported progress (issue 23): steps done, its newest checkpoint's step, its step count."""
+_PROGRESS = {
+    "job_id": int,
+    "step": float,
+    "checkpoint_step": float,
+    "total_steps": float,
+    "time": float,
+    "steps_per_s": float,
+}
+"""Each job's latest reported progress (issue 23): steps done, its newest checkpoint's step, its step count, and
+the step rate between its newest two reports of one run (``explain`` predicts the finish from it)."""
 
 
 class MeasurementStore(Store):
@@ -44,8 +52,8 @@ class MeasurementStore(Store):
         with self.transaction():
             if rows:
                 self.db["measurements"].insert_all(rows)
-            for row in progress:
-                self.db["job_progress"].upsert(row, pk="job_id")
+            for row in progress:  # alter: a journal from before steps_per_s gains the column
+                self.db["job_progress"].upsert(row, pk="job_id", alter=True)
             self.db["report_offsets"].upsert({"file": file, "offset": offset}, pk="file")
 
     def with_prediction_since(self, rowid: int) -> list[tuple[int, float, float | None]]:
@@ -71,3 +79,8 @@ class MeasurementStore(Store):
     def progress(self) -> dict[int, dict[str, Any]]:
         """Each job's latest reported progress, by job id."""
         return {int(r["job_id"]): r for r in self.db["job_progress"].rows}
+
+    def progress_of(self, job_id: int) -> dict[str, Any] | None:
+        """One job's latest reported progress (None: none reported)."""
+        rows = list(self.db["job_progress"].rows_where("job_id = ?", [int(job_id)]))
+        return rows[0] if rows else None
