@@ -29,8 +29,8 @@ slurmplan_hints = H
 
 H.PREFIX = "slurmplan:"
 H.KEYS = {
-  "model", "gpus", "min", "max", "types", "class", "workers", "batch", "seq", "steps", "deadline", "managed", "asked",
-  "nodes",
+  "model", "gpus", "min", "max", "types", "class", "workers", "batch", "seq", "stack", "steps", "deadline", "managed",
+  "asked", "nodes",
 }
 local INT_KEYS = {
   gpus = true, min = true, max = true, workers = true, batch = true, seq = true, steps = true, nodes = true,
@@ -46,7 +46,10 @@ local ALLOWED = {
   class = "guaranteed or best-effort",
   bool = "yes or no",
   asked = "a typed GPU request TYPE:N like a100:4 (TYPE 1-32 of a-z 0-9 _ -, N an integer from 1 to 999999999)",
+  stack = "one of megatron, deepspeed, ddp, fsdp",
 }
+-- The frameworks a job may name (slurmplan/formats.py STACKS).
+local STACKS = { megatron = true, deepspeed = true, ddp = true, fsdp = true }
 
 -- An error is a table {field=, value=, allowed=}; H.message renders it like Python's ValidationError.
 local function err(field, value, allowed)
@@ -139,6 +142,10 @@ local function parse_value(key, v)
   if key == "model" then return parse_model(key, v) end
   if key == "types" then return parse_types(key, v) end
   if key == "deadline" then return parse_deadline(key, v) end
+  if key == "stack" then
+    if STACKS[v] then return v end
+    return nil, err(key, v, ALLOWED.stack)
+  end
   if key == "class" then
     if v == "guaranteed" or v == "best-effort" then return v end
     return nil, err(key, v, ALLOWED.class)
@@ -238,7 +245,7 @@ H.USER_HOLD_MARK = "slurmplan! held by its user"
 local OPTION_PREFIX = "_SLURM_SPANK_OPTION_slurmplan_plan_"
 local OPTION_KEYS = {
   model = "model", gpu_types = "types", class = "class", workers = "workers", batch = "batch",
-  steps = "steps", deadline = "deadline", seq = "seq", managed = "managed",
+  steps = "steps", deadline = "deadline", seq = "seq", managed = "managed", stack = "stack",
 }
 
 -- slurmctld hands spank_job_env over as a table indexed from 0; take every entry, in index order.

@@ -188,6 +188,9 @@ class Hints:
     workers: int | None = None
     global_batch: int | None = None
     seq_len: int | None = None
+    stack: str | None = None
+    """The training framework the job runs (``formats.STACKS``): the performance model predicts for it and ranks
+    only the plans it can run; None = the launcher's Megatron adapters, whichever runs the plan."""
     steps: int | None = None
     deadline: float | None = None
     """Unix time by which the job should finish."""
@@ -213,6 +216,8 @@ class Job:
     account: str = ""
     partition: str = ""
     qos: str = ""
+    """The job's Slurm QOS (the trust allowlist of hints and QOS preemption name it, ``control/trust.py``,
+    ``mechanism/qos.py``)."""
     state: JobState = JobState.PENDING
     state_reason: str = ""
     gpu_type: GpuType | None = None
@@ -232,8 +237,6 @@ class Job:
     """True when ``gpu_type`` is only a preference: the GRES request is untyped (``--gres=gpu:2``) and the type
     comes from ``--constraint`` or from the nodes it runs on. Slurm lets the daemon move such a request to another
     type through node features; a typed request (False, with a ``gpu_type``) keeps its type (``slurmplan.rules``)."""
-    qos: str = ""
-    """The job's Slurm QOS (the trust allowlist of hints may name QOS, ``control/trust.py``)."""
     cluster: str = ""
     """Slurm's ClusterName the job belongs to (report files are keyed by it, ``control/reports.py``)."""
 

@@ -30,6 +30,7 @@ Grammar (whitespace around ``;`` and ``=`` is ignored, empty segments are skippe
     workers   integer 1..999999999                    workers (EasyScale maxP)
     batch     integer 1..999999999                    global_batch
     seq       integer 1..999999999                    seq_len
+    stack     megatron | deepspeed | ddp | fsdp       stack (the framework; the model predicts for it)
     steps     integer 1..999999999                    steps
     deadline  YYYY-MM-DDTHH:MM[:SS][Z], UTC            deadline (Unix time)
     managed   yes | no                                managed
@@ -91,6 +92,9 @@ _CLASS_ALLOWED = "guaranteed or best-effort"
 _BOOL_ALLOWED = "yes or no"
 _ASKED_RE = re.compile(r"([A-Za-z0-9][A-Za-z0-9_-]*):([0-9]+)")
 _ASKED_ALLOWED = "a typed GPU request TYPE:N like a100:4 (TYPE 1-32 of a-z 0-9 _ -, N an integer from 1 to 999999999)"
+STACKS: tuple[str, ...] = ("megatron", "deepspeed", "ddp", "fsdp")
+"""Frameworks a job may name in ``stack=`` (each is a ``perf.stacks`` stack; ``site/job_submit.lua`` lists the same)."""
+_STACK_ALLOWED = "one of " + ", ".join(STACKS)
 
 KEYS: tuple[str, ...] = (
     "model",
@@ -102,6 +106,7 @@ KEYS: tuple[str, ...] = (
     "workers",
     "batch",
     "seq",
+    "stack",
     "steps",
     "deadline",
     "managed",
@@ -139,6 +144,12 @@ def _parse_types(key: str, value: str) -> tuple[str, ...]:
     if not all(_TYPE_RE.fullmatch(n) for n in names) or len(set(names)) != len(names):
         raise ValidationError(key, value, _TYPES_ALLOWED, WHERE)
     return tuple(names)
+
+
+def _parse_stack(key: str, value: str) -> str:
+    if value not in STACKS:
+        raise ValidationError(key, value, _STACK_ALLOWED, WHERE)
+    return value
 
 
 def _parse_class(key: str, value: str) -> JobClass:
@@ -188,6 +199,7 @@ _PARSERS: dict[str, tuple[str, Callable[[str, str], object]]] = {
     "deadline": ("deadline", _parse_deadline),
     "managed": ("managed", _parse_bool),
     "asked": ("asked", _parse_asked),
+    "stack": ("stack", _parse_stack),
 }
 
 
@@ -247,6 +259,7 @@ def _canonical_values(h: Hints) -> dict[str, str | None]:
         "deadline": deadline,
         "managed": None if h.managed else "no",
         "asked": _parse_asked("asked", h.asked) if h.asked is not None else None,
+        "stack": _parse_stack("stack", h.stack) if h.stack is not None else None,
     }
     for key, name in _INT_KEYS.items():
         value = getattr(h, name)

@@ -133,6 +133,10 @@ class TickConfig:
     ago is charged for both moves if it is to change again, so it is not moved back unless the gain pays for both."""
     account_weights: Mapping[str, float] = field(default_factory=dict)
     """Weights of Slurm accounts for hierarchical policies (empty: all equal)."""
+    qos_preemption: Mapping[str, tuple[int, tuple[str, ...]]] = field(default_factory=dict)
+    """Per Slurm QOS: its priority and the QOS Slurm lets it preempt (read each round with accounting). A running
+    job is stopped, requeued or shrunk only for jobs of its own QOS, or of a QOS of at least its priority that may
+    preempt it (``mechanism/qos.py``). Empty (no accounting, the simulator): no QOS rules."""
     cost_per_gpu_hour: Mapping[GpuType, float] = field(default_factory=dict)
     """Price of one GPU hour per type for cost policies (empty: unknown)."""
     priority_reset_s: float = 1920.0

@@ -71,6 +71,8 @@ static struct spank_option plan_options[] = {
 	 _accept_option},
 	{"plan-batch", "N", "slurmplan: global batch size in samples.", 1, 0, _accept_option},
 	{"plan-seq", "N", "slurmplan: sequence length in tokens.", 1, 0, _accept_option},
+	{"plan-stack", "megatron|deepspeed|ddp|fsdp",
+	 "slurmplan: the training framework the job runs; throughput is predicted for it.", 1, 0, _accept_option},
 	{"plan-steps", "N", "slurmplan: training steps the job will run (for finish-time policies).", 1, 0,
 	 _accept_option},
 	{"plan-deadline", "YYYY-MM-DDTHH:MM", "slurmplan: UTC time by which the job should finish.", 1, 0,

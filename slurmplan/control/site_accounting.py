@@ -86,6 +86,10 @@ class SiteAccounting:
             return dict(self.weight_override)
         return self._view.account_weights() if self._view is not None else {}
 
+    def qos_preemption(self) -> dict[str, tuple[int, tuple[str, ...]]]:
+        """Per QOS: priority and the QOS it may preempt (the mechanism displaces running jobs accordingly)."""
+        return self._view.qos_preemption() if self._view is not None else {}
+
     def adjust(self, observed: Observed) -> Observed:
         """Apply the site's lists and the job's limits to one classified job."""
         job, hints = observed.job, observed.hints
@@ -153,8 +157,12 @@ def build_site_accounting(config: DaemonConfig, backend: object) -> SiteAccounti
 
 
 def with_account_weights(tick_config: TickConfig, site: SiteAccounting) -> TickConfig:
+    """The tick's config with the accounts' weights and the QOS preemption rules read this tick."""
     weights = site.account_weights()
-    return dataclasses.replace(tick_config, account_weights=weights) if weights else tick_config
+    if weights:
+        tick_config = dataclasses.replace(tick_config, account_weights=weights)
+    qos = site.qos_preemption()
+    return dataclasses.replace(tick_config, qos_preemption=qos) if qos else tick_config
 
 
 def journal_notes(journal: Journal, site: SiteAccounting) -> None:

@@ -25,6 +25,24 @@ from typing import Any
 
 from slurmplan.domain import Plan, SlurmplanError, ValidationError
 
+ADAPTER_STACKS: dict[str, tuple[str, ...]] = {
+    "megatron": ("megatron",),
+    "megatron-deepspeed": ("deepspeed",),
+    "deepspeed": ("deepspeed",),
+    "torchrun": ("ddp", "fsdp"),
+}
+"""The framework (``stack`` hint, ``formats.STACKS``) each adapter runs a plan under: the scheduler predicted the
+job's throughput for its ``stack`` hint, so an adapter of another framework would run a plan chosen for another."""
+
+
+def check_stack(adapter: str, stack: str | None) -> None:
+    """Refuse to run a plan chosen for the job's ``stack`` hint under an adapter of another framework."""
+    allowed = ADAPTER_STACKS.get(adapter)
+    if stack is None or allowed is None or stack in allowed:
+        return
+    flags = " or ".join(f"--plan-stack={s}" for s in allowed)
+    raise ValidationError("stack", stack, f"{' or '.join(allowed)} for the {adapter} adapter (resubmit with {flags})")
+
 
 def _check_layout(plan: Plan, nodes: int | None, gpus_per_node: int | None) -> None:
     if nodes is not None and gpus_per_node is not None and nodes * gpus_per_node != plan.gpus:

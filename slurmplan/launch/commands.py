@@ -15,6 +15,7 @@ from collections.abc import Mapping
 
 from slurmplan.domain import SlurmplanError, ValidationError
 from slurmplan.launch.adapters import (
+    check_stack,
     deepspeed_config,
     megatron_args,
     megatron_deepspeed_args,
@@ -110,6 +111,7 @@ def _print_args(args: argparse.Namespace) -> int:
         print(f"slurmplan {_no_plan_message()}", file=sys.stderr)
         return 1
     plan = assigned.plan
+    check_stack(args.kind, assigned.stack)
     if args.kind == "deepspeed":
         base = None
         if args.base_config:

@@ -53,6 +53,9 @@ class AssignedPlan:
     model: str | None = None
     """The job's ``model`` hint: the name its throughput reports carry, so the daemon matches them to the job's
     model (a model not in the catalog is priced from them, ``perf/unknown.py``)."""
+    stack: str | None = None
+    """The job's ``stack`` hint: the framework the scheduler predicted its plan for (``launch-args`` checks that
+    the adapter runs it, ``adapters.check_stack``)."""
 
     @property
     def managed(self) -> bool:
@@ -121,7 +124,7 @@ def load_assigned_plan(env: Mapping[str, str] | None = None, *, query_slurm: boo
     job_id = env.get("SLURM_JOB_ID")
     comment = admin_comment_from_squeue(job_id) if query_slurm and job_id else None
     hints = job_hints(comment or "")
-    extra = {"workers": hints.workers, "model": hints.model} if hints is not None else {}
+    extra = {"workers": hints.workers, "model": hints.model, "stack": hints.stack} if hints is not None else {}
     if from_env is not None:
         return dataclasses.replace(from_env, **extra)  # type: ignore[arg-type]
     decision = parse_decision(comment) if comment else None

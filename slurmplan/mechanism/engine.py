@@ -97,7 +97,8 @@ def running_info(
     signalled = np.array([states[j].signalled_at is not None for j in p.job_ids], dtype=bool)
     moved = [states[j].moved_at for j in p.job_ids]
     since = np.array([np.inf if t is None else now - t for t in moved], dtype=float)
-    return RunningInfo(ctx.running & (current >= 0), current, signalled, horizon, since)
+    qos = tuple(m.job.qos for m in ctx.jobs) if config.qos_preemption else None  # QOS rules (mechanism/qos.py)
+    return RunningInfo(ctx.running & (current >= 0), current, signalled, horizon, since, qos)
 
 
 def replay(

@@ -15,6 +15,7 @@ import numpy as np
 
 from slurmplan.domain import AllocationProblem, Cell, GpuType, Reason
 from slurmplan.mechanism.priorities import EPS, pick_order
+from slurmplan.mechanism.qos import Shield, shield
 from slurmplan.mechanism.reconfig import judge_move
 from slurmplan.tick_types import TickConfig
 
@@ -29,6 +30,8 @@ class RunningInfo:
     signalled: np.ndarray
     horizon: np.ndarray
     since_moved: np.ndarray | None = None
+    qos: tuple[str, ...] | None = None
+    """Per row: the job's Slurm QOS (for ``TickConfig.qos_preemption``, ``qos.py``)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -87,11 +90,17 @@ def greedy(
     thr = problem.throughput
     sticky = info.running & ~info.signalled & (info.current >= 0)
     deferred = np.full(n, -1, dtype=np.int64)
+    guard = None
+    if info.qos is not None:
+        competing = eligible & (x.sum(axis=1) > EPS)
+        guard = shield(info.qos, config.qos_preemption, sticky, info.current, col_type, gpus, cap.size, competing)
     rows, cols = pick_order(x, priority, eligible, deficit)
     for j, c in zip(rows.tolist(), cols.tolist(), strict=True):
         if chosen[j] >= 0 or gpus[c] > cap[col_type[c]]:
             continue
         cur = int(info.current[j])
+        if guard is not None and _held_back(guard, j, c, cur, bool(sticky[j]), col_type, gpus, cap, notes):
+            continue
         if sticky[j] and c != cur:
             wait = config.requeue_delay_s if col_type[c] == col_type[cur] else 0.0  # may restart where it ran
             since = float(info.since_moved[j]) if info.since_moved is not None else np.inf
@@ -106,13 +115,34 @@ def greedy(
             notes[j] = verdict.detail
         chosen[j] = c
         cap[col_type[c]] -= gpus[c]
+        if guard is not None and sticky[j]:
+            guard.release(j, col_type[cur], gpus[cur])
         if not cap.any():
             break
     state = (chosen, deferred, cap, col_type, gpus)
     kept = _settle_running(
-        problem, x, priority, state, info.current, sticky & eligible, notes, config.requeue_delay_s > 0
+        problem, x, priority, state, info.current, sticky & eligible, notes, config.requeue_delay_s > 0, guard
     )
     return chosen, notes, kept
+
+
+def _held_back(
+    guard: Shield, j: int, c: int, cur: int, sticky: bool, col_type: np.ndarray, gpus: np.ndarray, cap: np.ndarray,
+    notes: dict[int, str],
+) -> bool:  # fmt: skip
+    """The pair (j, c) would take GPUs of a running job that j's QOS may not displace, or shrink a running job
+    that the round's other QOS may not displace (``qos.py``)."""
+    t = col_type[c]
+    if gpus[c] > guard.free_for(j, t, cap[t]):
+        if not sticky:  # a waiting job: its note says why (``plan_round``)
+            own = guard.names[guard.qos[j]]
+            notes.setdefault(j, f"waits: the GPUs it could use are held by running jobs of QOS {guard.holders(j, t)},"
+                                f" which its QOS {own} may not preempt")  # fmt: skip
+        return True
+    if sticky and guard.shielded[j] and c != cur and gpus[c] < gpus[cur]:
+        notes[j] = f"stays: its QOS {guard.names[guard.qos[j]]} is not preempted for jobs of the other QOS here"
+        return True
+    return False
 
 
 def _settle_running(
@@ -124,6 +154,7 @@ def _settle_running(
     candidates: np.ndarray,
     notes: dict[int, str],
     requeue_wait: bool = False,
+    guard: Shield | None = None,
 ) -> np.ndarray:
     """Running jobs the greedy passed over keep their column on left-over GPUs, else take their deferred move.
 
@@ -139,15 +170,22 @@ def _settle_running(
     if rows.size == 0:
         return kept
     best = np.where(x[rows] > EPS, priority[rows], -np.inf).max(axis=1)
+
+    def fits(j: int, c: int) -> bool:
+        free = cap[col_type[c]] if guard is None else guard.free_for(j, col_type[c], cap[col_type[c]])
+        return bool(gpus[c] <= free)
+
     for j in rows[np.lexsort((rows, -best))].tolist():
         cur, alt = int(current[j]), int(deferred[j])
-        if cur >= 0 and gpus[cur] <= cap[col_type[cur]]:
+        if cur >= 0 and fits(j, cur):
             chosen[j], kept[j] = cur, True
-        elif alt >= 0 and gpus[alt] <= cap[col_type[alt]] and not (requeue_wait and col_type[alt] == col_type[cur]):
+        elif alt >= 0 and fits(j, alt) and not (requeue_wait and col_type[alt] == col_type[cur]):
             chosen[j] = alt
             notes[j] = f"its GPUs went to higher-priority jobs, so it moves although {notes[j][len('stays: ') :]}"
         if chosen[j] >= 0:
             cap[col_type[chosen[j]]] -= gpus[chosen[j]]
+            if guard is not None and cur >= 0:
+                guard.release(j, col_type[cur], gpus[cur])
     return kept
 
 
@@ -179,6 +217,8 @@ def plan_round(
             details.append("")
             continue
         note = notes.get(j, "") if chosen >= 0 else _outranked(problem, j, x, priority, left)
+        if chosen < 0 and not info.running[j] and notes.get(j, "").startswith("waits: "):  # held back by QOS
+            note = notes[j]
         if chosen < 0 and info.running[j]:
             note = _preempted(problem, j, takers, info, note)
         reason, detail = _explain(problem, j, chosen, bool(kept[j]), x, info, note)

@@ -24,6 +24,7 @@ from slurmplan.perf.hardware import default_catalog, with_node_shape
 from slurmplan.perf.models import ModelSpec
 from slurmplan.perf.rubick import RubickConstants
 from slurmplan.perf.search import predict_plan
+from slurmplan.perf.stacks import Stack
 
 log = logging.getLogger(__name__)
 
@@ -79,15 +80,16 @@ def _measured_cells(rows: tuple[MeasuredRow, ...]) -> dict[tuple[GpuType, int, i
 
 
 @lru_cache(maxsize=1024)
-def calibrate(model: ModelSpec, rows: tuple[MeasuredRow, ...]) -> Calibration:
-    """The calibration for one model from its measurement rows (see the module docstring)."""
+def calibrate(model: ModelSpec, rows: tuple[MeasuredRow, ...], stack: Stack | None = None) -> Calibration:
+    """The calibration for one model from its measurement rows (see the module docstring), its predictions for
+    the job's ``stack`` (default: ``perf.stacks.DEFAULT_STACK``) so that a fit does not absorb the framework."""
     if not rows:
         return Calibration()
     cells = _measured_cells(rows)
     points = fit_points(model, rows)
     if can_fit(points):
         try:
-            result = fit_constants(points)
+            result = fit_constants(points, stack=stack)
             return Calibration(
                 constants=result.constants, source=ThroughputSource.FITTED, cells=cells, fit_error=result.train_error
             )
@@ -95,7 +97,7 @@ def calibrate(model: ModelSpec, rows: tuple[MeasuredRow, ...]) -> Calibration:
             log.warning("fit for %s failed (%s); using ratios", model.name, exc)
     logs: dict[GpuType, list[float]] = {}
     for point in points:
-        predicted = predict_plan(point.model, point.gpu, point.plan, cpus_per_gpu=point.cpus_per_gpu)
+        predicted = predict_plan(point.model, point.gpu, point.plan, cpus_per_gpu=point.cpus_per_gpu, stack=stack)
         if predicted > 0:
             logs.setdefault(point.gpu_type, []).append(math.log(point.samples_per_s / predicted))
     if not logs:

@@ -33,6 +33,7 @@ from slurmplan.perf.hardware import GpuSpec, default_catalog, with_node_shape
 from slurmplan.perf.memory import GB, plan_memory
 from slurmplan.perf.models import ModelSpec, get_model, list_models
 from slurmplan.perf.search import PlanSearch, search_plans
+from slurmplan.perf.stacks import get_stack
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +63,8 @@ class _JobKey:
     max_gpus: int
     global_batch: int
     seq_len: int
+    stack: str | None = None
+    """The job's framework (``perf.stacks``); None = the default stack."""
 
 
 def cluster_shapes(cluster: Cluster | Mapping[GpuType, int]) -> tuple[TypeShape, ...]:
@@ -126,7 +129,7 @@ def _cell_candidate(search: PlanSearch, spec: GpuSpec, cell: Cell, calib: Calibr
     measured = calib.measured(cell)
     if measured is not None:  # it ran: trust the measurement over the memory model and the estimate
         plan, throughput = measured
-        est = plan_memory(search.model, plan, spec)
+        est = plan_memory(search.model, plan, spec, search.stack)
         gpu_gb, host_gb = float(est.total[0]) / GB, float(est.host[0]) / GB
         return _with_needs(cell, plan, throughput, ThroughputSource.MEASURED, spec, gpu_gb, host_gb)
     best = search.best_with_stages(cell.stages)
@@ -193,7 +196,7 @@ def _monotone(cands: list[Candidate]) -> list[Candidate]:
 @lru_cache(maxsize=32768)
 def _cached(key: _JobKey, shapes: tuple[TypeShape, ...], measured: tuple[tuple, ...]) -> tuple[Candidate, ...]:
     model = get_model(key.model).with_seq_len(key.seq_len)
-    calib = calibrate(model, measured)
+    calib = calibrate(model, measured, get_stack(key.stack) if key.stack else None)
     cands: list[Candidate] = []
     for shape in shapes:
         if key.gpu_types and shape.gpu_type not in key.gpu_types:
@@ -202,7 +205,8 @@ def _cached(key: _JobKey, shapes: tuple[TypeShape, ...], measured: tuple[tuple, 
         if spec is None:
             continue
         for n in gpu_counts(key.gpus, key.min_gpus, key.max_gpus, shape.total_gpus):
-            search = search_plans(model, spec, n, key.global_batch, calib.constants)  # all stage counts at once
+            # all stage counts at once, for the job's own framework
+            search = search_plans(model, spec, n, key.global_batch, calib.constants, stack=key.stack)
             if not search.feasible_count:
                 log.debug("%s on %s x%d: %s", model.name, shape.gpu_type, n, search.why_infeasible())
             for stages in stage_counts(model, n):
@@ -251,6 +255,7 @@ def _job_key(hints: Hints) -> _JobKey:
         high,
         hints.global_batch or model.default_global_batch,
         hints.seq_len or model.seq_len,
+        get_stack(hints.stack).name if hints.stack is not None else None,
     )
 
 

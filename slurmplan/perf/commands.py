@@ -96,15 +96,17 @@ def explain_winner(best: dict[str, Any], second: dict[str, Any] | None) -> str:
 def run_plan(args: argparse.Namespace) -> int:
     from slurmplan.perf.hardware import default_catalog
     from slurmplan.perf.search import search_plans
+    from slurmplan.perf.stacks import DEFAULT_STACK, get_stack
 
     model = _model(args)
     if args.top < 1:
         raise ValidationError("top", args.top, "a positive integer", "plan")
+    stack = get_stack(args.stack) if args.stack else DEFAULT_STACK
     batch = args.global_batch or model.default_global_batch
     entries, infeasible = [], {}
     resources = parse_gpus(args.gpus)
     for gpu_type, gpus in resources:
-        search = search_plans(model, default_catalog().get(gpu_type), gpus, batch)
+        search = search_plans(model, default_catalog().get(gpu_type), gpus, batch, stack=stack)
         if not search.feasible_count:
             infeasible[f"{gpu_type}:{gpus}"] = search.why_infeasible()
         entries += [_entry(gpu_type, gpus, r) for r in search.top(args.top)]
@@ -115,6 +117,7 @@ def run_plan(args: argparse.Namespace) -> int:
         "parameters_b": round(model.parameters / 1e9, 3),
         "global_batch": batch,
         "seq_len": model.seq_len,
+        "stack": stack.label(),
         "plans": entries,
         "infeasible": infeasible,
         "why": explain_winner(entries[0], entries[1] if len(entries) > 1 else None) if entries else "",
@@ -159,7 +162,7 @@ def _print_plan(result: dict[str, Any], as_json: bool) -> None:
         return
     print(
         f"{result['model']}: {result['parameters_b']} B parameters, global batch {result['global_batch']}, "
-        f"seq {result['seq_len']}"
+        f"seq {result['seq_len']}, stack {result['stack']}"
     )
     header = (
         f"{'#':>3} {'gpus':<10} {'plan':<34} {'samples/s':>10} {'iter s':>8} {'GB/GPU':>7} {'cpus':>5} {'host GB':>8}"
@@ -300,6 +303,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--gpus", required=True, help="TYPE:N[,TYPE:N], e.g. a100:8 or a100:8,v100:4")
     p.add_argument("--global-batch", type=int, help="samples per iteration (default: the model's)")
     p.add_argument("--seq", type=int, help="sequence length (default: the model's)")
+    p.add_argument(
+        "--stack", help="the framework the job runs: megatron, deepspeed, ddp, fsdp (default: whichever runs the plan)"
+    )
     p.add_argument("--top", type=int, default=10, help="how many plans to show (default 10)")
     p.add_argument("--workers", type=int, help="EasyScale logical workers for the mixed-type line (default: all GPUs)")
     p.add_argument("--json", action="store_true", help="machine-readable output")

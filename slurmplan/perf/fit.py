@@ -28,6 +28,7 @@ from slurmplan.perf.hardware import GpuSpec
 from slurmplan.perf.models import ModelSpec
 from slurmplan.perf.plans import PlanSpace
 from slurmplan.perf.rubick import DEFAULT_CONSTANTS, RubickConstants, predict
+from slurmplan.perf.stacks import Stack
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +85,8 @@ def can_fit(points: Sequence[FitPoint]) -> bool:
 class _Batch:
     """Points grouped by (model, GPU spec, global batch, cpus) so each group is one vectorized predict."""
 
-    def __init__(self, points: Sequence[FitPoint]) -> None:
+    def __init__(self, points: Sequence[FitPoint], stack: Stack | None = None) -> None:
+        self.stack = stack
         groups: dict[tuple, list[int]] = {}
         for i, p in enumerate(points):
             groups.setdefault((p.model, p.gpu, p.plan.global_batch, p.cpus_per_gpu), []).append(i)
@@ -97,7 +99,7 @@ class _Batch:
     def predict(self, constants: RubickConstants) -> np.ndarray:
         out = np.empty(self.observed.size)
         for (model, gpu, _batch, cpus), idx, space in self.groups:
-            out[idx] = predict(model, space, gpu, constants, cpus).throughput
+            out[idx] = predict(model, space, gpu, constants, cpus, stack=self.stack).throughput
         return out
 
 
@@ -125,8 +127,11 @@ def rmsle(predicted: np.ndarray, observed: np.ndarray) -> float:
     return float(np.sqrt(np.mean(np.log(predicted / observed) ** 2)))
 
 
-def fit_constants(points: Sequence[FitPoint], initial: RubickConstants = DEFAULT_CONSTANTS) -> FitResult:
-    """Least-RMSLE constants for ``points`` (all of one model type). Needs ``can_fit(points)``."""
+def fit_constants(
+    points: Sequence[FitPoint], initial: RubickConstants = DEFAULT_CONSTANTS, *, stack: Stack | None = None
+) -> FitResult:
+    """Least-RMSLE constants for ``points`` (all of one model type, run under ``stack``). Needs
+    ``can_fit(points)``."""
     if not can_fit(points):
         offload = sum(1 for p in points if p.plan.offload)
         raise ValidationError(
@@ -135,7 +140,7 @@ def fit_constants(points: Sequence[FitPoint], initial: RubickConstants = DEFAULT
             f">= {MIN_POINTS} points, >= {MIN_OFFLOAD_POINTS} with offload when offload is used",
             "fit",
         )
-    batch = _Batch(points)
+    batch = _Batch(points, stack)
     u0 = _to_u(initial)
     scale = math.sqrt(len(points))
 

@@ -48,6 +48,9 @@ class GpuSpec:
     aliases: tuple[str, ...] = ()
     bf16: bool = False
     """Native bfloat16 arithmetic (Ampere and later): what a job script may train in."""
+    sms: int = 0
+    """Streaming multiprocessors (SMX on Kepler) per GPU: how many GEMM tiles run at once (``perf.compute``
+    counts the waves a GEMM needs); 0 = unknown, no wave quantization."""
 
     @property
     def intra_node_gbps(self) -> float:
@@ -100,6 +103,10 @@ def _spec_from_mapping(name: str, raw: Mapping[str, object], where: str) -> GpuS
     if not isinstance(raw.get("bf16", False), bool):
         raise ValidationError("bf16", raw["bf16"], "true or false", f"{where}: gpu {name}")
     values["bf16"] = raw.get("bf16", False)
+    sms = raw.get("sms", 0)
+    if not isinstance(sms, int) or isinstance(sms, bool) or sms < 0:
+        raise ValidationError("sms", sms, "a non-negative integer (streaming multiprocessors)", f"{where}: gpu {name}")
+    values["sms"] = sms
     values["source"] = str(raw.get("source", ""))
     values["aliases"] = tuple(str(a).lower() for a in (raw.get("aliases") or ()))  # type: ignore[union-attr]
     return GpuSpec(**values)  # type: ignore[arg-type]

@@ -2,8 +2,9 @@
 
 Rubick leans on DeepSpeed's and Megatron's estimators; slurmplan needs its own so that the scheduler can drop
 plans that would OOM without starting them. The terms (per GPU, of the most loaded pipeline stage, the first):
-- model states with mixed-precision Adam: 2 bytes fp16 weights + 2 bytes fp16 gradients + 12 bytes fp32 master
-  weights, momentum and variance per parameter (ZeRO paper), over the stage's ``P / tp`` parameters.
+- model states with mixed-precision Adam: 2 bytes fp16 weights + 2 bytes fp16 gradients (4 under Megatron, whose
+  gradients accumulate in fp32: ``Stack.grad_bytes``) + 12 bytes fp32 master weights, momentum and variance per
+  parameter (ZeRO paper), over the stage's ``P / tp`` parameters.
 - ZeRO partitions over ``dp``: stage 1 the optimizer states, stage 2 also gradients, stage 3 also weights (plus a
   working set of two gathered layers).
 - offload (ZeRO-Offload) keeps optimizer states and gradients in host memory; with ZeRO-3 the fp16 weights go
@@ -26,6 +27,7 @@ from slurmplan.domain import Plan
 from slurmplan.perf.hardware import GpuSpec
 from slurmplan.perf.models import ModelSpec
 from slurmplan.perf.plans import PlanSpace
+from slurmplan.perf.stacks import DEFAULT_STACK, Stack
 
 GB = 1e9
 CONTEXT_RESERVE_BYTES = 1.5e9
@@ -95,7 +97,7 @@ def activation_bytes_per_layer(model: ModelSpec, micro_batch: np.ndarray, tp: np
     return s * micro_batch * h * (10.0 + 24.0 / tp + 5.0 * a * s / (h * tp))
 
 
-def estimate_memory(model: ModelSpec, space: PlanSpace, gpu: GpuSpec) -> MemoryEstimate:
+def estimate_memory(model: ModelSpec, space: PlanSpace, gpu: GpuSpec, stack: Stack | None = None) -> MemoryEstimate:
     """GPU and host bytes per GPU for every plan of ``space`` on ``gpu``.
 
     Host memory is checked per node: a job on fewer GPUs than a node holds may take the node's memory for its
@@ -109,12 +111,13 @@ def estimate_memory(model: ModelSpec, space: PlanSpace, gpu: GpuSpec) -> MemoryE
 
     weights = np.where(z >= 3, 2.0 * params / dp + working, 2.0 * params)
     weights = np.where(off & (z >= 3), working, weights)
-    gradients = np.where(z >= 2, 2.0 * params / dp, 2.0 * params)
+    grad_bytes = (stack or DEFAULT_STACK).grad_bytes  # fp32 main grads under Megatron (perf.stacks)
+    gradients = np.where(z >= 2, grad_bytes * params / dp, grad_bytes * params)
     gradients = np.where(off, working, gradients)  # streamed to the host bucket by bucket
     optimizer = np.where(z >= 1, 12.0 * params / dp, 12.0 * params)
     optimizer = np.where(off, 0.0, optimizer)
 
-    full_layer = activation_bytes_per_layer(model, mb, tp)
+    full_layer = activation_bytes_per_layer(model, mb, tp) * (stack or DEFAULT_STACK).activation_factor
     in_flight = np.minimum(pp, m) * (1.0 + np.where(v > 1, (pp - 1) / (pp * v), 0.0))
     layers_per_stage = model.layers / pp
     kept_per_layer = np.where(gc, 2.0 * model.seq_len * mb * model.hidden, full_layer)
@@ -136,9 +139,9 @@ def estimate_memory(model: ModelSpec, space: PlanSpace, gpu: GpuSpec) -> MemoryE
     )
 
 
-def plan_memory(model: ModelSpec, plan: Plan, gpu: GpuSpec) -> MemoryEstimate:
+def plan_memory(model: ModelSpec, plan: Plan, gpu: GpuSpec, stack: Stack | None = None) -> MemoryEstimate:
     """The estimate for one plan (row 0), e.g. to print why it does not fit."""
-    return estimate_memory(model, PlanSpace.from_plans([plan], gpu.gpus_per_node), gpu)
+    return estimate_memory(model, PlanSpace.from_plans([plan], gpu.gpus_per_node), gpu, stack)
 
 
 def infeasibility_reason(model: ModelSpec, plan: Plan, gpu: GpuSpec) -> str:

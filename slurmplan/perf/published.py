@@ -165,7 +165,7 @@ def _row(table: str, defaults: Mapping, raw: Mapping, where: str) -> PublishedRo
         raise ValidationError(exc.field, exc.value, exc.allowed, where) from None
     cpus = merged.get("cpus_per_gpu")
     run = Run(_gpu(merged["hardware"], where), _plan(merged["plan"], gpus, batch, where), stack, cpus)
-    baseline = _baseline(merged.get("baseline"), run, merged, gpus, batch, where) if fit else None
+    baseline = _baseline(merged.get("baseline"), run, merged, gpus, batch, where)
     if fit and unit == "ratio" and baseline is None:
         raise ValidationError("baseline", None, "what the ratio compares with (required with unit: ratio)", where)
     return PublishedRow(

@@ -17,7 +17,8 @@ prediction before it has run, and lets fitting (``perf.fit``) correct it. The se
 Choices where the paper is silent (rubick.md 6): offload moves fp16 gradients down and fp16 parameters up, 4
 bytes per local parameter; under offload the DP sync is counted in ``T_oo`` only; gradient accumulation with
 pp == 1 uses Rubick's GA formula, with pp > 1 the replica's micro-batches are the pipeline's (1F1B, interleaving
-divides the fill by v and multiplies the pipeline traffic by v); ZeRO-3 reduce-scatters gradients once and
+divides the fill by v and multiplies the pipeline traffic by v) and the DP sync overlaps only the last
+micro-batch's backward in both; ZeRO-3 reduce-scatters gradients once and
 all-gathers parameters in the forward and backward of every micro-batch ((1 + 2m) (d-1)/d P instead of
 2 (d-1)/d P), and its offload variant fetches parameters over PCIe per micro-batch too; checkpointing repeats
 the forward TP all-reduces (1.5x the TP volume). Communication is in fp16.
@@ -33,15 +34,17 @@ with the fill factor ``F = (m + (p-1)/v) / m``; both equal Rubick's at p = 1.
 from __future__ import annotations
 
 import os
-from dataclasses import astuple, dataclass, fields
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import yaml
 
 from slurmplan.domain import ValidationError
 from slurmplan.perf.compute import ModelTerms, layer_forward_time, logits_forward_time
+from slurmplan.perf.constants import FittedConstants
 from slurmplan.perf.hardware import GpuSpec
 from slurmplan.perf.models import ModelSpec
 from slurmplan.perf.plans import PlanSpace
@@ -58,8 +61,11 @@ ENV_CONSTANTS = "SLURMPLAN_PERF_CONSTANTS"
 
 
 @dataclass(frozen=True)
-class RubickConstants:
+class RubickConstants(FittedConstants):
     """The 7 fitted constants; the defaults give a catalog-only estimate."""
+
+    WHERE: ClassVar[str] = "rubick constants"
+    EXPONENTS: ClassVar[tuple[str, ...]] = ("k_sync", "k_off", "k_swap")
 
     k_bwd: float = 2.0
     k_sync: float = 2.0
@@ -68,22 +74,6 @@ class RubickConstants:
     k_off: float = 2.0
     k_swap: float = 1.5
     k_const: float = 0.02
-
-    def __post_init__(self) -> None:
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if not np.isfinite(value) or value < 0:
-                raise ValidationError(f.name, value, "a finite non-negative number", "rubick constants")
-        for name in ("k_sync", "k_off", "k_swap"):
-            if getattr(self, name) < 1:
-                raise ValidationError(name, getattr(self, name), ">= 1 (an overlap exponent)", "rubick constants")
-
-    def as_array(self) -> np.ndarray:
-        return np.array(astuple(self), dtype=float)
-
-    @staticmethod
-    def names() -> tuple[str, ...]:
-        return tuple(f.name for f in fields(RubickConstants))
 
 
 def load_constants_file(path: str | Path) -> tuple[ModelTerms, RubickConstants]:
@@ -212,9 +202,12 @@ def predict(
     sync_dp = np.where(off, 0.0, comm_dp)
     # pp == 1: Rubick's GA formula (a-1 local passes, the last overlapped with the sync).
     ga_cc = m * tf + (m - 1.0) * tb + overlap(tb, sync_dp, k.k_sync) + comm_tp
-    # pp > 1: 1F1B over m micro-batches, fill (p-1)/v.
+    # pp > 1: 1F1B over m micro-batches, fill (p-1)/v. A stage's gradients are final only after its last
+    # micro-batch's backward, the first stage's being the iteration's last compute, so the DP sync overlaps one
+    # backward (as in the GA formula), not the whole pipeline's.
     slots = m + (p - 1.0) / v
-    pp_cc = slots * tf + overlap(slots * tb, sync_dp, k.k_sync) + comm_tp + comm_pp
+    last = overlap(tb, sync_dp, k.k_sync) if stack.pipeline_sync_overlap else tb + sync_dp
+    pp_cc = slots * tf + (slots - 1.0) * tb + last + comm_tp + comm_pp
     t_cc = np.where(p > 1, pp_cc, ga_cc)
     bubble = np.where(p > 1, (p - 1.0) / v * (tf + tb), 0.0)
 

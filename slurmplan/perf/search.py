@@ -18,7 +18,7 @@ from slurmplan.perf.memory import GB, MemoryEstimate, estimate_memory
 from slurmplan.perf.models import ModelSpec
 from slurmplan.perf.plans import PlanSpace, enumerate_plans
 from slurmplan.perf.rubick import DEFAULT_CONSTANTS, IterationTime, RubickConstants, predict
-from slurmplan.perf.stacks import Stack
+from slurmplan.perf.stacks import DEFAULT_STACK, Stack, get_stack
 
 OFFLOAD_MARGIN = 0.02
 """An offload plan ranks first only if more than 2 % faster than the best plan that keeps states on the GPU."""
@@ -48,6 +48,7 @@ class PlanSearch:
     memory: MemoryEstimate
     timing: IterationTime
     order: np.ndarray
+    stack: Stack = DEFAULT_STACK
 
     @property
     def feasible_count(self) -> int:
@@ -100,15 +101,16 @@ def search_plans(
     """Every plan on ``gpus`` GPUs of ``gpu`` (node size from the spec), ranked by predicted throughput under
     ``stack`` (default Megatron-LM, ``perf.stacks``)."""
     space = enumerate_plans(model, gpus, global_batch, gpu.gpus_per_node, stages=stages)
-    memory = estimate_memory(model, space, gpu)
+    stack = DEFAULT_STACK if stack is None else get_stack(stack)
+    memory = estimate_memory(model, space, gpu, stack)
     timing = predict(model, space, gpu, constants, cpus_per_gpu, stack=stack)
-    feasible = np.flatnonzero(memory.fits)
+    feasible = np.flatnonzero(memory.fits & stack.runs(space))  # only plans the job's framework can run
     # Highest throughput first, but a plan that takes host memory and CPUs (offload) or more sharding must be
     # clearly faster to rank above a simpler one; exact ties go to the plan with less GPU memory.
     simplicity = 1.0 + OFFLOAD_MARGIN * space.offload + ZERO_MARGIN * space.zero_stage
     score = timing.throughput / simplicity
     order = feasible[np.lexsort((memory.total[feasible], -score[feasible]))]
-    return PlanSearch(model=model, gpu=gpu, space=space, memory=memory, timing=timing, order=order)
+    return PlanSearch(model=model, gpu=gpu, space=space, memory=memory, timing=timing, order=order, stack=stack)
 
 
 def predict_plan(

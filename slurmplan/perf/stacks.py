@@ -10,6 +10,24 @@ model's terms read; each is a documented property of the framework, not a fitted
   launcher runs it, Megatron-DeepSpeed (``launch.adapters.megatron_deepspeed_args``), with Megatron's kernels.
   Plain DDP/FSDP scripts (Hugging Face style models) run eager PyTorch: unfused.
 - ``precision``: ``mixed`` (fp16/bf16 tensor cores, fp32 master weights) or ``fp32`` (the GPU's fp32 peak).
+- what plans the framework can run (``runs``): Megatron-LM has tensor and pipeline parallelism and, since 2022,
+  a distributed optimizer (ZeRO stages 1-2 here, with CPU offload; ``launch.adapters.megatron_args``); the 2021
+  code the thesis measured had none of it (``megatron-2021``); DeepSpeed has ZeRO 1-3 and offload; plain DDP has
+  data parallelism only, FSDP data parallelism with sharding (ZeRO-2/3 alike) and CPU offload. A plan search
+  under a stack ranks only what it can run.
+- ``grad_bytes``: Megatron accumulates gradients into fp32 ``main_grad`` buffers (4 bytes per parameter: 18 bytes
+  of model state per parameter, Megatron's distributed-optimizer notes); ZeRO and PyTorch keep fp16/bf16
+  gradients (2 bytes, the ZeRO paper's 16 bytes per parameter). ``perf.memory`` counts them.
+- ``pipeline_sync_overlap``: with pipeline parallelism the 2021 code ran its own DDP (``DDP=local`` in the
+  reproduction scripts for every p > 1 run), which all-reduces the gradients after the pipeline flush, with nothing
+  to overlap; PyTorch's DDP (its p = 1 runs) and today's Megatron and DeepSpeed start the sync during the last
+  micro-batch's backward.
+- ``activation_factor``: the 2021 Megatron code kept more activation memory than Korthikanti et al.'s 2022 count
+  (written for the later code, which frees each pipeline stage's output early). The thesis measured it (section
+  4.5.6, figure 4.17): the 145B model at (t, p) = (8, 16) on 80 GB A100s ran without recomputation only at small
+  batches, and recomputation at large batches was up to 2x faster, which 1F1B's bubble puts at about 8 micro-batches
+  in flight fitting and 16 not. With 18 bytes of state per parameter that bounds the factor to 1.17-2.34; 1.25 is
+  used, near the lower bound.
 
 The launcher's adapters know the stack a job runs: ``stack_for_adapter`` maps their names onto these.
 """
@@ -17,8 +35,14 @@ The launcher's adapters know the stack a job runs: ``stack_for_adapter`` maps th
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+import numpy as np
 
 from slurmplan.domain import ValidationError
+
+if TYPE_CHECKING:
+    from slurmplan.perf.plans import PlanSpace
 
 PRECISIONS = ("mixed", "fp32")
 
@@ -30,6 +54,16 @@ class Stack:
     name: str
     fused_kernels: bool
     precision: str = "mixed"
+    zero_stages: tuple[int, ...] = (0, 1, 2, 3)
+    model_parallel: bool = True
+    """Tensor and pipeline parallelism (Megatron's layers); False: data parallelism only."""
+    offload: bool = True
+    grad_bytes: float = 2.0
+    pipeline_sync_overlap: bool = True
+    """Whether a pipeline's DP gradient sync overlaps its last micro-batch's backward (False: after the flush)."""
+    activation_factor: float = 1.0
+    """Stored activations over Korthikanti et al.'s count (``perf.memory``), where a framework is measured to keep
+    more; 1 = the count."""
 
     def with_precision(self, precision: str | None) -> Stack:
         if precision is None or precision == self.precision:
@@ -38,22 +72,44 @@ class Stack:
             raise ValidationError("precision", precision, f"one of {list(PRECISIONS)}", f"stack {self.name}")
         return replace(self, precision=precision)
 
+    def runs(self, space: PlanSpace) -> np.ndarray:
+        """Which plans of ``space`` this framework can run (see the module docstring)."""
+        ok = np.isin(space.zero_stage, self.zero_stages)
+        if not self.model_parallel:
+            ok &= (space.tp == 1) & (space.pp == 1)
+        if not self.offload:
+            ok &= ~space.offload.astype(bool)
+        return ok
+
     def label(self) -> str:
         return self.name if self.precision == "mixed" else f"{self.name}+{self.precision}"
 
 
 STACKS: dict[str, Stack] = {
-    "megatron": Stack("megatron", fused_kernels=True),
+    "auto": Stack("auto", fused_kernels=True),
+    "megatron": Stack("megatron", fused_kernels=True, zero_stages=(0, 1, 2), grad_bytes=4.0),
+    "megatron-2021": Stack(
+        "megatron-2021",
+        fused_kernels=True,
+        zero_stages=(0,),
+        offload=False,
+        grad_bytes=4.0,
+        pipeline_sync_overlap=False,
+        activation_factor=1.25,
+    ),
     "deepspeed": Stack("deepspeed", fused_kernels=True),
-    "ddp": Stack("ddp", fused_kernels=False),
-    "fsdp": Stack("fsdp", fused_kernels=False),
-    "megatron-unfused": Stack("megatron-unfused", fused_kernels=False),
+    "ddp": Stack("ddp", fused_kernels=False, zero_stages=(0,), model_parallel=False, offload=False),
+    "fsdp": Stack("fsdp", fused_kernels=False, zero_stages=(0, 2, 3), model_parallel=False),
+    "megatron-unfused": Stack("megatron-unfused", fused_kernels=False, zero_stages=(0,), offload=False, grad_bytes=4.0),
 }
-"""``megatron-unfused`` is the baseline of the thesis' fusion measurement (section 4.5.8), nothing a job runs."""
+"""``megatron-2021`` is the code the thesis measured (Tables 4.1, 4.2 and the stated figures; the reproduction
+scripts' ``DDP=local``/``torch``, no distributed optimizer); ``megatron-unfused`` is the baseline of its fusion
+measurement (section 4.5.8), nothing a job runs."""
 
-DEFAULT_STACK = STACKS["megatron"]
-"""What the scheduler plans with when a job does not say: the launcher's Megatron adapter (ZeRO plans run through
-Megatron-DeepSpeed, whose kernels are Megatron's, so the prediction is the same)."""
+DEFAULT_STACK = STACKS["auto"]
+"""What the scheduler plans with when a job does not say (``auto``): the launcher's Megatron adapters, Megatron-LM
+for the plans it runs and Megatron-DeepSpeed for ZeRO-3 and its offload. Both run Megatron's fused kernels, so the
+prediction is Megatron's; any plan of the space can run, and gradients are counted at DeepSpeed's 2 bytes."""
 
 _ADAPTERS = {
     "megatron": "megatron",

@@ -248,6 +248,8 @@ class Slurmplan(Policy):
             problem, pack, rank, est, source, lead, queue.waited, queue.overdue, floors, queue.urgent, guarded,
             stretch, self.params,
         )  # fmt: skip
+        for j in np.flatnonzero(queue.scale != 1.0):  # fairshare (issue 26): the account's weight moved its due time
+            out[j] += f"; account {problem.accounts[j]}'s fairshare weight {queue.scale[j]:.2f}x the mean"
         for j, why in moves.undone.items():
             out[j] += f"; stays where it runs: a change {why}"
         for j, why in moves.kept.items():

@@ -41,6 +41,26 @@ def expected_remaining_s(problem: AllocationProblem, floor_s: float = 360.0) -> 
     )  # fmt: skip
 
 
+def account_scale(problem: AllocationProblem) -> np.ndarray:
+    """Per job: its account's weight over the mean weight of the accounts with jobs in this problem (1 without
+    weights, or with one account).
+
+    The weights are the site's fairshare (the association tree's shares x 2^(-usage/shares), read from slurmctld
+    each round, ``control/site_accounting.py``) or the daemon config's ``account_weights``. The due time divides a
+    job's expected remaining work by this, so the jobs of an account that used more than its share are due later
+    and those of one that used less sooner, as Slurm's own fairshare factor would order them. An account without
+    a weight counts the mean; the scale is clipped to [1/8, 8] (the wait bound ``max_wait_s`` holds for all)."""
+    n = problem.num_jobs
+    weights, accounts = problem.account_weights, problem.accounts
+    if not weights or accounts is None:
+        return np.ones(n)
+    known = [float(w) for w in weights.values() if float(w) > 0]
+    default = sum(known) / len(known) if known else 1.0
+    per_account = {a: max(float(weights.get(a, default)), 1e-12) for a in set(accounts)}
+    mean = sum(per_account.values()) / len(per_account)
+    return np.clip(np.array([per_account[a] / mean for a in accounts]), 1 / 8, 8.0)
+
+
 @dataclass(frozen=True, eq=False)
 class Queue:
     """The ordering step's result, per job: due time, waited seconds, urgency flags, and the order itself."""
@@ -52,12 +72,15 @@ class Queue:
     overdue: np.ndarray
     """Waited ``max_wait_s``: goes before everyone who has not."""
     order: np.ndarray
+    scale: np.ndarray
+    """Each job's account weight relative to the others' (``account_scale``; 1: no fairshare effect)."""
 
 
 def due_times(problem: AllocationProblem, est: np.ndarray, length_weight: float) -> tuple[np.ndarray, np.ndarray]:
-    """Per job: its due time, and whether a reachable deadline set it (EDF)."""
+    """Per job: its due time, and whether a reachable deadline set it (EDF). Fairshare: the expected remaining
+    work counts divided by the account's relative weight (``account_scale``)."""
     submit = problem.column("submit_time")
-    due = submit + length_weight * np.minimum(est, 1e12)  # 1e12: finite for lexsort
+    due = submit + length_weight * np.minimum(est, 1e12) / account_scale(problem)  # 1e12: finite for lexsort
     now = submit + problem.column("time_since_start")
     with np.errstate(invalid="ignore"):  # no deadline and no known length: inf - inf is no latest start
         latest = now + problem.column("deadline") - est
@@ -94,7 +117,7 @@ def queue_order(
             ~overdue,
         )
     )
-    return Queue(due, waited, urgent, overdue, order)
+    return Queue(due, waited, urgent, overdue, order, account_scale(problem))
 
 
 def projected_stretch(

@@ -20,6 +20,7 @@ Parsing is tolerant: an association or QOS record that does not parse is skipped
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import re
@@ -64,6 +65,9 @@ class Qos:
     max_gpus_per_job: int | None = None
     grp_gpus: int | None = None
     grp_gpus_used: int = 0
+    preempts: tuple[str, ...] = ()
+    """The QOS whose jobs Slurm lets this QOS's jobs preempt (slurmdbd's ``Preempt``; not in assoc_mgr's output,
+    read with ``sacctmgr show qos``)."""
 
 
 @dataclass(frozen=True)
@@ -161,6 +165,10 @@ class AccountingView:
     def account_weights(self) -> dict[str, float]:
         return {a: f.weight for a, f in self.account_factors().items()}
 
+    def qos_preemption(self) -> dict[str, tuple[int, tuple[str, ...]]]:
+        """Per QOS: its priority and the QOS it may preempt (``TickConfig.qos_preemption``)."""
+        return {q.name: (q.priority, q.preempts) for q in self.qos.values()}
+
 
 def read_accounting(env: Mapping[str, str] | None = None, timeout: float = 30.0) -> AccountingView | None:
     """slurmctld's association and QOS records, or None when it has none (no slurmdbd) or cannot be asked."""
@@ -173,7 +181,37 @@ def read_accounting(env: Mapping[str, str] | None = None, timeout: float = 30.0)
         log.warning("scontrol show assoc_mgr failed: %s", proc.stderr.strip())
         return None
     view = parse_assoc_mgr(proc.stdout)
-    return view if view.associations else None
+    if not view.associations:
+        return None
+    lists = read_preempt_lists(env, timeout)
+    qos = {name: dataclasses.replace(q, preempts=lists.get(name, ())) for name, q in view.qos.items()}
+    return dataclasses.replace(view, qos=qos)
+
+
+def read_preempt_lists(env: Mapping[str, str] | None = None, timeout: float = 30.0) -> dict[str, tuple[str, ...]]:
+    """Per QOS, the QOS it may preempt (``sacctmgr show qos format=name,preempt``); {} when sacctmgr fails, which
+    leaves every QOS unable to preempt another (the daemon then displaces a running job only for its own QOS)."""
+    argv = ["sacctmgr", "-P", "-n", "show", "qos", "format=name,preempt"]
+    try:
+        proc = run_slurm(argv, env, timeout=timeout, check=False)
+    except SlurmCommandError as exc:
+        log.warning("cannot read the QOS preemption lists: %s", exc)
+        return {}
+    if proc.returncode != 0:
+        log.warning("sacctmgr show qos failed: %s", proc.stderr.strip())
+        return {}
+    return parse_preempt_lists(proc.stdout)
+
+
+def parse_preempt_lists(text: str) -> dict[str, tuple[str, ...]]:
+    """``name|preempt`` lines (``high|normal,low``) as {QOS: (QOS it may preempt, ...)}; a line without a name
+    is skipped."""
+    out: dict[str, tuple[str, ...]] = {}
+    for line in text.splitlines():
+        name, _, preempt = line.strip().partition("|")
+        if name:
+            out[name] = tuple(q for q in preempt.split(",") if q)
+    return out
 
 
 def parse_assoc_mgr(text: str) -> AccountingView:

@@ -92,6 +92,28 @@ def test_account_that_used_more_gets_less_weight_next_round(acctcluster, tmp_pat
             assert notes and f"{account}: shares" in notes[-1] and "fairshare 2^(-" in notes[-1]
             assert "QOS normal: priority 0" in notes[-1]
     acctcluster.run("scancel", str(a), str(b), check=True)
+    _flagship_serves_the_lighter_account_first(acctcluster, tmp_path)
+
+
+def _flagship_serves_the_lighter_account_first(acctcluster, tmp_path: Path) -> None:
+    """The flagship under the same fairshare: three 8-GPU jobs, room for two (a100 and v100 hold 8 each). alpha's,
+    submitted first, waits behind beta's two; with the weights overridden to equal, submission order wins."""
+    rigid = "slurmplan:model=gpt2;gpus=8;min=8;max=8"
+    opts = ("--hold", "--gres=gpu:4", "-N", "2", "--comment", rigid)
+    first = sbatch_as(acctcluster, "slurmplan-t2", BODY, *opts, "-A", "alpha")
+    later = [sbatch_as(acctcluster, "slurmplan-t2", BODY, *opts, "-A", "beta") for _ in range(2)]
+
+    def placed(name: str, **fields) -> dict[int, str]:
+        daemon = _daemon(acctcluster, tmp_path / name, policy="slurmplan", shadow=True, **fields)
+        report = daemon.tick()
+        return {a.job_id: a.detail for a in report.assignments if a.cell is not None}
+
+    fair = placed("fairshare")
+    assert sorted(fair) == sorted(later), f"beta's jobs start, alpha's waits: {fair}"
+    equal = placed("equal", account_weights={"alpha": 1.0, "beta": 1.0})
+    assert first in equal and len(equal) == 2, f"equal weights: the first submitted starts: {equal}"
+    assert "account beta's fairshare weight" in fair[later[0]]
+    acctcluster.run("scancel", str(first), *map(str, later), check=True)
 
 
 def test_config_weights_override_fairshare(acctcluster, tmp_path):

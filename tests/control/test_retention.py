@@ -68,6 +68,9 @@ def test_prunes_old_rows_but_never_an_unconfirmed_intent_or_a_live_jobs_latest_d
         assert {r["round_index"] for r in j.db["rounds"].rows} == {0, 1, 2}
         again = j.retention.prune(30 * DAY, NOW)
         assert again.done and again.total == 0
+        # the automatic WAL checkpoint is off only during the batches (one passive checkpoint follows them)
+        assert j.db.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 1000
+        assert report.checkpoint_s > 0
 
 
 def test_daemon_prunes_after_its_tick_and_keep_days_zero_keeps_everything(tmp_path):
@@ -99,3 +102,43 @@ def test_decisions_older_than_a_day_keep_only_the_changes(tmp_path):
         assert report.done
         kept = [(r["round_index"], r["cell"]) for r in j.db["decisions"].rows]
         assert kept == [(0, "a100x2"), (20, "v100x4"), (40, "v100x4"), (41, "v100x4"), (42, "v100x4")]
+
+
+def test_candidates_of_jobs_finished_at_the_same_instant_are_all_pruned_in_small_batches(tmp_path):
+    """The candidates step walks finished jobs from a (finished_at, job_id) watermark: 50 jobs that finished in
+    the same snapshot (more than a batch) all lose theirs; a job finished an hour ago and a live job keep theirs."""
+    with Journal(tmp_path / "j.db") as j:
+        jobs = [{"job_id": i, "state": "completed", "finished_at": NOW - 2 * DAY} for i in range(1, 51)]
+        jobs += [{"job_id": 60, "state": "completed", "finished_at": NOW - 3600}, {"job_id": 61, "state": "running"}]
+        j.db["jobs"].insert_all(jobs, pk="job_id", alter=True)
+        j.db["candidates"].insert_all([{"job_id": r["job_id"], "cell": f"c{k}"} for r in jobs for k in range(3)])
+        report = j.retention.prune(30 * DAY, NOW, budget_s=60, batch=4)
+        assert report.done and report.deleted == {"candidates": 150}
+        assert sorted({r["job_id"] for r in j.db["candidates"].rows}) == [60, 61]
+        plan = " ".join(r[-1] for r in j.db.execute(
+            "EXPLAIN QUERY PLAN SELECT job_id FROM jobs WHERE (finished_at, job_id) > (?, ?) AND finished_at < ? "
+            "ORDER BY finished_at, job_id LIMIT 4", [0, 0, NOW]))  # fmt: skip
+        assert "USING COVERING INDEX" in plan and "SCAN" not in plan, plan
+
+
+def test_batch_sizes_adapt_to_the_time_target_and_survive_reopening(tmp_path):
+    from slurmplan.control.stores.retention import DEFAULT_BATCH, MIN_BATCH, TARGET_BATCH_S
+
+    with Journal(tmp_path / "j.db") as j:
+        r = j.retention
+        r._adapt("decisions", 1000, 1000, 5 * TARGET_BATCH_S)  # ran 5x too long: a fifth next time
+        assert r.sizes["decisions"] == 200
+        r._adapt("events", 100, 100, TARGET_BATCH_S / 10)  # short and full: doubles
+        r._adapt("ticks", 100, 40, TARGET_BATCH_S / 10)  # short but not full (nothing more to take): stays
+        r._adapt("rounds", 100, 100, 1000.0)
+        assert (r.sizes["events"], r.sizes["ticks"], r.sizes["rounds"]) == (200, 100, MIN_BATCH)
+        _fill(j)
+        j.retention.sizes = {}
+        j.retention.prune(30 * DAY, NOW, budget_s=60)  # adapts from DEFAULT_BATCH and saves what it learnt
+        learnt = dict(j.retention.sizes)
+        assert learnt and all(MIN_BATCH <= v <= 2 * DEFAULT_BATCH for v in learnt.values())
+    with Journal(tmp_path / "j.db") as j:
+        j.retention.prune(30 * DAY, NOW)
+        assert j.retention.sizes == learnt
+        j.db["state"].upsert({"key": "retention.batch_rows", "value": "not json"}, pk="key")
+        assert j.retention.prune(30 * DAY, NOW).done, "a spoiled state row: back to the default sizes"

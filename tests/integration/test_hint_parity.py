@@ -105,6 +105,7 @@ valid_values = {
     "deadline": st.sampled_from(["2026-11-23T12:00", "2027-01-31T23:59:59", "2028-02-29T00:00:00Z"]),
     "managed": st.sampled_from(["yes", "no"]),
     "asked": st.sampled_from(["a100:4", "V100:02", "h100-80g:1", "a:0", "t4:1234567890", "a100", ":4"]),
+    "stack": st.sampled_from(["megatron", "deepspeed", "ddp", "fsdp", "Megatron", "jax", "megatron-2021"]),
 }
 valid_pair = st.sampled_from(KEYS).flatmap(
     lambda k: valid_values.get(k, st.integers(1, 16).map(str)).map(lambda v: f"{k}={v}")
@@ -126,8 +127,11 @@ def test_lua_and_python_agree(texts: list[str]) -> None:
 def test_fuzzer_reaches_both_outcomes() -> None:
     """Guard against a fuzzer that only ever produces refusals (the agreement test would then prove little)."""
     texts = ["slurmplan:gpus=4;min=2;max=8;types=A100, h100", "slurmplan:gpus=0", "slurmplan:managed=no"]
+    texts += ["slurmplan:stack=ddp;model=gpt2", "slurmplan:stack=jax"]
     got = lua_results(texts, LUAS[-1])
     assert got == [python_result(t) for t in texts]
     assert got[0] == "OK slurmplan:gpus=4;min=2;max=8;types=a100,h100"
     assert got[1] == "ERR gpus"
     assert got[2] == "OK slurmplan:managed=no"
+    assert got[3] == "OK slurmplan:model=gpt2;stack=ddp"
+    assert got[4] == "ERR stack"

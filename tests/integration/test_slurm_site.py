@@ -30,7 +30,7 @@ def test_sbatch_help_lists_plan_options(site: SiteCluster) -> None:
     out = site.run("sbatch", "--help", check=True).stdout
     for option in ("--plan-model", "--plan-gpus", "--plan-gpu-types", "--plan-class", "--plan-workers"):
         assert option in out
-    for option in ("--plan-batch", "--plan-seq", "--plan-steps", "--plan-deadline"):
+    for option in ("--plan-batch", "--plan-seq", "--plan-stack", "--plan-steps", "--plan-deadline"):
         assert option in out
     assert "elastic range MIN:MAX" in out
 

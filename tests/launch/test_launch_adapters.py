@@ -169,3 +169,19 @@ def test_slurmplan_launch_args_command(monkeypatch: pytest.MonkeyPatch, capsys: 
     assert flags["--pipeline-model-parallel-size"] == "2" and flags["--use-distributed-optimizer"] is True
     assert main(["launch-args", "torchrun", "--nodes", "2"]) == 0
     assert _flags(capsys.readouterr().out.split())["--nproc-per-node"] == "2"  # 4 GPUs over 2 nodes
+
+
+def test_an_adapter_refuses_a_plan_chosen_for_another_framework() -> None:
+    from slurmplan.domain import ValidationError
+    from slurmplan.formats import STACKS
+    from slurmplan.launch.adapters import ADAPTER_STACKS, check_stack
+    from slurmplan.perf.stacks import stack_for_adapter
+
+    check_stack("megatron", "megatron")
+    check_stack("torchrun", "fsdp")
+    check_stack("megatron", None)  # no stack hint: the default stack plans for the Megatron adapters
+    with pytest.raises(ValidationError) as err:
+        check_stack("torchrun", "megatron")
+    assert err.value.field == "stack" and "--plan-stack=ddp" in err.value.allowed
+    for adapter, stacks in ADAPTER_STACKS.items():  # the launcher and the performance model agree
+        assert set(stacks) <= set(STACKS) and stack_for_adapter(adapter).name in stacks

@@ -145,3 +145,18 @@ def test_a_measured_cell_is_kept_even_when_the_memory_model_says_it_cannot_fit()
     (cand,) = job_candidates(hints, {"t4": 4}, [m])
     assert cand.source is ThroughputSource.MEASURED and cand.plan == plan and cand.throughput == 0.01
     assert cand.gpu_memory_gb > 15  # the memory model's figure is still reported
+
+
+def test_the_stack_hint_picks_the_jobs_own_framework() -> None:
+    """A DDP job gets data-parallel plans only and the prediction of unfused kernels; a bad stack names the field."""
+    from slurmplan.domain import ValidationError
+
+    ask = {"a100-80g": 16}
+    ddp = job_candidates(Hints(model="gpt2-1.5b", gpus=8, stack="ddp"), ask)
+    default = job_candidates(Hints(model="gpt2-1.5b", gpus=8), ask)
+    assert ddp and all(c.plan.tp == 1 and c.plan.pp == 1 for c in ddp)
+    best = {c.cell: c.throughput for c in default}
+    assert all(c.throughput < best[c.cell] for c in ddp if c.cell in best)
+    with pytest.raises(ValidationError) as err:
+        job_candidates(Hints(model="gpt2-1.5b", gpus=8, stack="jax"), ask)
+    assert err.value.field == "stack" and "megatron" in err.value.allowed

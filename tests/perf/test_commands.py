@@ -49,11 +49,18 @@ def test_plan_text_with_model_file_and_infeasible(tmp_path: Path, capsys: pytest
         (["plan", "--model", "bert-large", "--gpus", "a100:-8"], "gpus"),
         (["plan", "--model", "bert-large", "--gpus", "a100:8", "--global-batch", "-3"], "global_batch"),
         (["plan", "--gpus", "a100:8"], "model"),
+        (["plan", "--model", "bert-large", "--gpus", "a100:8", "--stack", "jax"], "invalid stack 'jax': one of"),
     ],
 )
 def test_plan_bad_input(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(argv) == 1
     assert message in capsys.readouterr().err
+
+
+def test_plan_predicts_for_the_named_stack(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", "--model", "gpt2-1.5b", "--gpus", "a100:8", "--stack", "ddp", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["stack"] == "ddp" and all(" tp1 pp1 " in p["plan"] for p in out["plans"])
 
 
 def _write_measurements(path: Path, n_per_count: int = 4) -> None:

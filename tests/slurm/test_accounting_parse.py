@@ -114,3 +114,10 @@ def test_max_jobs_reached_only_for_a_pending_job_at_its_limit():
     assert view.max_jobs_reached(Job(1, user="t1", account="alpha")) == "MaxJobs=1 of t1@alpha reached (1 running)"
     assert view.max_jobs_reached(Job(1, user="t1", account="alpha", state=JobState.RUNNING)) == ""
     assert view.max_jobs_reached(Job(1, user="t2", account="alpha")) == ""
+
+
+def test_preempt_lists_from_sacctmgr():
+    from slurmplan.slurm.accounting import parse_preempt_lists
+
+    text = "normal|\nhigh|normal,gpu2\n|junk\ngpu2|\n"
+    assert parse_preempt_lists(text) == {"normal": (), "high": ("normal", "gpu2"), "gpu2": ()}

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from slurmplan.domain import Cell, Hints, JobClass, Plan, ValidationError
 from slurmplan.formats import (
+    STACKS,
     AdminComment,
     compose_admin_comment,
     find_hints,
@@ -23,7 +24,7 @@ from slurmplan.formats import (
 
 FULL = (
     "slurmplan:model=llama2-7b;gpus=4;min=2;max=8;types=a100,h100;class=guaranteed;workers=8;"
-    "batch=512;seq=2048;steps=10000;deadline=2026-11-23T12:00"
+    "batch=512;seq=2048;stack=deepspeed;steps=10000;deadline=2026-11-23T12:00"
 )
 DECISION = "slurmplan: a100x8 dp2 tp4 pp1 mb2 ga8 | round 17 | lease until 12:06"
 
@@ -51,6 +52,7 @@ def hints_strategy(draw: st.DrawFn) -> Hints:
         workers=top if use[3] else None,
         global_batch=draw(st.none() | positive),
         seq_len=draw(st.none() | positive),
+        stack=draw(st.none() | st.sampled_from(STACKS)),
         steps=draw(st.none() | positive),
         deadline=draw(st.none() | deadline),
     )
@@ -68,6 +70,7 @@ def test_full_example_parses_to_every_field() -> None:
         workers=8,
         global_batch=512,
         seq_len=2048,
+        stack="deepspeed",
         steps=10000,
         deadline=float(calendar.timegm((2026, 11, 23, 12, 0, 0, 0, 0, 0))),
     )
@@ -104,6 +107,8 @@ def test_empty_hints_are_defaults() -> None:
         ("slurmplan:deadline=2026-11-23 12:00", "deadline", "YYYY-MM-DD"),
         ("slurmplan:deadline=2026-11-23T24:00", "deadline", "YYYY-MM-DD"),
         ("slurmplan:managed=false", "managed", "yes or no"),
+        ("slurmplan:stack=jax", "stack", "one of megatron, deepspeed, ddp, fsdp"),
+        ("slurmplan:stack=Megatron", "stack", "one of megatron, deepspeed, ddp, fsdp"),
         ("slurmplan:min=4;max=2", "min", "at most max=2"),
         ("slurmplan:gpus=1;min=2", "gpus", "at least min=2"),
         ("slurmplan:gpus=9;max=8", "gpus", "at most max=8"),
@@ -214,3 +219,9 @@ def test_plan_environment_round_trips() -> None:
     with pytest.raises(ValidationError) as err:
         plan_from_environment({"SLURMPLAN_TP": "x"})
     assert err.value.field == "SLURMPLAN_TP"
+
+
+def test_every_hint_stack_is_a_stack_of_the_performance_model() -> None:
+    from slurmplan.perf.stacks import STACKS as MODEL_STACKS
+
+    assert set(STACKS) <= set(MODEL_STACKS)

@@ -23,7 +23,7 @@ _COLUMNS = {
 
 
 class JobStore(Store):
-    TABLES = (Table("jobs", _COLUMNS, pk="job_id"),)
+    TABLES = (Table("jobs", _COLUMNS, pk="job_id", indexes=(["finished_at"],)),)  # retention walks finished jobs
 
     def upsert(self, rows: Sequence[dict[str, Any]]) -> None:
         """Insert or update job rows, keeping ``first_seen`` and ``finished_at`` from the first time they were set."""
