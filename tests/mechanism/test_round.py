@@ -177,3 +177,24 @@ def test_a_resize_on_the_same_type_pays_slurms_requeue_delay_a_move_to_another_t
     x = np.array([[0.0, 0.0, 1.0]])
     move = problem(cells, [[10.0, 0.0, 20.0]], {"a100": 4, "v100": 2})
     assert plan_round(move, x, priorities(x, np.zeros((1, 3))), _running(0), config).col.tolist() == [2]
+
+
+def test_a_preempted_job_names_who_took_its_type_by_priority_and_rows_outside_eligible_are_not_explained() -> None:
+    """The takers of each GPU type are listed once per round (issue 27: it was once per preempted job, quadratic
+    in the jobs present); a refill round explains only the rows it may pick, its callers keep the others'."""
+    p = problem([Cell("a100", 1)], [[10.0]] * 5, {"a100": 4})
+    x = np.array([[0.0], [1.0], [1.0], [1.0], [1.0]])
+    pri = np.array([[0.0], [5.0], [7.0], [6.0], [8.0]])
+    running = RunningInfo(
+        np.array([True] + [False] * 4), np.array([0] + [-1] * 4), np.zeros(5, bool), np.full(5, 360.0)
+    )
+    choice = plan_round(p, x, pri, running, CONFIG)
+    assert choice.col.tolist() == [-1, 0, 0, 0, 0] and choice.reason[0] is Reason.PREEMPTED
+    assert choice.detail[0] == (
+        "its a100 GPUs went to job 5 (priority 8), job 3 (priority 7), job 4 (priority 6) and 1 more; "
+        "the policy gave it no share of time this round"
+    )
+    refill = plan_round(p, x, pri, running, CONFIG, eligible=np.array([False, False, True, True, True]))
+    assert refill.col.tolist() == [-1, -1, 0, 0, 0]
+    assert refill.reason[:2] == (Reason.WAITING, Reason.WAITING) and refill.detail[:2] == ("", "")
+    assert all(d.startswith("starts as a100x1") for d in refill.detail[2:])
