@@ -27,6 +27,7 @@ import sys
 import time
 from dataclasses import dataclass
 
+from slurmplan.domain import SLURM_REQUEUE_DELAY_S
 from slurmplan.perf.gavel_table import load_gavel_table
 from slurmplan.sim.engine import SimOptions
 from slurmplan.sim.generate import (
@@ -39,7 +40,7 @@ from slurmplan.sim.generate import (
 )
 from slurmplan.sim.metrics import summarize
 from slurmplan.sim.runner import RunSpec, compare
-from slurmplan.tick_types import DEV_RESTART_COST_S, DEV_START_LATENCY_S, SLURM_REQUEUE_DELAY_S
+from slurmplan.tick_types import DEV_RESTART_COST_S, DEV_START_LATENCY_S
 
 POLICIES = ("slurmplan", "slurm_fifo", "fifo", "las", "finish_time_fairness", "crius", "rubick", "easyscale")
 GAVEL = "v100:8,p100:8,k80:8"

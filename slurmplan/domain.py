@@ -20,6 +20,14 @@ GpuType = str
 JobId = int
 
 
+SLURM_CRED_EXPIRE_S = 120.0
+"""Slurm's default ``cred_expire`` (``AuthInfo``), in seconds."""
+SLURM_REQUEUE_DELAY_S = SLURM_CRED_EXPIRE_S + 1.0
+"""Slurm's wait before a requeued job may start again on a node it just left, ``cred_expire + 1`` with Slurm's
+default ``cred_expire`` (120 s), measured the same on 22.05 and 24.11: ``SlurmRules.requeue_start_delay_s`` and
+the tick's ``requeue_delay_s`` (so the daemon's and the simulator's) take it from here."""
+
+
 class SlurmplanError(Exception):
     """Base of every error slurmplan raises on purpose.
 

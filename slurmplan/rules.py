@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from slurmplan.domain import GpuType, JobId, ValidationError
+from slurmplan.domain import SLURM_REQUEUE_DELAY_S, GpuType, JobId, ValidationError
 
 MIXED_TYPES_MESSAGE = "Invalid GRES specification (with and without type identification)"
 """Slurm 22.05's refusal of a typed <-> untyped change of a job's GPU request."""
@@ -41,7 +41,7 @@ class SlurmRules:
     """An untyped request changes GPU type through the node feature named after the type (``Features=``)."""
     requeue_waits_cred_expire: bool = True
     """A requeued batch job stays pending (reason BeginTime) until ``cred_expire`` + 1 s have passed."""
-    requeue_start_delay_s: float = 121.0
+    requeue_start_delay_s: float = SLURM_REQUEUE_DELAY_S
     """Seconds after a requeue before the job may start again (``cred_expire`` + 1; 120 s is Slurm's default)."""
     signal_then_grace: bool = True
     """A move of a running job is a checkpoint signal first, a requeue only when the grace period is over."""

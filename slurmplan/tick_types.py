@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from slurmplan.domain import (
+    SLURM_REQUEUE_DELAY_S,
     Action,
     Allocation,
     Assignment,
@@ -27,9 +28,9 @@ from slurmplan.domain import (
 DEV_START_LATENCY_S = 3.5
 """Slurm's start latency measured on the dev cluster (release -> Started 0.7 s, PrologSlurmctld ~2 s, slurmd's
 launch ~1 s): the simulator's default ``--start-latency`` and the replay's prediction (sim/RESULTS.md 6.2)."""
-SLURM_REQUEUE_DELAY_S = 121.0
-"""Slurm's wait before a requeued job may start again on a node it just left, ``cred_expire + 1`` with Slurm's
-default ``cred_expire`` (120 s): the daemon's ``requeue_delay_s`` and the simulator's default ``--requeue-delay``."""
+DAEMON_INTERVAL_S = 30.0
+"""Seconds between the daemon's ticks (``DaemonConfig.interval_s``), which the simulator's and the replay's
+``--tick`` emulate by default."""
 DEV_RESTART_COST_S = 78.0
 """delta, one restart's own cost beyond Slurm's latency and delay (checkpoint, requeue, the payload's start-up
 until its first reported step): Rubick's measured 78 s, which the replay's payload also emulates; the daemon
@@ -103,24 +104,25 @@ class TickConfig:
     round_s: float = 360.0
     checkpoint_signal: str = "USR2"
     grace_s: float = 120.0
-    signal_min_run_s: float = 0.0
+    signal_min_run_s: float = 10.0
     """A running job gets the checkpoint signal only once it has run this long (since Slurm's ``start_time``); an
-    earlier stop decision waits (``JobState.signalled_at`` is then the due time). 0 signals at once, which the
-    simulator keeps; the daemon sets its own (``DaemonConfig.signal_min_run_s``, 10 s: a job's batch script and
-    launcher need a moment to take the signal over)."""
+    earlier stop decision waits (``JobState.signalled_at`` is then the due time). A job signalled in its first
+    moments, before its batch script and launcher have taken the signal over, could die of it. 0 signals at once
+    (the simulator's ``--zero-cost``)."""
     reconfig_threshold: float = 0.97
     """Rubick's rule: move a running job only if ``(T - N*delta)/T > threshold``."""
-    reconfig_cost_s: float = 78.0
+    reconfig_cost_s: float = DEV_RESTART_COST_S
     """delta: seconds one reconfiguration costs (Rubick measured 78 s); the fallback for sizes not in
     ``reconfig_cost_by_gpus``."""
     reconfig_cost_by_gpus: Mapping[int, float] = field(default_factory=dict)
     """delta per job size (GPUs of the configuration the job would move to), as measured on this cluster: the
     daemon fills it from the journal's restarts (``control.calibration``); a size absent here costs
     ``reconfig_cost_s``. Empty in the simulator unless given: it charges its configured constant."""
-    requeue_delay_s: float = 0.0
+    requeue_delay_s: float = SLURM_REQUEUE_DELAY_S
     """Slurm's wait before a requeued job may start again on a node it just left (``cred_expire + 1``, 121 s by
-    default). A move that keeps the job's GPU type may land on its own nodes, so that move is charged this too; a
-    move to another type never does (the daemon resets the begin time, ``SlurmRules.may_skip_requeue_wait``)."""
+    default; a site with another ``cred_expire`` sets it, as ``devcluster up`` writes it). A move that keeps the
+    job's GPU type may land on its own nodes, so that move is charged this too; a move to another type never does
+    (the daemon resets the begin time, ``SlurmRules.may_skip_requeue_wait``)."""
     start_latency_s: float = 0.0
     """Slurm's start latency (release to the job's script running), charged in the price of a move on top of delta
     where delta leaves it out: the simulator's ``--start-latency``. The daemon's measured delta is end to end

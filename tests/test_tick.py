@@ -64,6 +64,11 @@ def test_decide_is_pure() -> None:
     assert c.actions == d.actions and c.state.jobs == d.state.jobs
 
 
+AT_ONCE = TickConfig(signal_min_run_s=0.0)
+"""For tests whose running jobs start at T0 and are stopped at T0: they are about what follows the checkpoint
+signal, not the least run before it (10 s by default, pinned by ``test_a_job_that_just_started_is_signalled_*``)."""
+
+
 def run_rounds(mini: MiniCluster, policy, rounds: int, tick_s: float = 60.0, config: TickConfig | None = None):
     config = config or TickConfig()
     state = SchedulerState()
@@ -97,7 +102,7 @@ def test_grace_expiry_requeues_held_and_the_winner_then_starts() -> None:
     waiting = mjob(2, {"a100": {1: 10.0}})
     mini = MiniCluster(cluster(a100=(1, 1)), [running, waiting], exit_on_signal=False)
     policy = FixedPolicy({2: {Cell("a100", 1): 1.0}})
-    config = TickConfig(grace_s=120.0)
+    config = replace(AT_ONCE, grace_s=120.0)
     outs = []
     state = SchedulerState()
     for now in (T0, T0 + 60, T0 + 130, T0 + 190):
@@ -142,7 +147,7 @@ def test_stickiness_keeps_small_gains_and_moves_large_ones(a100_speed: float, mo
     )
     mini = MiniCluster(cluster(a100=(1, 1), v100=(1, 1)), [job])
     policy = FixedPolicy({1: {Cell("a100", 1): 1.0}})
-    out = decide(TickInput(T0, mini.snapshot_cluster(), mini.managed()), policy, SchedulerState())
+    out = decide(TickInput(T0, mini.snapshot_cluster(), mini.managed(), AT_ONCE), policy, SchedulerState())
     a = by_job(out)[1]
     if not moves:
         assert a.reason is Reason.KEPT and a.nodes == ("v100-0",) and "not above" in a.detail
@@ -153,7 +158,7 @@ def test_stickiness_keeps_small_gains_and_moves_large_ones(a100_speed: float, mo
     assert kinds(out) == [(1, ActionKind.SIGNAL)]
     assert out.state.jobs[1].reconfigurations == 1
     mini.apply(out.actions, T0)  # the job checkpoints and requeue-holds itself (the launcher's contract)
-    nxt = decide(TickInput(T0 + 30, mini.snapshot_cluster(), mini.managed()), policy, out.state)
+    nxt = decide(TickInput(T0 + 30, mini.snapshot_cluster(), mini.managed(), AT_ONCE), policy, out.state)
     assert kinds(nxt) == [(1, ActionKind.UPDATE), (1, ActionKind.RELEASE)] and nxt.actions[0].gpu_type == "a100"
     mini.apply(nxt.actions, T0 + 30)
     assert mini.jobs[1].job.state is JobState.RUNNING and mini.jobs[1].job.nodes == ("a100-0",)
@@ -285,8 +290,9 @@ def test_a_failing_policy_keeps_the_previous_rounds_allocation() -> None:
 def test_wake_at_names_the_grace_expiry() -> None:
     running = mjob(1, {"a100": {1: 10.0}}, state=JobState.RUNNING, nodes=("a100-0",))
     jobs = (running, mjob(2, {"a100": {1: 10.0}}))
-    out = decide(TickInput(T0, cluster(a100=(1, 1)), jobs), FixedPolicy({2: {Cell("a100", 1): 1.0}}), SchedulerState())
-    assert kinds(out)[0] == (1, ActionKind.SIGNAL) and out.wake_at == T0 + TickConfig().grace_s
+    policy = FixedPolicy({2: {Cell("a100", 1): 1.0}})
+    out = decide(TickInput(T0, cluster(a100=(1, 1)), jobs, AT_ONCE), policy, SchedulerState())
+    assert kinds(out)[0] == (1, ActionKind.SIGNAL) and out.wake_at == T0 + AT_ONCE.grace_s
 
 
 def test_job_running_outside_its_candidates_is_left_alone_until_the_next_round() -> None:
@@ -308,7 +314,7 @@ def test_kept_jobs_are_repacked_when_they_fragment_the_nodes_a_larger_job_needs(
     small = replace(small, candidates=tuple(replace(c, nodes=2) for c in small.candidates))  # may run on 2 nodes
     large = mjob(2, {"a100": {12: 100.0}}, gpus=12, submit=T0 + 1)
     policy = FixedPolicy({1: {Cell("a100", 4): 0.9}, 2: {Cell("a100", 12): 0.5}})
-    out = decide(TickInput(T0, base, (small, large)), policy, SchedulerState())
+    out = decide(TickInput(T0, base, (small, large), AT_ONCE), policy, SchedulerState())
     a1, a2 = by_job(out)[1], by_job(out)[2]
     assert a2.reason is Reason.SCHEDULED and a2.nodes == ("a100-0", "a100-1") and a2.gpus_per_node == 6
     assert a1.reason is Reason.MOVED and a1.nodes == ("a100-0", "a100-1") and a1.gpus_per_node == 2
@@ -402,7 +408,7 @@ def test_preempted_requeue_held_job_no_longer_shows_its_running_decision() -> No
     waiting = mjob(2, {"a100": {1: 10.0}})
     mini = MiniCluster(cluster(a100=(1, 1)), [running, waiting], exit_on_signal=False)
     policy = FixedPolicy({2: {Cell("a100", 1): 1.0}})
-    config = TickConfig(grace_s=120.0)
+    config = replace(AT_ONCE, grace_s=120.0)
     state = SchedulerState()
     outs = []
     for now in (T0, T0 + 130, T0 + 190):
@@ -473,7 +479,8 @@ def test_a_job_that_just_started_is_signalled_once_it_has_run_signal_min_run_s()
     running = mjob(1, {"a100": {1: 10.0}}, state=JobState.RUNNING, nodes=("a100-0",))  # started at T0
     mini = MiniCluster(cluster(a100=(1, 1)), [running, mjob(2, {"a100": {1: 10.0}})], exit_on_signal=False)
     policy = FixedPolicy({2: {Cell("a100", 1): 1.0}})
-    config = TickConfig(grace_s=120.0, signal_min_run_s=10.0)
+    config = TickConfig(grace_s=120.0)
+    assert config.signal_min_run_s == 10.0, "the tick's default, which the daemon and the simulator take"
     state, outs = SchedulerState(), []
     for now in (T0 + 2, T0 + 6, T0 + 12, T0 + 125, T0 + 135):
         out = decide(TickInput(now, mini.snapshot_cluster(), mini.managed(), config), policy, state)

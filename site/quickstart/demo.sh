@@ -14,18 +14,12 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 install_all() { # steps 1-2; SLURMPLAN_DEMO_SKIP_INSTALL=1 skips them (e.g. in the Debian 13 root of debian13.sh)
+    . site/quickstart/packages.sh
     echo "== 1. install Slurm, slurmdbd, MariaDB, munge and Python (Debian packages)"
-    export DEBIAN_FRONTEND=noninteractive
-    PACKAGES="slurmctld slurmd slurm-client munge libslurm-dev slurmdbd mariadb-server python3 python3-pip"
-    if ! dpkg -s $PACKAGES >/dev/null 2>&1; then # skip apt entirely when all are there already
-        apt-get update -qq
-        apt-get install -y -qq --no-install-recommends $PACKAGES >/dev/null
-    fi
+    apt_install $SLURM_PACKAGES $PYTHON_PACKAGES
 
     echo "== 2. install slurmplan"
-    export PIP_ROOT_USER_ACTION=ignore
-    export PIP_BREAK_SYSTEM_PACKAGES=1 # Debian's Python refuses system-wide pip installs without it (PEP 668)
-    python3 -m pip install -q -e "$REPO"
+    pip_install -e "$REPO"
 }
 if [ "${SLURMPLAN_DEMO_SKIP_INSTALL:-}" = 1 ]; then
     echo "== 1-2. install skipped (SLURMPLAN_DEMO_SKIP_INSTALL=1)"
@@ -37,7 +31,6 @@ echo "== 3. start the local development cluster"
 export SLURMPLAN_DEVCLUSTER_DIR=${SLURMPLAN_DEVCLUSTER_DIR:-$REPO/.state/devcluster}
 ACCOUNTING=1
 if ! slurmplan devcluster up --accounting; then # MariaDB + slurmdbd in the state directory: fairshare, QOS, limits
-    # Debian 13's slurmdbd 24.11.5 exits against its MariaDB 11.8 (README, "Running with accounting")
     echo "demo.sh: accounting did not start (above); the demo goes on without it" >&2
     slurmplan devcluster down >/dev/null 2>&1 || true
     slurmplan devcluster up --no-accounting

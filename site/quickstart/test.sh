@@ -12,19 +12,14 @@ if [ "$(id -u)" -ne 0 ]; then
     exit 1
 fi
 
-echo "== install Slurm, munge, Lua and a C toolchain (Debian packages)"
-export DEBIAN_FRONTEND=noninteractive
-PACKAGES="slurmctld slurmd slurm-client munge libslurm-dev slurmdbd mariadb-server lua5.1 lua5.3 liblua5.3-dev gcc make libc6-dev python3 python3-pip tmux"
-if ! dpkg -s $PACKAGES >/dev/null 2>&1; then # skip apt entirely when all are there already
-    apt-get update -qq
-    apt-get install -y -qq --no-install-recommends $PACKAGES >/dev/null
-fi
+. site/quickstart/packages.sh
+
+echo "== install Slurm, munge, MariaDB, Lua and a C toolchain (Debian packages)"
+apt_install $SLURM_PACKAGES $BUILD_PACKAGES $PYTHON_PACKAGES
 
 echo "== install slurmplan with its test and launcher extras"
-export PIP_ROOT_USER_ACTION=ignore
-export PIP_BREAK_SYSTEM_PACKAGES=1 # Debian's Python refuses system-wide pip installs without it (PEP 668)
-python3 -m pip install -q torch==2.13.0 # the CPU build where the index offers it; pinned only here
-python3 -m pip install -q -e '.[dev,launch]'
+pip_install torch==2.13.0 # the CPU build where the index offers it; pinned only here
+pip_install -e '.[dev,launch]'
 
 echo "== ruff"
 python3 -m ruff check .

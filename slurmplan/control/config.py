@@ -19,6 +19,7 @@ import yaml
 from slurmplan.control.trust import TRUST_KEYS, HintTrust, trust_from_mapping
 from slurmplan.domain import ValidationError
 from slurmplan.tick import TickConfig
+from slurmplan.tick_types import DAEMON_INTERVAL_S
 
 DEFAULT_CONFIG_PATH = Path("/etc/slurmplan/slurmplan.yaml")
 DEFAULT_REPORT_DIR = Path("/var/lib/slurmplan/reports")
@@ -40,13 +41,12 @@ class DaemonConfig:
     config (``tick_config()``); the simulator takes them from its options. A policy file's copies are not read."""
     checkpoint_signal: str = TickConfig.checkpoint_signal
     grace_s: float = TickConfig.grace_s
-    signal_min_run_s: float = 10.0
-    """Least seconds a job has run before it is sent the checkpoint signal (``TickConfig.signal_min_run_s``): a job
-    signalled in its first moments, before its batch script and launcher have taken the signal over, could die of
-    it; a stop decided earlier is carried out when the job reaches this age. 0 signals at once."""
+    signal_min_run_s: float = TickConfig.signal_min_run_s
+    """Least seconds a job has run before it is sent the checkpoint signal (``TickConfig.signal_min_run_s``, 10 s);
+    a stop decided earlier is carried out when the job reaches this age. 0 signals at once."""
     reconfig_threshold: float = TickConfig.reconfig_threshold
     reconfig_cost_s: float = TickConfig.reconfig_cost_s
-    requeue_delay_s: float = 121.0
+    requeue_delay_s: float = TickConfig.requeue_delay_s
     """Slurm's wait before a requeued job restarts on a node it just left (``cred_expire + 1`` wall seconds; 121 by
     default); a resize on the same GPU type is charged it (``TickConfig.requeue_delay_s``)."""
     priority_reset_s: float = TickConfig.priority_reset_s
@@ -59,7 +59,7 @@ class DaemonConfig:
     """Print the actions, change nothing (not even the journal)."""
     shadow: bool = False
     """Decide and journal, but never act on Slurm: what slurmplan would have done."""
-    interval_s: float = 30.0
+    interval_s: float = DAEMON_INTERVAL_S
     """Seconds between ticks of ``slurmplan daemon`` (a tick may start a round or only confirm/renew)."""
     heartbeat_file: Path | None = None
     """Written at the end of every completed tick; defaults to ``heartbeat`` beside the database."""

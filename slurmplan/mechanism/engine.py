@@ -182,7 +182,16 @@ def with_policy_notes(
     out = []
     for a in assignments:
         note = by_job.get(a.job_id)
-        out.append(replace(a, detail=f"{a.detail}; {note}" if a.detail else note) if note else a)
+        out.append(_with_detail(a, f"{a.detail}; {note}" if a.detail else note) if note else a)
+    return out
+
+
+def _with_detail(a: Assignment, detail: str) -> Assignment:
+    """``replace(a, detail=detail)`` without ``replace``'s per-field work (Assignment has no ``__post_init__``):
+    one per job per tick under a policy that writes notes."""
+    out = _new(Assignment)
+    out.__dict__.update(a.__dict__)
+    out.__dict__["detail"] = detail
     return out
 
 

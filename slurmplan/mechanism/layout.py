@@ -56,7 +56,7 @@ def requests_for(
         waiting = not info.running[j] and st.requeued_at is not None
         avoid = tuple(mj.job.nodes) if leaving else (st.ran_on if waiting else ())
         most = max(1, cand.nodes) if cand is not None and cand.nodes else 0
-        req = PlacementRequest(
+        req = PlacementRequest.of(
             j, cell, cand.cpus if cand else 0, cand.host_memory_mb if cand else 0, preferred, avoid, waiting,
             mj.hints.max_nodes, most,
         )  # fmt: skip

@@ -15,7 +15,7 @@ would sit reserved and idle for the whole wait, so the round gives them to the n
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -43,6 +43,17 @@ class PlacementRequest:
     made with is for that many; issue 23 saw a 2-GPU T4 job spread over two nodes "throughput predicted for 1");
     0: no such limit. ``max_nodes`` (the user's) is a hard limit on top of it."""
 
+    @classmethod
+    def of(cls, *values: object) -> PlacementRequest:
+        """``PlacementRequest(*values)`` with every field given, without the frozen dataclass's per-field
+        setattr (it has no ``__post_init__``): one per chosen job per tick."""
+        out = object.__new__(cls)
+        out.__dict__.update(zip(_REQUEST_FIELDS, values, strict=True))
+        return out
+
+
+_REQUEST_FIELDS = tuple(f.name for f in fields(PlacementRequest))
+
 
 @dataclass(frozen=True)
 class Placed:
@@ -55,6 +66,11 @@ class Unplaced:
     why: str
     waits: bool = False
     """It fits only on nodes it just left, where Slurm would hold it for its requeue delay (repacking cannot help)."""
+
+
+_kept_rows: dict[int, tuple[tuple[str, ...], dict[str, int], str, tuple | None]] = {}
+"""``_Free._rows``'s memo: a pure function of the node names, the type and the pool layout's index, keyed by the
+names' identity (hashing a long node tuple every tick cost as much as the lookup it saves)."""
 
 
 def _ceil_div(a: int, b: int) -> int:
@@ -96,24 +112,43 @@ class _Free:
     def keep(self, req: PlacementRequest) -> Placed | None:
         """The preferred nodes, if they are all of the right type and still fit an equal split."""
         k = len(req.preferred)
-        if k == 0 or req.cell.gpus % k or set(req.preferred) & set(req.avoid):
+        if k == 0 or req.cell.gpus % k or (req.avoid and not set(req.avoid).isdisjoint(req.preferred)):
             return None  # nodes it just left: ``fit`` looks elsewhere first
         gpn, cpn, mpn = req.cell.gpus // k, _ceil_div(req.cpus, k), _ceil_div(req.memory_mb, k)
-        idx = []
-        g, c, m, types = self.g, self.c, self.m, self.pool.gpu_type
-        for name in req.preferred:
-            i = self.index.get(name)
-            if i is None or types[i] != req.cell.gpu_type:
-                return None
+        rows = self._rows(req.preferred, req.cell.gpu_type)
+        if rows is None:
+            return None
+        unique, names = rows
+        g, c, m = self.g, self.c, self.m
+        for i in unique:
             if g[i] < gpn or c[i] < cpn or m[i] < mpn:
                 return None
-            idx.append(i)
-        for i in set(idx):  # numpy's fancy ``-=`` takes each index once
+        for i in unique:  # a node named twice is taken once, as numpy's fancy ``-=`` would
             g[i] -= gpn
             c[i] -= cpn
             m[i] -= mpn
         self.stale = True
-        return Placed(tuple(self.pool.names[i] for i in sorted(idx)), gpn)
+        return Placed(names, gpn)
+
+    def _rows(self, nodes: tuple[str, ...], gpu_type: str) -> tuple[tuple[int, ...], tuple[str, ...]] | None:
+        """The pool rows of ``nodes`` (each once) and their names in row order; None if one is missing or of
+        another type. Remembered per node list while the pool's layout stays: a kept job asks every tick."""
+        hit = _kept_rows.get(id(nodes))  # by identity: a job's node tuple is the same object from tick to tick
+        if hit is not None and hit[0] is nodes and hit[1] is self.index and hit[2] == gpu_type:
+            return hit[3]
+        idx = []
+        types = self.pool.gpu_type
+        for name in nodes:
+            i = self.index.get(name)
+            if i is None or types[i] != gpu_type:
+                idx = None
+                break
+            idx.append(i)
+        rows = None if idx is None else (tuple(sorted(set(idx))), tuple(self.pool.names[i] for i in sorted(idx)))
+        if len(_kept_rows) > 100_000:
+            _kept_rows.clear()
+        _kept_rows[id(nodes)] = (nodes, self.index, gpu_type, rows)  # holds both: their ids stay theirs meanwhile
+        return rows
 
     def fit(self, req: PlacementRequest) -> Placed | Unplaced:
         """Fewest nodes first: k = 1, 2, ... (divisors of the GPU count), best-fit nodes for each k."""

@@ -24,7 +24,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-PRIOR_FLOOR_S = 360.0
+from slurmplan.tick_types import TickConfig
+
+PRIOR_FLOOR_S = TickConfig.round_s
 """Least expected remaining seconds of a job that told no step count: a round (see ``remaining_prior``)."""
 
 

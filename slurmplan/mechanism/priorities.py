@@ -31,6 +31,9 @@ def _per_column(
     """A per-Cell mapping of each job's state as a (rows x columns) matrix (0 where the job has none)."""
     out = np.zeros((problem.num_jobs, len(problem.cells)))
     col = {c: i for i, c in enumerate(problem.cells)}
+    rows: list[int] = []
+    cols: list[int] = []
+    values: list[float] = []
     for j, job_id in enumerate(problem.job_ids):
         st = states.get(job_id)
         if st is None:
@@ -38,7 +41,11 @@ def _per_column(
         for cell, seconds in seconds_by_cell(st).items():
             c = col.get(cell)
             if c is not None:
-                out[j, c] = seconds
+                rows.append(j)
+                cols.append(c)
+                values.append(seconds)
+    if rows:  # one fancy assignment: numpy's per-element ``out[j, c] = v`` costs more than the loop itself
+        out[rows, cols] = values
     return out
 
 

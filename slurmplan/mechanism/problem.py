@@ -50,7 +50,9 @@ class NodePool:
     memory_mb: np.ndarray
 
     def index(self) -> dict[str, int]:
-        return dict(_layout(self.names, self.gpu_type).index)
+        """Node name -> position: the remembered layout's own dict (read only), the same object while the node
+        list stays, so that placement can remember per-job rows by its identity."""
+        return _layout(self.names, self.gpu_type).index
 
     def by_type(self) -> dict[GpuType, np.ndarray]:
         """Positions of each type's nodes, types in the order their first node comes."""

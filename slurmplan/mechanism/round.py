@@ -210,13 +210,18 @@ def plan_round(
     left = gpus_left((problem.cells[c] for c in col[col >= 0].tolist()), capacity)
     reasons: list[Reason] = []
     details: list[str] = []
-    for j in range(n):
-        note = notes.get(j, "") if col[j] >= 0 else _outranked(problem, j, x, priority, left)
-        if col[j] < 0 and not info.running[j] and notes.get(j, "").startswith("waits: "):  # held back by QOS
+    takers = _Takers(problem, col, info, pri)
+    for j, chosen, ok in zip(range(n), col.tolist(), eligible.tolist(), strict=True):
+        if not ok:  # never picked (col -1); its caller keeps its own reason: no words to compose for it
+            reasons.append(Reason.WAITING)
+            details.append("")
+            continue
+        note = notes.get(j, "") if chosen >= 0 else _outranked(problem, j, x, priority, left)
+        if chosen < 0 and not info.running[j] and notes.get(j, "").startswith("waits: "):  # held back by QOS
             note = notes[j]
-        if col[j] < 0 and info.running[j]:
-            note = _preempted(problem, j, col, info, pri, note)
-        reason, detail = _explain(problem, j, int(col[j]), bool(kept[j]), x, info, note)
+        if chosen < 0 and info.running[j]:
+            note = _preempted(problem, j, takers, info, note)
+        reason, detail = _explain(problem, j, chosen, bool(kept[j]), x, info, note)
         reasons.append(reason)
         details.append(detail)
     return RoundChoice(col, tuple(reasons), tuple(details), np.where(pri == -np.inf, 0.0, pri))
@@ -248,28 +253,41 @@ def _gpus(count: int, gpu_type: str = "") -> str:
     return f"{count} {kind}" + ("" if count == 1 else "s")
 
 
-def _preempted(
-    problem: AllocationProblem, j: int, col: np.ndarray, info: RunningInfo, pri: np.ndarray, why: str
-) -> str:
+class _Takers:
+    """Per GPU type, the rows newly given GPUs of that type this round, highest priority first: listed once per
+    round (on demand) instead of once per preempted job, which was quadratic in the jobs present."""
+
+    def __init__(self, problem: AllocationProblem, col: np.ndarray, info: RunningInfo, pri: np.ndarray) -> None:
+        self.problem, self.col, self.info, self.pri = problem, col, info, pri
+        self._by_type: dict[GpuType, list[int]] | None = None
+
+    def of(self, gpu_type: GpuType) -> list[int]:
+        if self._by_type is None:
+            by_type: dict[GpuType, list[int]] = {}
+            cells, running, current = self.problem.cells, self.info.running.tolist(), self.info.current.tolist()
+            for k, c in enumerate(self.col.tolist()):
+                if c >= 0 and not (running[k] and current[k] == c):  # newly given GPUs of that type
+                    by_type.setdefault(cells[c].gpu_type, []).append(k)
+            pri = self.pri
+            for rows in by_type.values():
+                rows.sort(key=lambda k: -pri[k])
+            self._by_type = by_type
+        return self._by_type.get(gpu_type, [])
+
+
+def _preempted(problem: AllocationProblem, j: int, takers: _Takers, info: RunningInfo, why: str) -> str:
     """A running job that loses its GPUs: who took GPUs of its type this round, and why it lost them."""
     why = why or "the policy gave it no share of time this round"
     cur = int(info.current[j])
     if cur < 0 or not problem.cells:
         return why
     gpu_type = problem.cells[cur].gpu_type
-    takers = [
-        k
-        for k in range(problem.num_jobs)
-        if k != j
-        and col[k] >= 0
-        and problem.cells[col[k]].gpu_type == gpu_type
-        and not (info.running[k] and int(info.current[k]) == int(col[k]))  # newly given GPUs of that type
-    ]
-    if not takers:
+    rows = [k for k in takers.of(gpu_type) if k != j]
+    if not rows:
         return why
-    takers.sort(key=lambda k: -pri[k])
-    named = ", ".join(f"job {problem.job_ids[k]} (priority {pri[k]:.3g})" for k in takers[:3])
-    more = f" and {len(takers) - 3} more" if len(takers) > 3 else ""
+    pri = takers.pri
+    named = ", ".join(f"job {problem.job_ids[k]} (priority {pri[k]:.3g})" for k in rows[:3])
+    more = f" and {len(rows) - 3} more" if len(rows) > 3 else ""
     return f"its {gpu_type} GPUs went to {named}{more}; {why}"
 
 

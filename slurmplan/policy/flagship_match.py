@@ -14,6 +14,7 @@ from collections.abc import Callable
 import numpy as np
 
 from slurmplan.domain import AllocationProblem
+from slurmplan.mechanism.pricing import PRIOR_FLOOR_S
 from slurmplan.policy.greedy import Packing
 
 
@@ -91,7 +92,7 @@ def _match_values(problem, pack, chosen, floors, est, guard, blocked, params, ch
     # Fast GPUs go first to jobs already stretched the most: time in the system against time left (a job
     # 10 h in with 5 h to go weighs 1 + 2 x stretch_weight); this keeps the worst finish-time ratio low.
     age = problem.column("time_since_start")
-    left = np.maximum(np.minimum(est, 1e12), 360.0)
+    left = np.maximum(np.minimum(est, 1e12), PRIOR_FLOOR_S)
     weight = 1.0 + (params["stretch_weight"] * age + params["short_bias_s"]) / left
     # A job at its stretch guard outweighs every unguarded one: it gets its fastest type; among guarded jobs the
     # same weights decide (shorter first: a short job on a slow GPU passes the guard within a round or two).

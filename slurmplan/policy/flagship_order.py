@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from slurmplan.domain import AllocationProblem, JobClass
-from slurmplan.mechanism.pricing import remaining_prior
+from slurmplan.mechanism.pricing import PRIOR_FLOOR_S, remaining_prior
 
 
 def sla_floors(problem: AllocationProblem) -> np.ndarray:
@@ -32,7 +32,7 @@ def known_steps(problem: AllocationProblem) -> np.ndarray:
     return np.ones(n, bool) if problem.steps_known is None else np.asarray(problem.steps_known, bool)
 
 
-def expected_remaining_s(problem: AllocationProblem, floor_s: float = 360.0) -> tuple[np.ndarray, list[str]]:
+def expected_remaining_s(problem: AllocationProblem, floor_s: float = PRIOR_FLOOR_S) -> tuple[np.ndarray, list[str]]:
     """Per job: expected seconds left on its fastest column, and where that figure comes from (for the note)."""
     best = np.asarray(problem.throughput, dtype=float).max(axis=1, initial=0.0)
     return remaining_prior(

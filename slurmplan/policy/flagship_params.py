@@ -16,7 +16,9 @@ bad value is refused with the field named. Steps that read them:
 
 from __future__ import annotations
 
+from slurmplan.mechanism.pricing import PRIOR_FLOOR_S
 from slurmplan.policy.base import Param, non_negative, positive
+from slurmplan.tick_types import TickConfig
 
 PARAMS: dict[str, Param] = {
     "length_weight": Param(
@@ -110,7 +112,7 @@ PARAMS: dict[str, Param] = {
     ),
     "guard_ahead_s": Param(
         float,
-        360.0,
+        TickConfig.round_s,
         "a positive number of seconds: how far ahead the stretch guard looks (a round: the daemon's round_s)",
         positive,
     ),
@@ -124,7 +126,7 @@ PARAMS: dict[str, Param] = {
     ),
     "prior_floor_s": Param(
         float,
-        360.0,
+        PRIOR_FLOOR_S,
         "a positive number of seconds: a job that told no step count is expected to run as long again as it has "
         "run so far, at least this long (mechanism/pricing.py; its time limit only caps the figure)",
         positive,

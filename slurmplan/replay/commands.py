@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from slurmplan.domain import ValidationError
-from slurmplan.tick_types import TickConfig
+from slurmplan.tick_types import DAEMON_INTERVAL_S, TickConfig
 
 DEFAULT_SPEEDUP = 30.0
 
@@ -31,7 +31,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument(
         "--round", type=float, default=TickConfig.round_s, help="round length in trace seconds (default %(default)g)"
     )
-    p.add_argument("--tick", type=float, default=30.0, help="daemon tick interval in trace seconds (default 30)")
+    p.add_argument(
+        "--tick",
+        type=float,
+        default=DAEMON_INTERVAL_S,
+        help="daemon tick interval in trace seconds (default %(default)g)",
+    )
     p.add_argument("--max-wall", type=float, default=3600.0, help="give up after this many wall seconds")
     p.add_argument(
         "--start-latency",

@@ -30,7 +30,7 @@ from slurmplan.sim.trace import read_trace
 from slurmplan.slurm import replay_ops
 from slurmplan.slurm.backend import SlurmBackend
 from slurmplan.slurm.reader import JobRecord
-from slurmplan.tick_types import TickConfig
+from slurmplan.tick_types import DAEMON_INTERVAL_S, TickConfig
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ class ReplayConfig:
     speedup: float = 30.0
     faults: FaultPlan = field(default_factory=FaultPlan)
     round_s: float = TickConfig.round_s
-    tick_s: float = 30.0
+    tick_s: float = DAEMON_INTERVAL_S
     reconfig_cost_s: float = TickConfig.reconfig_cost_s
     grace_s: float = TickConfig.grace_s
     priority_reset_s: float = TickConfig.priority_reset_s

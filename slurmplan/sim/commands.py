@@ -11,7 +11,7 @@ from slurmplan.domain import ValidationError
 from slurmplan.rules import KNOWN as KNOWN_RULES
 from slurmplan.rules import NEWEST as NEWEST_RULES
 from slurmplan.sim.cluster import CRIUS_CLUSTER, GAVEL_CLUSTER
-from slurmplan.tick_types import TickConfig
+from slurmplan.tick_types import DAEMON_INTERVAL_S, TickConfig
 
 # The simulator's modules are imported by the commands that run it: every `slurmplan` start paid for them.
 
@@ -34,7 +34,7 @@ def _run_options(p: argparse.ArgumentParser) -> None:
         help=f"round length in seconds (default: {TickConfig.round_s:g}, the daemon's round_s)",
     )
     p.add_argument("--throughputs", default=None, help="Gavel-format throughput table (default: shipped copy)")
-    from slurmplan.tick_types import DEV_RESTART_COST_S, DEV_START_LATENCY_S, SLURM_REQUEUE_DELAY_S
+    from slurmplan.tick_types import DEV_RESTART_COST_S, DEV_START_LATENCY_S
 
     p.add_argument(
         "--reconfig-cost", type=float, default=DEV_RESTART_COST_S, help="seconds per reconfiguration (default 78)"
@@ -42,12 +42,13 @@ def _run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--zero-cost",
         action="store_true",
-        help="no reconfiguration cost, requeue delay or start latency (Gavel's simulator's model)",
+        help="no reconfiguration cost, requeue delay, start latency or least run before the checkpoint signal "
+        "(Gavel's simulator's model)",
     )
     p.add_argument(
         "--requeue-delay",
         type=float,
-        default=SLURM_REQUEUE_DELAY_S,
+        default=TickConfig.requeue_delay_s,
         metavar="SECONDS",
         help="Slurm's wait before a requeued job may start again on a node it just left: cred_expire + 1 seconds "
         "(121 with Slurm's default cred_expire of 120); a move to another GPU type does not wait (the daemon resets "
@@ -67,7 +68,9 @@ def _run_options(p: argparse.ArgumentParser) -> None:
         help="whose rules for changing a job the simulated Slurm enforces (%(choices)s; default %(default)s)",
         choices=SLURM_VERSIONS,
     )
-    p.add_argument("--tick", type=float, default=30.0, help="daemon tick interval in seconds (0: every event)")
+    p.add_argument(
+        "--tick", type=float, default=DAEMON_INTERVAL_S, help="daemon tick interval in seconds (0: every event)"
+    )
     p.add_argument("--no-arrival-ticks", action="store_true", help="see arrivals at the next round or completion")
     p.add_argument("--round-ticks-only", action="store_true", help="tick only at round boundaries (Gavel's rule)")
     p.add_argument("--run-all", action="store_true", help="run every job, even past a measured window's end")
@@ -240,6 +243,7 @@ def _spec(args: argparse.Namespace, policy: str, dropped: list[str] = ()):  # ->
         reconfig_cost_s=0.0 if args.zero_cost else args.reconfig_cost,
         requeue_delay_s=0.0 if args.zero_cost else args.requeue_delay,
         start_latency_s=0.0 if args.zero_cost else args.start_latency,
+        signal_min_run_s=0.0 if args.zero_cost else TickConfig.signal_min_run_s,
         slurm_version=args.slurm_version,
         round_s=args.round,
         event_ticks=not args.round_ticks_only,

@@ -50,10 +50,11 @@ class SimOptions:
     """Stop once every ``in_window`` job finished (Gavel measures a window while later jobs keep arriving)."""
     requeue_delay_s: float = TickConfig.requeue_delay_s
     """Seconds a requeued job waits before it may start again on a node it just left
-    (``SlurmRules.requeue_start_delay_s``; Slurm's default is 121 s, which the daemon assumes). 0 by default, as
-    ``TickConfig``: ``reconfig_cost_s`` already charges a move, and Gavel's moves are instant."""
+    (``SlurmRules.requeue_start_delay_s``): the daemon's default, ``TickConfig.requeue_delay_s`` (Slurm's 121 s);
+    ``--zero-cost`` sets 0 (Gavel's moves are instant)."""
     signal_min_run_s: float = TickConfig.signal_min_run_s
-    """Least seconds a job runs before the checkpoint signal (``TickConfig.signal_min_run_s``; the daemon's is 10)."""
+    """Least seconds a job runs before the checkpoint signal: the daemon's default, ``TickConfig.signal_min_run_s``
+    (10 s); ``--zero-cost`` sets 0."""
     slurm_version: str = NEWEST.label
     """Whose rules for changing a job the simulated Slurm enforces (``slurmplan.rules``; default the newest)."""
     start_latency_s: float = 0.0

@@ -32,6 +32,12 @@ DAEMONS = ("mariadb", "slurmdbd")
 BINARIES = ("mariadbd", "mariadb-install-db", "slurmdbd", "sacctmgr", "sshare")
 DEBIAN_PACKAGES = ("mariadb-server", "slurmdbd")
 DB_NAME = "slurm_acct_db"
+INIT_SQL = f"CREATE DATABASE IF NOT EXISTS {DB_NAME};\n"
+"""Run by mariadbd at every start (``--init-file``), so slurmdbd never has to create its database. When it does,
+it reconnects on the handle whose first connect failed (unknown database), and with MariaDB Connector/C 3.4
+(libmariadb3 of Debian 13's MariaDB 11.8) that handle's next query fails with client error 5027 ("Number of
+columns in result (=1) set exceeds maximum allowed number of columns (=0)"): slurmdbd 24.11 then exits with
+``_check_mysql_concat_is_sane: null result from query``. Connector/C 3.3 (Debian 12) reuses the handle fine."""
 BILLING_WEIGHTS = "CPU=0.1,GRES/gpu=1.0"
 """Partitions' TRESBillingWeights with accounting: fairshare usage is then mostly GPU seconds."""
 
@@ -58,6 +64,10 @@ class AccountingPaths:
     @property
     def socket(self) -> Path:
         return self.root / "mysqld.sock"
+
+    @property
+    def init_sql(self) -> Path:
+        return self.root / "init.sql"
 
     @property
     def dbd_conf(self) -> Path:
@@ -87,6 +97,7 @@ def prepare(paths: AccountingPaths, db_port: int, dbd_port: int) -> None:
         if proc.returncode != 0:
             out = (proc.stderr or proc.stdout).strip()[-1500:]
             raise AccountingError(f"mariadb-install-db failed ({proc.returncode}): {out}")
+    paths.init_sql.write_text(INIT_SQL)
     text = render_dbd_conf(paths, db_port, dbd_port)
     fd = os.open(paths.dbd_conf, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as fh:
@@ -151,6 +162,7 @@ def argv(name: str, paths: AccountingPaths, db_port: int) -> list[str]:
             f"--port={db_port}",
             "--bind-address=127.0.0.1",
             f"--pid-file={paths.root / 'mysqld.pid'}",
+            f"--init-file={paths.init_sql}",  # creates slurmdbd's database (INIT_SQL says why)
             f"--log-error={paths.cluster.log_dir / 'mariadb.log'}",
             "--user=root",
             "--skip-name-resolve",

@@ -12,6 +12,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from slurmplan.domain import SLURM_CRED_EXPIRE_S
+
 CONFIG_NAME = "slurmplan.yaml"
 DEV_ROUND_S = 60.0
 """A round a minute: decisions show quickly on a cluster one person plays with (production default: 360 s)."""
@@ -44,14 +46,14 @@ def daemon_config_text(
     ``site``: the cluster runs the site's job_submit.lua (``devcluster up --site``), so the daemon reads hints only
     from the admin comment it writes (``hints_from_comment: false``, as README tells a site to set): a user's
     ``--comment`` rewritten after submission was never checked."""
-    delay = (cred_expire if cred_expire is not None else 120) + 1
+    delay = (cred_expire if cred_expire is not None else SLURM_CRED_EXPIRE_S) + 1
     lines = [
         "# written by `slurmplan devcluster up` for this dev cluster; `export SLURMPLAN_CONFIG=` this file",
         f"database: {json.dumps(str(files.database))}",
         f"report_dir: {json.dumps(str(files.report_dir))}",
         f"round_s: {DEV_ROUND_S:g}",
         f"interval_s: {DEV_INTERVAL_S:g}",
-        f"requeue_delay_s: {delay}",
+        f"requeue_delay_s: {delay:g}",
     ]
     if managed_partitions:
         lines.append(f"managed_partitions: {json.dumps(list(managed_partitions))}")

@@ -80,7 +80,7 @@ class JobRecord:
     partition: str
     qos: str
     cluster: str
-    job_state: str  # e.g. "RUNNING"; 24.11's extra state flags (e.g. "REQUEUED") are in state_flags
+    job_state: str  # e.g. "RUNNING", or the flag 22.05 names instead (e.g. "COMPLETING"); all 24.11 flags: state_flags
     state_flags: tuple[str, ...]
     state_reason: str
     tres_per_node: str
@@ -274,7 +274,9 @@ class Reader24(Reader):
     is ``{sinfo: [...]}`` grouped by partition and state, with only node *names* in ``sinfo[i].nodes.nodes``, so
     nodes are read from ``scontrol show nodes --json`` (:attr:`nodes_argv`, absent on 22.05);
     node ``state`` and job ``job_state`` are lists (base state first, then flags) and ``state_flags`` is gone;
-    numbers are ``{set, infinite, number}``; ``tres_per_node`` is spelt ``gres/gpu:N``.
+    a job's state is then read as 22.05 prints it (``JOB_STATE_NAMED_BY_FLAG``: a job being requeued is
+    ``['PENDING', 'COMPLETING']`` on 24.11, ``COMPLETING`` on 22.05); numbers are ``{set, infinite, number}``;
+    ``tres_per_node`` is spelt ``gres/gpu:N``.
     """
 
     name: ClassVar[str] = "24.11"
@@ -298,8 +300,20 @@ class Reader24(Reader):
         states = [s.upper() for s in f.strs("job_state", required=True)]
         if not states:
             raise f.error("job_state", "expected at least one state, got []")
-        return states[0], tuple(states[1:])
+        flags = tuple(states[1:])
+        named = next((s for s in JOB_STATE_NAMED_BY_FLAG if s in flags), states[0])
+        return named, flags
 
+
+JOB_STATE_NAMED_BY_FLAG = (
+    "COMPLETING", "STAGE_OUT", "CONFIGURING", "RESIZING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD",
+    "SPECIAL_EXIT", "STOPPED", "REVOKED", "RESV_DEL_HOLD", "SIGNALING",
+)  # fmt: skip
+"""The job state flags that 22.05's ``job_state`` names instead of the base state, first match wins (Slurm's
+``job_state_string``). 24.11 lists the base state first: a job whose requeue is not done yet reads
+``['PENDING', 'COMPLETING']`` there (priority 0 if held, its nodes still listed, Slurm's begin time not yet set)
+where 22.05 says ``COMPLETING``; read as PENDING, a tick released it at once and Slurm's requeue then set the
+121-s wait after the tick had cleared it."""
 
 READERS: tuple[Reader, ...] = (Reader(), Reader24())
 

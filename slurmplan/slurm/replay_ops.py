@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from slurmplan.domain import SLURM_CRED_EXPIRE_S
 from slurmplan.slurm import procs
 from slurmplan.slurm.reader import JobRecord, SlurmOutputError, read_jobs, read_show_config
 from slurmplan.slurm.run import SlurmCommandError, run_slurm, slurm_env
@@ -62,12 +63,12 @@ def auth_cred_expire_s(env: Mapping[str, str] | None = None) -> float:
     try:
         conf = read_show_config(env)
     except (SlurmCommandError, SlurmOutputError, OSError):
-        return 120.0
+        return SLURM_CRED_EXPIRE_S
     for part in conf.get("AuthInfo", "").split(","):
         name, _, number = part.strip().partition("=")
         if name == "cred_expire" and number.isdigit():
             return float(number)
-    return 120.0
+    return SLURM_CRED_EXPIRE_S
 
 
 @dataclass

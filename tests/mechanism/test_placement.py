@@ -156,7 +156,7 @@ def test_a_job_whose_gpus_went_to_others_is_stopped_rather_than_forced_into_a_sa
     x = np.array([[1.0, 0.0], [1.0, 0.0]])
     info = RunningInfo(np.array([True, False]), np.array([1, -1]), np.zeros(2, bool), np.full(2, 360.0))
     pri = priorities(x, np.array([[0.0, 0.5], [0.0, 0.0]]))
-    assert plan_round(p, x, pri, info, TickConfig()).col.tolist() == [0, 0]
+    assert plan_round(p, x, pri, info, TickConfig(requeue_delay_s=0.0)).col.tolist() == [0, 0]
     choice = plan_round(p, x, pri, info, TickConfig(requeue_delay_s=121.0))
     assert choice.col.tolist() == [-1, 0] and choice.reason[0] is Reason.PREEMPTED
     assert "its a100 GPUs went to job 2" in choice.detail[0]

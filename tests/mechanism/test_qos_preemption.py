@@ -23,7 +23,8 @@ def _round(qos: tuple[str, str], x: list[list[float]], rules=RULES):
     xa = np.array(x)
     pri = priorities(xa, np.array([[1.0, 0.0], [0.0, 0.0]]))
     info = RunningInfo(np.array([True, False]), np.array([0, -1]), np.zeros(2, bool), np.full(2, 3600.0), qos=qos)
-    return plan_round(p, xa, pri, info, replace(TickConfig(), qos_preemption=rules))
+    # without Slurm's requeue wait (121 s by default), which turns a same-type shrink into a stop (test_placement)
+    return plan_round(p, xa, pri, info, replace(TickConfig(requeue_delay_s=0.0), qos_preemption=rules))
 
 
 def test_a_running_job_is_not_stopped_for_a_job_of_a_lower_or_unrelated_qos():

@@ -13,6 +13,8 @@ from slurmplan.mechanism.round import RunningInfo, plan_round
 from slurmplan.tick import TickConfig
 
 CONFIG = TickConfig()
+NO_WAIT = TickConfig(requeue_delay_s=0.0)
+"""Without Slurm's requeue wait (121 s by default): a resize on the same type then costs only delta."""
 
 
 def idle(n: int) -> RunningInfo:
@@ -135,7 +137,7 @@ def test_shrinking_job_cannot_stay_big_when_its_gpus_are_needed() -> None:
     p = problem([Cell("a100", 2), Cell("a100", 4)], [[19.0, 20.0], [19.0, 0.0]], {"a100": 4})
     x = np.array([[1.0, 0.0], [1.0, 0.0]])
     info = RunningInfo(np.array([True, False]), np.array([1, -1]), np.zeros(2, bool), np.full(2, 360.0))
-    choice = plan_round(p, x, priorities(x, np.array([[0.0, 0.5], [0.0, 0.0]])), info, CONFIG)
+    choice = plan_round(p, x, priorities(x, np.array([[0.0, 0.5], [0.0, 0.0]])), info, NO_WAIT)
     assert choice.col.tolist() == [0, 0]  # both fit only if job 1 shrinks: capacity is never exceeded
     assert choice.reason[0] is Reason.RESIZED and "moves although" in choice.detail[0]
 
@@ -164,14 +166,35 @@ def test_a_resize_on_the_same_type_pays_slurms_requeue_delay_a_move_to_another_t
     # A resize may restart on the nodes the job leaves, where Slurm makes it wait cred_expire + 1 s; a move to
     # another type never does (the daemon resets the begin time). Both gain 2x over one 360 s round.
     config = TickConfig(requeue_delay_s=121.0)
-    assert judge_move(10.0, 20.0, 360.0, CONFIG).move
-    slow = judge_move(10.0, 20.0, 360.0, CONFIG, wait_s=121.0)
+    assert judge_move(10.0, 20.0, 360.0, NO_WAIT).move
+    slow = judge_move(10.0, 20.0, 360.0, NO_WAIT, wait_s=121.0)
     assert not slow.move and "199 s of restart" in slow.detail
     cells = [Cell("a100", 1), Cell("a100", 2), Cell("v100", 2)]
     x = np.array([[0.0, 1.0, 0.0]])
     resize = problem(cells, [[10.0, 20.0, 0.0]], {"a100": 4, "v100": 2})
-    assert plan_round(resize, x, priorities(x, np.zeros((1, 3))), _running(0), CONFIG).col.tolist() == [1]
+    assert plan_round(resize, x, priorities(x, np.zeros((1, 3))), _running(0), NO_WAIT).col.tolist() == [1]
     assert plan_round(resize, x, priorities(x, np.zeros((1, 3))), _running(0), config).col.tolist() == [0]
     x = np.array([[0.0, 0.0, 1.0]])
     move = problem(cells, [[10.0, 0.0, 20.0]], {"a100": 4, "v100": 2})
     assert plan_round(move, x, priorities(x, np.zeros((1, 3))), _running(0), config).col.tolist() == [2]
+
+
+def test_a_preempted_job_names_who_took_its_type_by_priority_and_rows_outside_eligible_are_not_explained() -> None:
+    """The takers of each GPU type are listed once per round (issue 27: it was once per preempted job, quadratic
+    in the jobs present); a refill round explains only the rows it may pick, its callers keep the others'."""
+    p = problem([Cell("a100", 1)], [[10.0]] * 5, {"a100": 4})
+    x = np.array([[0.0], [1.0], [1.0], [1.0], [1.0]])
+    pri = np.array([[0.0], [5.0], [7.0], [6.0], [8.0]])
+    running = RunningInfo(
+        np.array([True] + [False] * 4), np.array([0] + [-1] * 4), np.zeros(5, bool), np.full(5, 360.0)
+    )
+    choice = plan_round(p, x, pri, running, CONFIG)
+    assert choice.col.tolist() == [-1, 0, 0, 0, 0] and choice.reason[0] is Reason.PREEMPTED
+    assert choice.detail[0] == (
+        "its a100 GPUs went to job 5 (priority 8), job 3 (priority 7), job 4 (priority 6) and 1 more; "
+        "the policy gave it no share of time this round"
+    )
+    refill = plan_round(p, x, pri, running, CONFIG, eligible=np.array([False, False, True, True, True]))
+    assert refill.col.tolist() == [-1, -1, 0, 0, 0]
+    assert refill.reason[:2] == (Reason.WAITING, Reason.WAITING) and refill.detail[:2] == ("", "")
+    assert all(d.startswith("starts as a100x1") for d in refill.detail[2:])

@@ -122,6 +122,7 @@ def test_speed_paths_do_not_move_a_decision(table, monkeypatch):
     import numpy as np
 
     from slurmplan.mechanism import engine as mech_engine
+    from slurmplan.mechanism import placement as mech_placement
     from slurmplan.mechanism import problem as mech_problem
     from slurmplan.policy import las as las_module
     from slurmplan.policy import lp as lp_module
@@ -146,6 +147,7 @@ def test_speed_paths_do_not_move_a_decision(table, monkeypatch):
             mech_problem._last_matrix.value = None
             mech_engine._last_aligned.value = None
             lp_module._host_rows.clear()
+            mech_placement._kept_rows.clear()
             return step()
 
         return step_without_memos

@@ -129,7 +129,21 @@ def test_24_11_job_state_is_a_list():
     assert doc["jobs"][0]["job_state"] == ["RUNNING"]
     doc["jobs"][2]["job_state"] = ["PENDING", "REQUEUED"]
     jobs = read_jobs(doc)
-    assert jobs[0].job_state == "RUNNING" and (jobs[2].job_state, jobs[2].state_flags) == ("PENDING", ("REQUEUED",))
+    assert jobs[0].job_state == "RUNNING" and (jobs[2].job_state, jobs[2].state_flags) == ("REQUEUED", ("REQUEUED",))
+
+
+def test_24_11_job_being_requeued_reads_as_completing_as_on_22_05():
+    """Difference 16: a job whose requeue is not done yet is ``['PENDING', 'COMPLETING']`` on 24.11 (seen in the
+    Debian 13 root right after ``scontrol requeuehold``: priority 0, its node still listed) and ``COMPLETING`` on
+    22.05; both read as COMPLETING, so no tick takes it for a held pending job before Slurm sets its begin time."""
+    doc = _load("squeue_24.11.json")
+    doc["jobs"][0]["job_state"] = ["PENDING", "COMPLETING"]
+    job = read_jobs(doc)[0]
+    assert (job.job_state, job.state_flags) == ("COMPLETING", ("COMPLETING",))
+    snap = snapshot_from_json(_load("show_nodes_24.11.json"), doc, 0.0)
+    assert {j.job_id: j.state for j in snap.jobs}[job.job_id] is JobState.COMPLETING
+    doc["jobs"][0]["job_state"] = ["PENDING"]
+    assert read_jobs(doc)[0].job_state == "PENDING"
 
 
 @pytest.mark.parametrize("version", VERSIONS)
