@@ -4,8 +4,9 @@ The shipped preset (``policy/presets/slurmplan.yaml``) overrides some defaults; 
 and family (issue 23: nothing is tuned per trace). Each entry says what the value does and what is allowed; a
 bad value is refused with the field named. Steps that read them:
 
-- ordering (``flagship_order.py``): ``length_weight``, ``max_wait_s``, ``hold_s``, ``stretch_guard``,
-  ``guard_ahead_s``, ``prior_floor_s``, ``sla``;
+- ordering (``flagship_order.py``): ``length_weight``, ``max_wait_s``, ``hold_s``, ``stretch_guard`` (with restart
+  costs and ``hold_s`` also the hysteresis among jobs past it: a running one's stretch counts this many times,
+  ``guard_rank``), ``guard_ahead_s``, ``prior_floor_s``, ``sla``;
 - selection and placement search (``flagship.py``): ``search_depth``, ``move_gain``, ``sla_catch_up``,
   ``deadline_floor``;
 - type matching (``flagship_match.py``): ``match_types``, ``stay_bonus``, ``short_bias_s``, ``stretch_weight``;
