@@ -20,6 +20,7 @@ from slurmplan.domain import JobId, Reason
 from slurmplan.mechanism.placement import Placed, PlacementRequest, Unplaced, place, placed_gpus
 from slurmplan.mechanism.priorities import EPS
 from slurmplan.mechanism.problem import ProblemContext
+from slurmplan.mechanism.qos import frozen_rows
 from slurmplan.mechanism.repack import evict_fewest
 from slurmplan.mechanism.round import RoundChoice, RunningInfo, gpus_left, plan_round
 from slurmplan.tick_types import JobState, TickConfig
@@ -64,24 +65,29 @@ def requests_for(
     return kept + others
 
 
-def place_with_repack(ctx: ProblemContext, requests: list[PlacementRequest]) -> Placement:
+def place_with_repack(
+    ctx: ProblemContext, requests: list[PlacementRequest], frozen: frozenset = frozenset()
+) -> Placement:
     """Kept jobs keep their nodes; if that leaves a chosen job without nodes, move the fewest kept jobs for it.
 
     Without the repacking, running jobs that keep winning their column could fragment the nodes a larger
     waiting job needs for ever: its priority would grow but it would never be placed (starvation). Issue 23:
     repacking the whole round largest first moved 20-odd kept jobs to seat one (``repack.py``); it is now only
-    the fallback, taken when it moves no more kept jobs than it seats new ones.
+    the fallback, taken when it moves no more kept jobs than it seats new ones. Neither moves a running job in
+    ``frozen``: its QOS may not be preempted by a job of the round (``qos.frozen_rows``), and a move is a requeue.
     """
     placed = place(ctx.pool, requests)
     if all(isinstance(p, Placed) or p.waits for p in (placed[r.row] for r in requests)):
         return placed  # a job that only waits out its requeue delay is no fragmentation to repack for
-    fewest = evict_fewest(ctx.pool, requests, placed)
+    fewest = evict_fewest(ctx.pool, requests, placed, frozen)
     if fewest is not None:
         log.info("moved %d kept jobs to seat %d GPUs more", fewest[1], placed_gpus(fewest[0]) - placed_gpus(placed))
         return fewest[0]
     repacked = place(ctx.pool, requests, kept_first=False)
     before = {row for row, where in placed.items() if isinstance(where, Placed)}
     if any(not isinstance(repacked[row], Placed) for row in before) or placed_gpus(repacked) <= placed_gpus(placed):
+        return placed
+    if any(repacked[row] != placed[row] for row in frozen):
         return placed
     moved = sum(1 for r in requests if r.preferred and r.row in before and repacked[r.row] != placed[r.row])
     seated = sum(1 for row, where in repacked.items() if isinstance(where, Placed) and row not in before)
@@ -102,7 +108,9 @@ def place_round(
 ) -> tuple[RoundChoice, Placement]:
     """Nodes for the round's choice; GPUs left by chosen jobs that found none are refilled by priority."""
     requests = requests_for(ctx, choice.col, states, info)
-    placed = place_with_repack(ctx, requests)
+    waiting = [r.row for r in requests if not info.running[r.row]]
+    frozen = frozen_rows(info.qos, config.qos_preemption, info.running, waiting)
+    placed = place_with_repack(ctx, requests, frozen)
     if not any(isinstance(placed[r.row], Unplaced) and not ctx.running[r.row] for r in requests):
         return choice, placed
     p = ctx.problem

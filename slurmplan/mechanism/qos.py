@@ -82,3 +82,18 @@ def shield(
     present[qos[competing]] = True
     protected_from = ~may[present].all(axis=0)  # per QOS: some QOS in the round may not displace it
     return Shield(qos, may, reserved, running & protected_from[qos], names)
+
+
+def frozen_rows(qos_names: Sequence[str] | None, rules: Rules, running: np.ndarray, rows: Sequence[int]) -> frozenset:
+    """Running rows that repacking may not move to other nodes: some job among ``rows`` (the round's waiting
+    requests, which a repack would seat) has a QOS that may not displace them. Moving a running job to other
+    nodes is a requeue, so the QOS rule above covers it."""
+    if not rules or qos_names is None or len(qos_names) == 0:
+        return frozenset()
+    names = tuple(sorted(set(qos_names)))
+    index = {q: i for i, q in enumerate(names)}
+    may = displaces(names, rules)
+    present = np.zeros(len(names), dtype=bool)
+    present[[index[qos_names[r]] for r in rows]] = True
+    protected = ~may[present].all(axis=0)
+    return frozenset(j for j in np.flatnonzero(running).tolist() if protected[index[qos_names[j]]])

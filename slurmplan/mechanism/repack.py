@@ -24,9 +24,12 @@ from slurmplan.mechanism.problem import NodePool
 Placement = dict[int, Placed | Unplaced]
 
 
-def evict_fewest(pool: NodePool, requests: list[PlacementRequest], placed: Placement) -> tuple[Placement, int] | None:
+def evict_fewest(
+    pool: NodePool, requests: list[PlacementRequest], placed: Placement, frozen: frozenset = frozenset()
+) -> tuple[Placement, int] | None:
     """A placement that seats the unplaced requests by moving the fewest kept jobs, and how many moved; None
-    when it seats nothing more or loses a job that was placed."""
+    when it seats nothing more or loses a job that was placed. Rows in ``frozen`` (a QOS the round may not
+    preempt, ``qos.frozen_rows``) are never moved."""
     index = pool.index()
     kept = {r.row: r for r in requests if r.preferred and _kept(placed[r.row], r)}
     used = np.zeros(len(pool.names), dtype=np.int64)
@@ -35,7 +38,7 @@ def evict_fewest(pool: NodePool, requests: list[PlacementRequest], placed: Place
         if isinstance(where, Placed):
             for name in where.nodes:
                 used[index[name]] += where.gpus_per_node
-                if row in kept:
+                if row in kept and row not in frozen:
                     on_node.setdefault(index[name], []).append(row)
     todo = sorted(
         (r for r in requests if isinstance(placed[r.row], Unplaced) and not placed[r.row].waits),

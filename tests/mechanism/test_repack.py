@@ -53,3 +53,35 @@ def test_nothing_is_moved_when_no_node_can_be_freed_without_losing_a_job() -> No
     assert evict_fewest(pool(nodes), reqs, first) is None
     kept = place_with_repack(SimpleNamespace(pool=pool(nodes)), reqs)
     assert kept[0] == first[0] and kept[1] == first[1] and isinstance(kept[2], Unplaced)
+
+
+def test_a_job_whose_qos_the_round_may_not_preempt_is_never_moved_to_seat_another() -> None:
+    # Row 6 alone on n3 is the cheapest to move (test above); with its QOS protected from the waiting job's,
+    # it stays, and the next-cheapest node is freed instead (n2's 2-GPU job) or nothing moves.
+    reqs = _round()
+    first = place(pool(NODES), reqs)
+    out = evict_fewest(pool(NODES), reqs, first, frozenset({6}))
+    assert out is not None
+    placed, _ = out
+    assert placed[6] == first[6]
+    assert isinstance(placed[8], Placed) and "n3" not in placed[8].nodes
+    everything = frozenset(range(8))
+    assert evict_fewest(pool(NODES), reqs, first, everything) is None
+    kept = place_with_repack(SimpleNamespace(pool=pool(NODES)), reqs, everything)
+    assert all(kept[row] == first[row] for row in range(8)) and isinstance(kept[8], Unplaced)
+
+
+def test_frozen_rows_follow_slurm_qos_preemption_rules() -> None:
+    import numpy as np
+
+    from slurmplan.mechanism.qos import frozen_rows
+
+    rules = {"high": (100, ()), "normal": (10, ("low",)), "low": (0, ())}
+    qos = ("high", "low", "normal", "normal", "low")
+    running = np.array([True, True, True, False, False])
+    # the waiting normal job (row 3) may preempt low (row 1) and normal (row 2), not high (row 0)
+    assert frozen_rows(qos, rules, running, [3]) == frozenset({0})
+    # a waiting low job (row 4) may preempt only low
+    assert frozen_rows(qos, rules, running, [3, 4]) == frozenset({0, 2})
+    assert frozen_rows(qos, {}, running, [3, 4]) == frozenset()
+    assert frozen_rows(None, rules, running, [3]) == frozenset()
