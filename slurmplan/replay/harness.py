@@ -159,7 +159,7 @@ def run_replay(
     predicted = predict(cfg, cluster, requeue_delay_s)
     subs = build_submissions(
         jobs, parse_cluster(cluster), cfg.policy, k, out, node_types, restart_cost_s=cfg.reconfig_cost_s,
-        report_dir=out / "reports", partition=cfg.partition,
+        report_dir=out / "reports", partition=cfg.partition, hold=not replay_ops.site_holds_jobs(env),
     )  # fmt: skip
     managed = cfg.policy != PLAIN_SLURM
     rng = random.Random(cfg.seed)

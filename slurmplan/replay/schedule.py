@@ -75,8 +75,12 @@ def build_submissions(
     restart_cost_s: float,
     report_dir: Path,
     partition: str | None = None,
+    hold: bool = True,
 ) -> list[Submission]:
-    """Write each job's payload spec and batch script under ``out_dir/jobs``; return them in arrival order."""
+    """Write each job's payload spec and batch script under ``out_dir/jobs``; return them in arrival order.
+
+    ``hold``: submit managed jobs with ``--hold``, as job_submit.lua would hold them. False on a cluster whose
+    job_submit.lua holds them itself: there ``--hold`` is the user's own hold, which the daemon never lifts."""
     workloads = build_workloads(jobs, cluster, None)
     node_gpus = {g.gpu_type: g.gpus_per_node for g in cluster.groups}
     managed = policy != PLAIN_SLURM
@@ -130,7 +134,7 @@ def build_submissions(
         if partition:
             options.append(f"--partition={partition}")
         if managed:
-            options += ["--hold", f"--comment={format_hints(t.hints())}"]
+            options += (["--hold"] if hold else []) + [f"--comment={format_hints(t.hints())}"]
         out.append(Submission(t, w, t.arrival_s / speedup, tuple(options), spec_path, script))
     return out
 

@@ -71,6 +71,17 @@ def auth_cred_expire_s(env: Mapping[str, str] | None = None) -> float:
     return SLURM_CRED_EXPIRE_S
 
 
+def site_holds_jobs(env: Mapping[str, str] | None = None) -> bool:
+    """True when the cluster runs a job_submit Lua plugin (``slurmplan site install``): it holds managed jobs for
+    the daemon itself, and marks a job submitted with ``--hold`` as its user's own hold, which the daemon never
+    lifts (issue 24). A replay must then submit managed jobs as a user would, without ``--hold``."""
+    try:
+        conf = read_show_config(env)
+    except (SlurmCommandError, SlurmOutputError, OSError):
+        return False
+    return "lua" in conf.get("JobSubmitPlugins", "").lower()
+
+
 @dataclass
 class DaemonProcess:
     """The real daemon (``python -m slurmplan.cli daemon``) run as a child, restartable after a kill."""

@@ -180,3 +180,21 @@ def test_payload_counts_from_its_launch_not_from_when_python_was_ready(tmp_path,
     assert start["ev"] == "start" and start["t"] == pytest.approx(launched, abs=1e-3)
     assert start["ready"] > start["t"] and done["ev"] == "done"
     assert done["t"] - start["ready"] < 0.9  # without the credit: >= 1 s of work (+ 2.6 s restart cost)
+
+
+@pytest.mark.parametrize("hold", [True, False])
+def test_managed_jobs_are_submitted_held_only_where_no_job_submit_lua_holds_them(tmp_path, hold) -> None:
+    # With slurmplan's job_submit.lua (`devcluster up --site`, a site), `sbatch --hold` is the user's own hold,
+    # which the daemon never lifts (issue 24): a replay that passed it there left every managed job held for good.
+    from slurmplan.replay.schedule import build_submissions
+    from slurmplan.sim.cluster import parse_cluster
+    from slurmplan.sim.trace import read_trace
+
+    jobs = read_trace(_trace(tmp_path))
+    cluster = parse_cluster("a100:1x4,t4:1x2")
+    kw = {"restart_cost_s": 3.0, "report_dir": tmp_path / "reports", "hold": hold}
+    subs = build_submissions(jobs, cluster, "slurmplan", 30.0, tmp_path, {}, **kw)
+    assert subs and all(("--hold" in s.options) == hold for s in subs)
+    assert all(any(o.startswith("--comment=slurmplan:") for o in s.options) for s in subs)
+    plain = build_submissions(jobs, cluster, "slurm_fifo", 30.0, tmp_path, {}, **kw)
+    assert not any("--hold" in s.options for s in plain)
