@@ -23,6 +23,7 @@ from slurmplan.domain import SLURM_CRED_EXPIRE_S
 from slurmplan.slurm import procs
 from slurmplan.slurm.reader import JobRecord, SlurmOutputError, read_jobs, read_show_config
 from slurmplan.slurm.run import SlurmCommandError, run_slurm, slurm_env
+from slurmplan.slurm.site_check import check_job_submit
 
 log = logging.getLogger(__name__)
 
@@ -72,14 +73,15 @@ def auth_cred_expire_s(env: Mapping[str, str] | None = None) -> float:
 
 
 def site_holds_jobs(env: Mapping[str, str] | None = None) -> bool:
-    """True when the cluster runs a job_submit Lua plugin (``slurmplan site install``): it holds managed jobs for
-    the daemon itself, and marks a job submitted with ``--hold`` as its user's own hold, which the daemon never
-    lifts (issue 24). A replay must then submit managed jobs as a user would, without ``--hold``."""
+    """True when the cluster runs slurmplan's job_submit.lua (``slurmplan site install``, the same test as
+    ``site check``): it holds managed jobs for the daemon itself, and marks a job submitted with ``--hold`` as its
+    user's own hold, which the daemon never lifts (issue 24). A replay must then submit managed jobs as a user
+    would, without ``--hold``."""
     try:
         conf = read_show_config(env)
     except (SlurmCommandError, SlurmOutputError, OSError):
         return False
-    return "lua" in conf.get("JobSubmitPlugins", "").lower()
+    return check_job_submit(conf).ok
 
 
 @dataclass
