@@ -69,19 +69,13 @@ def shield(
     """The round's :class:`Shield`, or None without rules or when every job may displace every other."""
     if not rules or len(qos_names) == 0:
         return None
-    names = tuple(sorted(set(qos_names)))
-    index = {q: i for i, q in enumerate(names)}
-    qos = np.array([index[q] for q in qos_names], dtype=np.int64)
-    may = displaces(names, rules)
+    names, qos, may = _table(qos_names, rules)
     if may.all():
         return None
     reserved = np.zeros((types, len(names)), dtype=np.int64)
     for j in np.flatnonzero(running).tolist():
         reserved[col_type[current[j]], qos[j]] += gpus[current[j]]
-    present = np.zeros(len(names), dtype=bool)
-    present[qos[competing]] = True
-    protected_from = ~may[present].all(axis=0)  # per QOS: some QOS in the round may not displace it
-    return Shield(qos, may, reserved, running & protected_from[qos], names)
+    return Shield(qos, may, reserved, running & _protected(qos, may, competing)[qos], names)
 
 
 def frozen_rows(qos_names: Sequence[str] | None, rules: Rules, running: np.ndarray, rows: Sequence[int]) -> frozenset:
@@ -90,10 +84,20 @@ def frozen_rows(qos_names: Sequence[str] | None, rules: Rules, running: np.ndarr
     nodes is a requeue, so the QOS rule above covers it."""
     if not rules or qos_names is None or len(qos_names) == 0:
         return frozenset()
+    _, qos, may = _table(qos_names, rules)
+    protected = _protected(qos, may, np.asarray(rows, dtype=np.int64))
+    return frozenset(j for j in np.flatnonzero(running).tolist() if protected[qos[j]])
+
+
+def _table(qos_names: Sequence[str], rules: Rules) -> tuple[tuple[str, ...], np.ndarray, np.ndarray]:
+    """The round's QOS names, each row's index among them, and :func:`displaces` over them."""
     names = tuple(sorted(set(qos_names)))
     index = {q: i for i, q in enumerate(names)}
-    may = displaces(names, rules)
-    present = np.zeros(len(names), dtype=bool)
-    present[[index[qos_names[r]] for r in rows]] = True
-    protected = ~may[present].all(axis=0)
-    return frozenset(j for j in np.flatnonzero(running).tolist() if protected[index[qos_names[j]]])
+    return names, np.array([index[q] for q in qos_names], dtype=np.int64), displaces(names, rules)
+
+
+def _protected(qos: np.ndarray, may: np.ndarray, competing: np.ndarray) -> np.ndarray:
+    """Per QOS: some competing row's QOS may not displace it (``competing``: a row mask or row indices)."""
+    present = np.zeros(may.shape[0], dtype=bool)
+    present[qos[competing]] = True
+    return ~may[present].all(axis=0)
