@@ -152,8 +152,10 @@ def port_free(port: int) -> bool:
     return True
 
 
-def pick_free_ports(count: int, avoid: set[int], low: int = 20000, high: int = 32000) -> list[int]:
-    """``count`` distinct free ports below Linux's ephemeral range, avoiding ``avoid``."""
+def pick_free_ports(count: int, avoid: set[int], low: int = 10000, high: int = 20000) -> list[int]:
+    """``count`` distinct free ports below Linux's ephemeral range, avoiding ``avoid``, and below 20000, where
+    the launcher's rendezvous ports (20000 + job id mod 20000, ``launch.dist``) begin: a daemon on a job's
+    port would leave its rank 0 unable to listen and its other ranks talking to the daemon."""
     rng = random.Random()
     out: list[int] = []
     for _ in range(50 * count + 100):

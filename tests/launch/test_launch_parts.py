@@ -162,6 +162,11 @@ def test_dist_env_from_torchrun_srun_and_batch() -> None:
     assert local.master_addr == "localhost"
     batch = DistEnv.from_env({"SLURM_PROCID": "0", "SLURM_NTASKS": "8", "SLURM_JOB_ID": "1"})
     assert batch.world_size == 1  # a batch script without srun is one process
+    # a step on one node meets on loopback, whatever its node is called or resolves to
+    one_node = DistEnv.from_env({**step, "SLURM_JOB_NODELIST": "localhost", "SLURM_STEP_NUM_NODES": "1"})
+    assert one_node.master_addr == "127.0.0.1"
+    two_nodes = {**step, "SLURM_LAUNCH_NODE_IPADDR": "10.1.2.3", "SLURM_STEP_NUM_NODES": "2"}
+    assert DistEnv.from_env(two_nodes).master_addr == "10.1.2.3"
 
 
 @pytest.mark.parametrize(("nodelist", "host"), [("n1", "n1"), ("node[001-004]", "node001"), ("a[7],b", "a7")])

@@ -75,9 +75,13 @@ def test_signalled_job_checkpoints_requeues_and_resumes_bitwise(devcluster, tmp_
 def test_srun_two_tasks_train_as_one_job(devcluster, tmp_path: Path) -> None:  # noqa: ANN001
     """Two srun tasks find each other from Slurm's variables alone (rank, size, first node, job-derived port)."""
     ckpt, out = tmp_path / "ckpt", tmp_path / "job.out"
-    script = f"srun {sys.executable} {EXAMPLE} --steps 6 --checkpoint-dir {ckpt}\n"
+    # --kill-on-bad-exit: a rank that fails ends the step, instead of leaving the other waiting for it.
+    script = f"srun --kill-on-bad-exit=1 {sys.executable} {EXAMPLE} --steps 6 --checkpoint-dir {ckpt}\n"
     job = devcluster.sbatch(script, f"--output={out}", "--time=5", "-n2", "-N1")
-    final = devcluster.wait_state(job, "COMPLETED", "FAILED", "CANCELLED", timeout=180)
+    try:
+        final = devcluster.wait_state(job, "COMPLETED", "FAILED", "CANCELLED", timeout=180)
+    except AssertionError as exc:  # say what the ranks printed, not only that the job still runs
+        raise AssertionError(f"{exc}\n{out.read_text()[-3000:] if out.exists() else '(no output)'}") from None
     assert final["job_state"] == "COMPLETED", out.read_text()[-3000:]
     state = saved(ckpt)
     assert state["world_size"] == 2 and state["step"] == 6
