@@ -11,7 +11,7 @@ from pathlib import Path
 
 TESTS = Path(__file__).resolve().parent
 
-INNER = '''
+INNER = """
 import time, pytest
 from pathlib import Path
 
@@ -23,7 +23,7 @@ def resource():
 def test_waits(resource):
     Path(r"{started}").write_text("started")
     time.sleep(60)
-'''
+"""
 
 
 def test_sigterm_runs_fixture_teardown(tmp_path: Path) -> None:
