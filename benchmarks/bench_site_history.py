@@ -9,6 +9,10 @@ The history is ``trace generate llm``'s generator at 50,000 / 30 days (about 69 
 ``SITE_CLUSTER``, the daemon's 360-s rounds and 30-s ticks. Prints the median wall seconds per run, the CPU
 seconds (which a machine shared with other work inflates less than wall), and where the time went; the loop is
 ``bench_sim.run_benchmark``.
+
+Measured (issue 27, eighth session; main 1300217 and branch i27 side by side, ``nice -n 10``, shared 2-core machine
+at load 3-6), ``--days 1``: CPU 55.7 s -> 51.9 s, wall 126 s -> 119 s, 3,205 ticks, avg JCT 6.07 h, decisions
+identical. The month is about 26 CPU minutes: the goal is not met.
 """
 
 from __future__ import annotations
