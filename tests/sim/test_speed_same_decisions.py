@@ -33,3 +33,34 @@ def test_bench_sim_trace_keeps_its_avg_jct_within_one_percent(policy: str):
     summary = summarize(result)
     assert summary["finished"] == 150
     assert summary["avg_jct_h"] == pytest.approx(REFERENCE_AVG_JCT_H[policy], rel=0.01)
+
+
+def test_a_run_gives_the_garbage_collector_back_as_it_found_it(table):
+    """A run freezes the objects it starts with and collects less often (``engine._fewer_collections``); after it
+    the thresholds are the caller's again, and nothing stays frozen, also when the run fails."""
+    import gc
+
+    from .simkit import hours_job, make_sim
+
+    before = gc.get_threshold()
+    sim = make_sim(table, [hours_job(table, i, 0.2, arrival=100.0 * i) for i in range(3)], "v100:2", "las")
+    seen: list[tuple] = []
+    step = sim.step
+
+    def watched_step():
+        seen.append((gc.get_threshold(), gc.get_freeze_count() > 0))
+        return step()
+
+    sim.step = watched_step
+    assert summarize(sim.run())["finished"] == 3
+    assert seen and all(th[0] >= 20_000 and frozen for th, frozen in seen)
+    assert gc.get_threshold() == before and gc.get_freeze_count() == 0
+
+    def broken_step():
+        raise RuntimeError("a failing tick")
+
+    failing = make_sim(table, [hours_job(table, 0, 0.2)], "v100:2", "las")
+    failing.step = broken_step
+    with pytest.raises(RuntimeError):
+        failing.run()
+    assert gc.get_threshold() == before and gc.get_freeze_count() == 0
