@@ -8,7 +8,8 @@ and for Megatron's Table 4.1 whether the paper's plan is among the model's top 3
 (``perf.search.search_plans`` over every plan that fits in memory), plus the median time of the 1T plan search.
 
 Goals (issue 28): leave-one-table-out mean <= 7.4 % and no table above 15 %; in-sample <= 5 %; the paper's plan
-within 5 % of the model's best in every Table 4.1 row; the 1T search on 3,072 GPUs under 1 s.
+within 5 % of the model's best in every Table 4.1 row; the 1T search on 3,072 GPUs under 1 s. Also printed: whether
+the orderings the thesis states for its Figures 4.13-4.15 (``perf.orderings``) hold in the model.
 
 Run: ``python3 benchmarks/bench_perf_model.py [--quick] [--json]`` (about 2 minutes; ``--quick`` skips the
 leave-one-table-out fits and uses the shipped constants for the in-sample figures).
@@ -25,6 +26,7 @@ from collections import defaultdict
 import numpy as np
 
 from slurmplan.perf.fit_published import fit_published, predict_rows
+from slurmplan.perf.orderings import check_orderings
 from slurmplan.perf.published import PublishedRow, fitted_rows, load_published
 from slurmplan.perf.rubick import published_constants
 from slurmplan.perf.search import predict_plan, search_plans
@@ -142,6 +144,7 @@ def main() -> None:
         "plans_top3": sum(p["top3"] for p in plans),
         "plans_within_5pct_with_recompute": sum(p["within_5pct_with_recompute"] for p in plans),
         "search_1t_ms": search_1t_ms(rows),
+        "stated_orderings": check_orderings(),
         "goals": GOALS,
     }
     if args.json:
@@ -166,6 +169,9 @@ def main() -> None:
         f"of the best with recompute in {result['plans_within_5pct_with_recompute']}/{len(plans)}"
     )
     print(f"1T plan search on 3,072 GPUs: {result['search_1t_ms']:.1f} ms median")
+    for o in result["stated_orderings"]:
+        shown = ", ".join(f"{c} {v:.1f}" for c, v in zip(o["configs"], o["samples_per_s"], strict=True))
+        print(f"{o['id']:<22} batch {o['batch']:>3}: {o['claim']:<10} {'holds' if o['holds'] else 'FAILS'}  ({shown})")
 
 
 if __name__ == "__main__":
