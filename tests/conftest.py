@@ -27,6 +27,8 @@ from slurmplan.slurm.devcluster import REQUIRED_BINARIES, DevCluster
 from slurmplan.slurm.devlayout import load_layout
 from slurmplan.slurm.reader import find_job, read_jobs
 
+pytest_plugins = ["sigterm_teardown"]
+
 # Property tests run on shared, busy machines (and CI): a slow example is not a failure.
 settings.register_profile("slurmplan", deadline=None)
 settings.load_profile("slurmplan")
