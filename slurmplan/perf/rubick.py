@@ -163,13 +163,18 @@ def bandwidths(space: PlanSpace, gpu: GpuSpec) -> tuple[np.ndarray, np.ndarray, 
     micro-batch 1) fall monotonically as p or t grows at every batch: with k = 1, a 32-way DP all-reduce of
     (t, d) = (2, 32) at batch 32 costs more than the pipeline bubble or tensor traffic of (8, 8).
 
+    The same holds for a tensor-parallel group wider than a node (never searched, ``perf.plans``, but the thesis
+    measured it): it has all of a node's GPUs in each node, so its all-reduces cross nodes at g x the per-GPU link.
+    With one link, Figure 4.13's (t, p) = (32, 2) came out 4x slower than (8, 8), against the thesis's "up to 2x
+    lower throughput" for sub-optimal (t, p) combinations (section 4.1); with the spread, 1.7x.
+
     ZeRO-3 keeps one link: its traffic is per-layer parameter gathers inside every forward and backward, not one
     bucketed all-reduce, and Table 4.2 measures it at that rate (with the spread, the fit over-predicts ZeRO-3 on
     1,536 GPUs by 60 % and can only compensate by cutting every link's efficiency to a quarter).
     """
     gpn = space.gpus_per_node
     intra, inter = gpu.intra_node_gbps * 1e9, gpu.inter_node_gbps * 1e9
-    b_tp = np.where(space.tp <= gpn, intra, inter)
+    b_tp = np.where(space.tp <= gpn, intra, np.minimum(intra, inter * gpn))  # a group wider than a node: gpn each
     b_pp = np.where(space.tp * space.pp <= gpn, intra, inter)
     spread = np.where(space.zero_stage >= 3, 1, dp_members_per_node(space))
     b_dp = np.where(space.gpus <= gpn, intra, np.minimum(intra, inter * spread))
