@@ -13,7 +13,9 @@ every configuration of each figure at each of its batch sizes and says whether t
 - Figure 4.14 (5.9B GPT, 32 layers, h 3840, 32 heads; (p, d) with p d = 64, t = 1; batch 32, 128, 512): "for each
   batch size, the throughput decreases as the pipeline-parallel size increases".
 - Figure 4.15 (the same 5.9B model; (t, d) with t d = 64, p = 1; batch 32, 128, 512): throughput decreases as
-  the tensor-parallel size increases ("for the same reason as" 4.14: data parallelism should scale).
+  the tensor-parallel size increases ("the all-to-all communication required in tensor model parallelism ...
+  dominates end-to-end training time ... as the tensor-model-parallel size increases, we perform smaller matrix
+  multiplications on every GPU, decreasing utilization").
 
 The 39B row of Table 4.1 is not such a measurement: the paper ran t = 8 by its rule of thumb and never timed
 t = 4 at that size (benchmarks/bench_perf_model.py prints both).
