@@ -567,3 +567,6 @@ class Measurement:
     job_id: JobId | None = None
     time: float | None = None
     extra: Mapping[str, float] = field(default_factory=dict)
+    stack: str | None = None
+    """The framework that ran the plan (``formats.STACKS``; None: not said): the model's refit predicts the
+    measurement under it, so a fit never absorbs the framework (``perf.calibration``)."""

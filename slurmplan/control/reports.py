@@ -216,6 +216,7 @@ def load_measurements(journal: Journal, model: str | None = None) -> list[Measur
             memory_gb=r["memory_gb"],
             job_id=r["job_id"],
             time=r["time"],
+            stack=r.get("stack"),
         )
         for r in journal.measurements.rows(model)
     ]

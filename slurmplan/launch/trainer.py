@@ -32,11 +32,16 @@ from slurmplan.launch.reports import Progress, ThroughputMeter, append_report, p
 from slurmplan.launch.requeue import RequeueMode, requeue_job
 from slurmplan.launch.signals import StopFlag, resolve_signal
 from slurmplan.launch.spec import Outcome, TrainResult, TrainSpec
+from slurmplan.perf.stacks import stack_for_adapter
 
 log = logging.getLogger(__name__)
 
 CHECKPOINT_FORMAT = 2
 """2: ``workers[v]`` also holds the worker's module buffers (``"buffers"``); format 1 checkpoints still load."""
+TRAINER_STACK = stack_for_adapter("ddp").name
+"""The framework this trainer is, as its throughput reports say (``Measurement.stack``): data parallelism with its
+own gradient buckets over eager PyTorch, which is the performance model's ``ddp`` stack (unfused kernels, no
+tensor or pipeline parallelism). The daemon's refit predicts the report under it, whatever the job's hint said."""
 
 
 class ReportedByAnotherRank(SlurmplanError):
@@ -270,6 +275,7 @@ class Trainer:
             memory_gb=round(peak_memory_gb(self.device), 3),
             job_id=int(job) if job and job.isdigit() else None,
             time=time.time(),
+            stack=TRAINER_STACK,
         )
 
 

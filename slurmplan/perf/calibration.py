@@ -24,12 +24,18 @@ from slurmplan.perf.hardware import default_catalog, with_node_shape
 from slurmplan.perf.models import ModelSpec
 from slurmplan.perf.rubick import RubickConstants
 from slurmplan.perf.search import predict_plan
-from slurmplan.perf.stacks import Stack
+from slurmplan.perf.stacks import Stack, get_stack
 
 log = logging.getLogger(__name__)
 
-MeasuredRow = tuple[GpuType, int, Plan, float, int]
-"""(gpu_type, gpus, plan, samples_per_s, nodes), the hashable part of a Measurement."""
+MeasuredRow = tuple[GpuType, int, Plan, float, int] | tuple[GpuType, int, Plan, float, int, str | None]
+"""(gpu_type, gpus, plan, samples_per_s, nodes[, stack]), the hashable part of a Measurement; ``stack`` is the
+framework that ran it (``perf.stacks`` name; absent or None: not said)."""
+
+
+def _row_stack(row: MeasuredRow) -> Stack | None:
+    name = row[5] if len(row) > 5 else None
+    return get_stack(name) if name else None
 
 
 @dataclass(frozen=True)
@@ -53,7 +59,8 @@ def fit_points(model: ModelSpec, rows: tuple[MeasuredRow, ...]) -> list[FitPoint
     """Rows as fit points, resolving GPU types through the catalog (unknown types are skipped)."""
     catalog = default_catalog()
     points = []
-    for gpu_type, gpus, plan, sps, nodes in rows:
+    for row in rows:
+        gpu_type, gpus, plan, sps, nodes = row[:5]
         name = catalog.resolve(gpu_type)
         if name is None:
             log.warning("measurement on unknown gpu type %r ignored", gpu_type)
@@ -62,13 +69,14 @@ def fit_points(model: ModelSpec, rows: tuple[MeasuredRow, ...]) -> list[FitPoint
         gpn = max(1, math.ceil(gpus / max(nodes, 1)))  # the placement measured: GPUs per node used
         spec = with_node_shape(typical, gpn)
         cpus = typical.cpus_per_node / typical.gpus_per_node  # the job's CPU share, not the whole node's
-        points.append(FitPoint(model, spec, plan, sps, gpu_type=gpu_type, cpus_per_gpu=cpus))
+        point = FitPoint(model, spec, plan, sps, gpu_type=gpu_type, cpus_per_gpu=cpus, stack=_row_stack(row))
+        points.append(point)
     return points
 
 
 def _measured_cells(rows: tuple[MeasuredRow, ...]) -> dict[tuple[GpuType, int, int], tuple[Plan, float]]:
     by_plan: dict[tuple[GpuType, int, Plan], list[float]] = {}
-    for gpu_type, gpus, plan, sps, _nodes in rows:
+    for gpu_type, gpus, plan, sps, *_ in rows:
         by_plan.setdefault((gpu_type, gpus, plan), []).append(sps)
     cells: dict[tuple[GpuType, int, int], tuple[Plan, float]] = {}
     for (gpu_type, gpus, plan), values in by_plan.items():
@@ -81,11 +89,14 @@ def _measured_cells(rows: tuple[MeasuredRow, ...]) -> dict[tuple[GpuType, int, i
 
 @lru_cache(maxsize=1024)
 def calibrate(model: ModelSpec, rows: tuple[MeasuredRow, ...], stack: Stack | None = None) -> Calibration:
-    """The calibration for one model from its measurement rows (see the module docstring), its predictions for
-    the job's ``stack`` (default: ``perf.stacks.DEFAULT_STACK``) so that a fit does not absorb the framework."""
+    """The calibration for one model from its measurement rows (see the module docstring), for a job under
+    ``stack`` (default: ``perf.stacks.DEFAULT_STACK``). Each row is predicted under the framework that ran it
+    (the job's own where the row does not say), so neither the fitted constants nor the ratios absorb a framework:
+    a job's reports from the launcher's trainer (``ddp``) correct its Megatron prediction only by what the model
+    got wrong. A measured Cell stands only for rows of the job's stack or of none said."""
     if not rows:
         return Calibration()
-    cells = _measured_cells(rows)
+    cells = _measured_cells(tuple(r for r in rows if stack is None or _row_stack(r) in (None, stack)))
     points = fit_points(model, rows)
     if can_fit(points):
         try:
@@ -97,7 +108,8 @@ def calibrate(model: ModelSpec, rows: tuple[MeasuredRow, ...], stack: Stack | No
             log.warning("fit for %s failed (%s); using ratios", model.name, exc)
     logs: dict[GpuType, list[float]] = {}
     for point in points:
-        predicted = predict_plan(point.model, point.gpu, point.plan, cpus_per_gpu=point.cpus_per_gpu, stack=stack)
+        ran = point.stack if point.stack is not None else stack
+        predicted = predict_plan(point.model, point.gpu, point.plan, cpus_per_gpu=point.cpus_per_gpu, stack=ran)
         if predicted > 0:
             logs.setdefault(point.gpu_type, []).append(math.log(point.samples_per_s / predicted))
     if not logs:

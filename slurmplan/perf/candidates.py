@@ -259,6 +259,14 @@ def _job_key(hints: Hints) -> _JobKey:
     )
 
 
+def _stack_name(name: str | None) -> str | None:
+    """A report's framework as a ``perf.stacks`` name; None when not said or unknown (a report is user bytes)."""
+    try:
+        return get_stack(name).name if name else None
+    except ValidationError:
+        return None
+
+
 def _measurement_key(model: str, measurements: Sequence[Measurement]) -> tuple[tuple, ...]:
     """The hashable essentials of the model's most recent measurements (at most ``MAX_MEASUREMENTS``)."""
     rows = []
@@ -268,7 +276,7 @@ def _measurement_key(model: str, measurements: Sequence[Measurement]) -> tuple[t
         except ValidationError:
             continue
         if name == model and m.samples_per_s > 0:
-            rows.append((m.gpu_type, m.gpus, m.plan, float(m.samples_per_s), m.nodes))
+            rows.append((m.gpu_type, m.gpus, m.plan, float(m.samples_per_s), m.nodes, _stack_name(m.stack)))
     return tuple(sorted(rows[-MAX_MEASUREMENTS:], key=repr))
 
 

@@ -262,7 +262,8 @@ def run_fit(args: argparse.Namespace) -> int:
     results, skipped = [], {}
     for name, rows in sorted(by_model.items()):
         model = get_model(name)
-        points = fit_points(model, tuple((m.gpu_type, m.gpus, m.plan, m.samples_per_s, m.nodes) for m in rows))
+        measured = tuple((m.gpu_type, m.gpus, m.plan, m.samples_per_s, m.nodes, m.stack) for m in rows)
+        points = fit_points(model, measured)
         if not can_fit(points):
             skipped[name] = f"{len(points)} points: need >= 7, >= 3 with offload when offload is used"
             continue

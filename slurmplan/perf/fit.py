@@ -49,6 +49,8 @@ class FitPoint:
     samples_per_s: float
     gpu_type: str = ""
     cpus_per_gpu: float | None = None
+    stack: Stack | None = None
+    """The framework that ran it (None: the fit's own stack): the point is predicted under it."""
 
     def __post_init__(self) -> None:
         if not (isinstance(self.samples_per_s, int | float) and math.isfinite(self.samples_per_s)) or (
@@ -89,7 +91,8 @@ class _Batch:
         self.stack = stack
         groups: dict[tuple, list[int]] = {}
         for i, p in enumerate(points):
-            groups.setdefault((p.model, p.gpu, p.plan.global_batch, p.cpus_per_gpu), []).append(i)
+            stack = p.stack if p.stack is not None else self.stack
+            groups.setdefault((p.model, p.gpu, p.plan.global_batch, p.cpus_per_gpu, stack), []).append(i)
         self.groups = [
             (key, np.array(idx), PlanSpace.from_plans([points[i].plan for i in idx], key[1].gpus_per_node))
             for key, idx in groups.items()
@@ -98,8 +101,8 @@ class _Batch:
 
     def predict(self, constants: RubickConstants) -> np.ndarray:
         out = np.empty(self.observed.size)
-        for (model, gpu, _batch, cpus), idx, space in self.groups:
-            out[idx] = predict(model, space, gpu, constants, cpus, stack=self.stack).throughput
+        for (model, gpu, _batch, cpus, stack), idx, space in self.groups:
+            out[idx] = predict(model, space, gpu, constants, cpus, stack=stack).throughput
         return out
 
 

@@ -1,7 +1,8 @@
 """Reading throughput measurements: the JSON lines the launcher appends, one ``Measurement`` each.
 
 Format (CONTRIBUTING): ``{"job_id", "model", "gpu_type", "gpus", "nodes", "plan": {Plan fields},
-"samples_per_s", "memory_gb", "time"}``; unknown keys are ignored, bad values are errors naming the line.
+"samples_per_s", "memory_gb", "time", "stack"}``; unknown keys are ignored, bad values are errors naming the line.
+``stack`` (optional) is the framework that ran the plan, one of ``formats.STACKS``.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from slurmplan.domain import Measurement, Plan, ValidationError
+from slurmplan.formats import STACKS
 
 PLAN_FIELDS = (
     "dp", "tp", "pp", "micro_batch", "grad_accum", "checkpointing", "zero_stage", "offload", "virtual_stages",
@@ -49,6 +51,9 @@ def measurement_from_dict(raw: Mapping[str, object], where: str = "measurement")
     if plan.gpus > gpus:
         raise ValidationError("plan", plan.short(), f"at most gpus={gpus} GPUs (dp*tp*pp)", where)
     memory = raw.get("memory_gb")
+    stack = raw.get("stack")
+    if stack is not None and stack not in STACKS:
+        raise ValidationError("stack", stack, "one of " + ", ".join(STACKS) + " (or absent)", where)
     extra = {}
     for key in PROGRESS_FIELDS:  # the job's progress (issue 23): optional, non-negative numbers
         value = raw.get(key)
@@ -68,6 +73,7 @@ def measurement_from_dict(raw: Mapping[str, object], where: str = "measurement")
         job_id=raw.get("job_id") if isinstance(raw.get("job_id"), int) else None,  # type: ignore[arg-type]
         time=float(raw["time"]) if isinstance(raw.get("time"), int | float) else None,  # type: ignore[arg-type]
         extra=extra,
+        stack=stack,  # type: ignore[arg-type]
     )
 
 
@@ -102,5 +108,6 @@ def measurement_to_dict(m: Measurement) -> dict[str, object]:
         "samples_per_s": m.samples_per_s,
         "memory_gb": m.memory_gb,
         "time": m.time,
+        "stack": m.stack,
         **{k: m.extra[k] for k in PROGRESS_FIELDS if k in m.extra},
     }

@@ -15,6 +15,8 @@ plans that would OOM without starting them. The terms (per GPU, of the most load
   first stage (``l/pp`` layers each), i.e. about ``l`` layers' worth; interleaving adds ``(pp-1)/(pp v)``.
 - logits: 4 bytes per ``s b V / t`` on the last stage (the first when ``pp == 1``).
 - a fixed reserve for the CUDA context, NCCL buffers and allocator fragmentation.
+- the optimizer step's own copies (``Stack.step_bytes_unpipelined``: the 2021 Megatron with PyTorch's DDP makes
+  fp32 gradients at the step), which need room only once the activations are freed.
 """
 
 from __future__ import annotations
@@ -51,10 +53,14 @@ class MemoryEstimate:
     host: np.ndarray
     gpu_capacity: float
     host_capacity_per_gpu: np.ndarray
+    step: np.ndarray | float = 0.0
+    """Bytes the optimizer step adds to the model states once the activations are freed
+    (``Stack.step_bytes_unpipelined``): the peak is the larger of the two."""
 
     @property
     def total(self) -> np.ndarray:
-        return self.weights + self.gradients + self.optimizer + self.activations + self.reserve
+        transient = np.maximum(self.activations, self.step)
+        return self.weights + self.gradients + self.optimizer + transient + self.reserve
 
     @property
     def fits_gpu(self) -> np.ndarray:
@@ -76,6 +82,7 @@ class MemoryEstimate:
                 f"needs {self.total[i] / GB:.1f} GB per GPU > {self.gpu_capacity / GB:.1f} GB usable "
                 f"(weights {self.weights[i] / GB:.1f}, gradients {self.gradients[i] / GB:.1f}, "
                 f"optimizer {self.optimizer[i] / GB:.1f}, activations {self.activations[i] / GB:.1f}, "
+                f"optimizer step {np.broadcast_to(self.step, self.total.shape)[i] / GB:.1f}, "
                 f"reserve {self.reserve / GB:.1f})"
             )
         if not self.fits_host[i]:
@@ -124,6 +131,9 @@ def estimate_memory(model: ModelSpec, space: PlanSpace, gpu: GpuSpec, stack: Sta
     activations = layers_per_stage * in_flight * kept_per_layer + np.where(gc, full_layer, 0.0)
     activations = activations + 4.0 * model.seq_len * mb * model.vocab / tp
 
+    # Model states the step adds (a copy of the gradients at another width), after the activations are freed.
+    step = np.where(pp == 1, (stack or DEFAULT_STACK).step_bytes_unpipelined * params, 0.0)
+
     host_states = np.where(off, (12.0 + 2.0 + np.where(z >= 3, 2.0, 0.0)) * params / dp, 0.0)
     host = BASE_HOST_BYTES_PER_GPU + host_states
     node_host = gpu.host_memory_gb * GB * HOST_USABLE_FRACTION
@@ -136,6 +146,7 @@ def estimate_memory(model: ModelSpec, space: PlanSpace, gpu: GpuSpec, stack: Sta
         host=host,
         gpu_capacity=gpu.memory_gb * GB * USABLE_FRACTION,
         host_capacity_per_gpu=node_host / np.minimum(space.gpus, gpu.gpus_per_node),
+        step=step,
     )
 
 

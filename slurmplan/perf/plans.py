@@ -8,8 +8,8 @@ Validity rules (Megatron-LM / DeepSpeed practice, narayanan.md B3, rubick.md 1):
 - ``dp * tp * pp == gpus``; the global batch never changes: ``global_batch == dp * micro_batch * grad_accum``.
 - tensor parallelism stays inside a node (``tp`` divides the GPUs per node) and divides heads and hidden.
 - ``pp`` divides the layers; with ``pp > 1`` the replica's micro-batches (``grad_accum``) are at least ``pp``.
-- interleaving (``virtual_stages == 2``) needs ``pp > 1``, micro-batches a multiple of ``pp`` and layers
-  divisible by ``pp * 2``.
+- interleaving (``virtual_stages`` v > 1, v in ``VIRTUAL_STAGES``) needs ``pp > 1``, micro-batches a multiple of
+  ``pp`` and layers divisible by ``pp * v``.
 - ZeRO stages 2 and 3 do not combine with pipelining (DeepSpeed), a ZeRO stage needs ``dp > 1`` unless it
   carries offload, and offload (ZeRO-Offload) needs ZeRO stage 2 or 3 and no pipeline.
 """
@@ -24,6 +24,10 @@ from slurmplan.domain import Plan, ValidationError
 from slurmplan.perf.models import ModelSpec
 
 MAX_MICRO_BATCH = 512
+VIRTUAL_STAGES = (1, 2, 3, 4)
+"""Interleaving factors v searched. Megatron takes any v whose chunks hold whole layers (the thesis's Table 4.1
+runs used v = 2 and 3); each step of v cuts the bubble by less ((p-1)/(m v)) while adding a round of
+point-to-point transfers per micro-batch, so 4 bounds the search."""
 FIELDS = ("dp", "tp", "pp", "micro_batch", "grad_accum", "checkpointing", "zero_stage", "offload", "virtual_stages")
 
 
@@ -102,7 +106,7 @@ class PlanSpace:
 
 def _options() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """All combinations of (checkpointing, zero stage, offload, virtual stages), as four columns."""
-    gc, z, off, v = np.meshgrid([False, True], [0, 1, 2, 3], [False, True], [1, 2], indexing="ij")
+    gc, z, off, v = np.meshgrid([False, True], [0, 1, 2, 3], [False, True], VIRTUAL_STAGES, indexing="ij")
     return gc.ravel(), z.ravel(), off.ravel(), v.ravel()
 
 
@@ -153,7 +157,7 @@ def enumerate_plans(
             ok &= (z == 0) | (dp > 1) | off
             ok &= ~off | ((z >= 2) & (pp == 1))
             ok &= (pp == 1) | (z <= 1)
-            ok &= (v == 1) | ((pp > 1) & (ga_col % pp == 0) & (model.layers % (pp * 2) == 0))
+            ok &= (v == 1) | ((pp > 1) & (ga_col % pp == 0) & (model.layers % (pp * v) == 0))
             n = int(ok.sum())
             if n == 0:
                 continue

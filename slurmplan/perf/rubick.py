@@ -143,13 +143,41 @@ class IterationTime:
         return {n: float(getattr(self, n)[i]) for n in names}
 
 
+def dp_members_per_node(space: PlanSpace) -> np.ndarray:
+    """GPUs of one data-parallel group in each node (ranks TP innermost, then PP, then DP): a node of g GPUs
+    holds g / (tp pp) replicas' ranks of the same stage when ``tp pp`` divides g, else 1."""
+    gpn = space.gpus_per_node
+    model_parallel = space.tp * space.pp
+    per_node = np.where(gpn % np.minimum(model_parallel, gpn) == 0, gpn // np.minimum(model_parallel, gpn), 1)
+    return np.maximum(1, np.minimum(per_node, space.dp))
+
+
 def bandwidths(space: PlanSpace, gpu: GpuSpec) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Bottleneck bytes/s for DP, TP and PP groups, ranks laid out TP innermost, then PP, then DP."""
+    """Bottleneck bytes/s for DP, TP and PP groups, ranks laid out TP innermost, then PP, then DP.
+
+    A data-parallel all-reduce across nodes is not limited to one GPU's network link when its group has k > 1
+    GPUs in each node: NCCL's rings (and trees) cross each node boundary once per channel, so a node sends one
+    GPU's share of the ring traffic, and its channels spread over the NICs of the group's k GPUs (``inter_node_gbps``
+    is per GPU: DGX A100 has one 200 Gb/s HCA per GPU). The DP bandwidth is then k x the per-GPU link, capped at
+    the link inside the node. This is what makes the thesis's Figures 4.14 and 4.15 (5.9B GPT on 64 A100s,
+    micro-batch 1) fall monotonically as p or t grows at every batch: with k = 1, a 32-way DP all-reduce of
+    (t, d) = (2, 32) at batch 32 costs more than the pipeline bubble or tensor traffic of (8, 8).
+
+    The same holds for a tensor-parallel group wider than a node (never searched, ``perf.plans``, but the thesis
+    measured it): it has all of a node's GPUs in each node, so its all-reduces cross nodes at g x the per-GPU link.
+    With one link, Figure 4.13's (t, p) = (32, 2) came out 4x slower than (8, 8), against the thesis's "up to 2x
+    lower throughput" for sub-optimal (t, p) combinations (section 4.1); with the spread, 1.7x.
+
+    ZeRO-3 keeps one link: its traffic is per-layer parameter gathers inside every forward and backward, not one
+    bucketed all-reduce, and Table 4.2 measures it at that rate (with the spread, the fit over-predicts ZeRO-3 on
+    1,536 GPUs by 60 % and can only compensate by cutting every link's efficiency to a quarter).
+    """
     gpn = space.gpus_per_node
     intra, inter = gpu.intra_node_gbps * 1e9, gpu.inter_node_gbps * 1e9
-    b_tp = np.where(space.tp <= gpn, intra, inter)
+    b_tp = np.where(space.tp <= gpn, intra, np.minimum(intra, inter * gpn))  # a group wider than a node: gpn each
     b_pp = np.where(space.tp * space.pp <= gpn, intra, inter)
-    b_dp = np.where(space.gpus <= gpn, intra, inter)
+    spread = np.where(space.zero_stage >= 3, 1, dp_members_per_node(space))
+    b_dp = np.where(space.gpus <= gpn, intra, np.minimum(intra, inter * spread))
     return b_dp, b_tp, b_pp
 
 

@@ -29,6 +29,14 @@ model's terms read; each is a documented property of the framework, not a fitted
   in flight fitting and 16 not. With 18 bytes of state per parameter that bounds the factor to 1.17-2.34; 1.25 is
   used, near the lower bound.
 
+- ``step_bytes_unpipelined``: the 2021 code ran PyTorch's DDP for its p = 1 runs (``DDP=torch`` in
+  run_table_1.sh). Its fp16 optimizer then makes fp32 gradients at the step (Megatron-LM's
+  ``_copy_model_grads_to_main_grads``: ``main_param.grad = model_param.grad.float()``) while DDP's bucket copy of
+  the fp16 gradients stays allocated: 2 (fp16 weights) + 2 (DDP buckets) + 4 (fp32 gradients) + 12 = 20 bytes per
+  parameter at the step, 2 more than the 18 counted, after the activations are freed. 20 is the lower bound: code
+  that kept the fp16 gradients through the copy held 22. Megatron's own DDP (p > 1, ``DDP=local``) accumulates
+  into the fp32 ``main_grad`` and copies nothing.
+
 The launcher's adapters know the stack a job runs: ``stack_for_adapter`` maps their names onto these.
 """
 
@@ -64,6 +72,9 @@ class Stack:
     activation_factor: float = 1.0
     """Stored activations over Korthikanti et al.'s count (``perf.memory``), where a framework is measured to keep
     more; 1 = the count."""
+    step_bytes_unpipelined: float = 0.0
+    """Bytes per parameter the optimizer step holds beyond the counted model states, once activations are freed,
+    in plans without pipelining (``perf.memory``): see the module docstring."""
 
     def with_precision(self, precision: str | None) -> Stack:
         if precision is None or precision == self.precision:
@@ -96,6 +107,7 @@ STACKS: dict[str, Stack] = {
         grad_bytes=4.0,
         pipeline_sync_overlap=False,
         activation_factor=1.25,
+        step_bytes_unpipelined=2.0,
     ),
     "deepspeed": Stack("deepspeed", fused_kernels=True),
     "ddp": Stack("ddp", fused_kernels=False, zero_stages=(0,), model_parallel=False, offload=False),

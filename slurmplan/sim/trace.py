@@ -3,7 +3,8 @@
 One format serves both kinds of job the simulator runs. A *table job* names a ``job_type`` of Gavel's measured
 throughput table and a ``scale_factor`` (GPUs, ganged, one type): Gavel's own trace dumps are read as they are.
 A *hint job* names a ``model`` for the performance model plus optional ``hints`` (global batch, sequence
-length, elastic range, allowed GPU types, maxP workers), exactly what a user gives sbatch.
+length, elastic range, allowed GPU types, maxP workers, the ``stack`` it runs under: one of ``formats.STACKS``),
+exactly what a user gives sbatch.
 
 Fields (unknown ones are an error, so a typo never silently changes an experiment):
 
@@ -29,8 +30,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from slurmplan.domain import GpuType, Hints, JobClass, ValidationError
+from slurmplan.formats import STACKS
 
-HINT_FIELDS = ("global_batch", "seq_len", "min_gpus", "max_gpus", "gpu_types", "workers")
+HINT_FIELDS = ("global_batch", "seq_len", "min_gpus", "max_gpus", "gpu_types", "workers", "stack")
 KNOWN_FIELDS = frozenset(
     {
         "job_id",
@@ -188,6 +190,10 @@ def _hints(obj: Mapping[str, object], where: str) -> dict[str, object]:
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                 raise TraceError("hints.gpu_types", value, "a list of GPU type names", where)
             out[key] = tuple(v.lower() for v in value)
+        elif key == "stack":  # the framework the job runs under: the performance model predicts for it
+            if value not in STACKS:
+                raise TraceError("hints.stack", value, "one of " + ", ".join(STACKS), where)
+            out[key] = value
         elif not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise TraceError(f"hints.{key}", value, "a positive integer", where)
         else:

@@ -105,6 +105,22 @@ def test_reports_ingested_once_and_bad_lines_skipped(tmp_path: Path) -> None:
     assert [(m.gpu_type, m.gpus, m.job_id, m.plan.dp) for m in ms] == [("a100", 2, 41, 2), ("a100", 1, 41, 1)]
 
 
+def test_a_reports_stack_reaches_the_refit_and_a_journal_from_before_gains_the_column(tmp_path: Path) -> None:
+    """The launcher's reports say which framework ran the plan (issue 28); a journal written before the column
+    existed gains it on its next insert, and a line naming an unknown framework is skipped like any bad line."""
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    line = {"model": "gpt2-1.5b", "gpu_type": "a100", "gpus": 2, "plan": {"dp": 2}, "samples_per_s": 9.0}
+    lines = [{**line, "stack": "ddp"}, {**line, "stack": "jax"}, line]
+    (reports / "41.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    jobs = {41: Job(41, user=pwd.getpwuid(os.getuid()).pw_name)}
+    with Journal(tmp_path / "j.db") as j:
+        j.db.execute("ALTER TABLE measurements DROP COLUMN stack")  # as a journal from before this column
+        assert ingest_reports(j, reports, jobs) == 2
+        ms = load_measurements(j, "gpt2-1.5b")
+    assert [m.stack for m in ms] == ["ddp", None]
+
+
 def test_report_progress_fields_reach_the_job_source(tmp_path: Path) -> None:
     """Issue 23: ``step``/``checkpoint_step``/``total_steps`` on a report line become the job's progress; a bad
     value skips that one line (named in the log), the others are ingested."""

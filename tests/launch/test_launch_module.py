@@ -25,6 +25,8 @@ def test_module_entry_point_with_two_local_processes(tmp_path: Path) -> None:
     assert report[-1]["job_id"] == 4242 and report[-1]["gpus"] == 2 and report[-1]["model"] == "example-mlp"
     # progress for the daemon (status/explain): steps done, the newest checkpoint's step, the total
     assert (report[-1]["step"], report[-1]["checkpoint_step"], report[-1]["total_steps"]) == (6, 6, 6)
+    # the framework that ran the plan, so the daemon's refit predicts the report under it (issue 28)
+    assert report[-1]["stack"] == "ddp"
 
 
 def test_module_entry_point_refuses_a_missing_target(tmp_path: Path) -> None:

@@ -94,7 +94,9 @@ def test_requeue_countdown_and_outside_slurm(tmp_path: Path) -> None:
 
 
 def test_report_line_is_what_the_daemon_ingests(tmp_path: Path) -> None:
-    m = Measurement("gpt", "a100", 8, Plan(dp=2, tp=4, micro_batch=2), 123.5, memory_gb=30.5, job_id=77, time=1.0)
+    m = Measurement(
+        "gpt", "a100", 8, Plan(dp=2, tp=4, micro_batch=2), 123.5, memory_gb=30.5, job_id=77, time=1.0, stack="ddp"
+    )
     path = report_path({"SLURMPLAN_REPORT_DIR": str(tmp_path), "SLURM_JOB_ID": "77"})
     assert path == tmp_path / "77.jsonl"
     assert append_report(m, path) and append_report(m, path)
@@ -111,7 +113,12 @@ def test_report_line_is_what_the_daemon_ingests(tmp_path: Path) -> None:
         "samples_per_s",
         "memory_gb",
         "time",
+        "stack",
     }
+    # a report naming a framework the model does not know is refused, naming the field and the allowed values
+    with pytest.raises(ValidationError) as bad:
+        measurement_from_dict({**json.loads(lines[0]), "stack": "jax"})
+    assert bad.value.field == "stack" and "megatron, deepspeed, ddp, fsdp" in str(bad.value)
 
 
 def test_report_line_carries_progress_and_still_reads_as_a_measurement(tmp_path: Path) -> None:

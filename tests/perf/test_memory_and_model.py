@@ -148,3 +148,24 @@ def test_default_constants_predict_megatron_table_4_1(
             best = max(best, float(predict(model, PlanSpace.from_plans([plan], 8), gpu).throughput[0]))
     predicted = model.training_flops_per_sample(checkpointing=True) * best / gpus / 1e12
     assert 0.7 * tflops < predicted < 1.15 * tflops
+
+
+def test_the_2021_megatron_with_pytorch_ddp_needs_room_for_fp32_gradients_at_the_optimizer_step() -> None:
+    """run_table_1.sh ran p = 1 under DDP=torch: the step copies fp16 gradients to fp32 while DDP's buckets stay,
+    20 bytes per parameter once activations are freed; Megatron's own DDP (p > 1) and today's stacks copy nothing."""
+    from slurmplan.perf.memory import stage_parameters
+    from slurmplan.perf.stacks import get_stack
+
+    model, a100 = get_model("megatron-7.5b"), get_gpu("a100-80g")
+    plan = Plan(dp=64, tp=2, micro_batch=1, grad_accum=8, checkpointing=True)
+    params = float(stage_parameters(model, np.array([2.0]), np.array([1.0]))[0])
+    old = plan_memory(model, plan, a100, get_stack("megatron-2021"))
+    assert float(old.step[0]) == pytest.approx(2.0 * params)
+    states = old.weights[0] + old.gradients[0] + old.optimizer[0]
+    assert states == pytest.approx(18.0 * params)
+    # The peak is the larger of the backward's activations and the step's copies, not their sum.
+    assert old.total[0] == pytest.approx(states + max(old.activations[0], old.step[0]) + old.reserve)
+    assert old.step[0] > old.activations[0] and not old.fits_gpu[0] and "optimizer step 7.5" in old.reason(0)
+    assert plan_memory(model, plan, a100, get_stack("megatron")).fits_gpu[0]
+    piped = Plan(dp=32, tp=2, pp=2, micro_batch=1, grad_accum=16, checkpointing=True)
+    assert float(plan_memory(model, piped, a100, get_stack("megatron-2021")).step[0]) == 0.0

@@ -129,3 +129,41 @@ def test_a_ddp_jobs_measurement_calibrates_against_the_ddp_prediction() -> None:
     rows = (("a100", 2, plan, measured, 1),)
     assert calibrate(model, rows, get_stack("ddp")).ratios["a100"] == pytest.approx(1.0)
     assert calibrate(model, rows).ratios["a100"] < 0.95
+
+
+def test_each_report_is_predicted_under_the_framework_that_ran_it() -> None:
+    """The online refit: a Megatron job's reports from the launcher's trainer (``ddp``) correct its prediction only
+    by what the model got wrong under ddp; without the report's stack the ratio absorbs the framework (issue 28)."""
+    from slurmplan.perf.calibration import calibrate
+    from slurmplan.perf.search import predict_plan
+
+    model, gpu = get_model("gpt2-1.5b"), get_gpu("a100")
+    plan = Plan(dp=2, micro_batch=4, grad_accum=8)
+    measured = predict_plan(model, gpu, plan, stack="ddp")
+    said = (("a100", 2, plan, measured, 1, "ddp"),)
+    unsaid = (("a100", 2, plan, measured, 1, None),)
+    megatron = get_stack("megatron")
+    assert calibrate(model, said, megatron).ratios["a100"] == pytest.approx(1.0)
+    assert calibrate(model, said).ratios["a100"] == pytest.approx(1.0)
+    assert calibrate(model, unsaid, megatron).ratios["a100"] < 0.95
+    # a measured Cell stands for the job only when its stack ran it (or the report did not say)
+    assert calibrate(model, said, megatron).cells == {}
+    assert calibrate(model, said, get_stack("ddp")).cells and calibrate(model, unsaid, megatron).cells
+
+
+def test_candidates_refit_from_reports_of_another_stack_without_absorbing_it() -> None:
+    from slurmplan.domain import Hints, Measurement
+    from slurmplan.perf.candidates import job_candidates
+    from slurmplan.perf.search import predict_plan
+
+    model, gpu = get_model("gpt2-1.5b"), get_gpu("a100")
+    plan = Plan(dp=2, micro_batch=4, grad_accum=8)
+    ddp_rate = predict_plan(model, gpu, plan, stack="ddp")
+    hints = Hints(managed=True, model="gpt2-1.5b", min_gpus=2, max_gpus=4, global_batch=64, stack="megatron")
+    base = {c.cell: c.throughput for c in job_candidates(hints, {"a100": 8})}
+    report = Measurement("gpt2-1.5b", "a100", 2, plan, ddp_rate, stack="ddp")
+    after = {c.cell: c.throughput for c in job_candidates(hints, {"a100": 8}, [report])}
+    four = next(cell for cell in base if cell.gpus == 4)
+    assert after[four] == pytest.approx(base[four], rel=1e-6)  # exactly the ddp prediction: nothing to correct
+    later = {c.cell: c.throughput for c in job_candidates(hints, {"a100": 8}, [replace(report, stack=None)])}
+    assert later[four] < 0.95 * base[four]  # read as a Megatron report, the job looks slower than predicted

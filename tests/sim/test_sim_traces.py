@@ -32,6 +32,8 @@ def errors(lines: list[str]) -> TraceError:
         ('{"job_id": 1, "job_type": "A3C", "total_steps": 10, "job_class": "gold"}', "job_class"),
         ('{"job_id": 1, "job_type": "A3C", "total_steps": 10, "gpuz": 2}', "gpuz"),
         ('{"job_id": 1, "model": "gpt", "duration_s": 10, "hints": {"min_gpus": 0}}', "hints.min_gpus"),
+        ('{"job_id": 1, "model": "gpt", "duration_s": 10, "hints": {"stack": "jax"}}', "hints.stack"),
+        ('{"job_id": 1, "model": "gpt", "duration_s": 10, "hints": {"stack": 3}}', "hints.stack"),
         ('{"job_id": 1, "job_type": "A3C", "total_steps": 10, "scale_factor": true}', "scale_factor"),
         ('{"job_id": 1, "job_type": "A3C", "total_steps": 10', "line"),
     ],
@@ -62,11 +64,18 @@ def test_round_trip_is_exact(tmp_path: Path):
             account="nlp",
             job_class=JobClass.GUARANTEED,
             deadline_s=9000.5,
-            extra_hints={"min_gpus": 4, "max_gpus": 16},
+            extra_hints={"min_gpus": 4, "max_gpus": 16, "stack": "deepspeed"},
         ),
     ]
     write_trace(jobs, tmp_path / "t.jsonl")
     assert read_trace(tmp_path / "t.jsonl") == tuple(jobs)
+    # the stack reaches the hints the simulated daemon plans with, as a user's stack= hint does
+    assert read_trace(tmp_path / "t.jsonl")[1].hints().stack == "deepspeed"
+
+
+def test_a_bad_stack_names_the_field_and_the_allowed_frameworks():
+    err = errors(['{"job_id": 1, "model": "gpt", "duration_s": 10, "hints": {"stack": "Megatron-LM"}}'])
+    assert err.field == "hints.stack" and "megatron, deepspeed, ddp, fsdp" in str(err)
 
 
 @pytest.mark.skipif(not GAVEL_DUMP.exists(), reason="shared Gavel data not present")

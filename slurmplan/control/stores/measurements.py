@@ -17,7 +17,10 @@ _COLUMNS = {
     "samples_per_s": float,
     "memory_gb": float,
     "time": float,
+    "stack": str,
 }
+"""``stack``: the framework that ran the plan (None: the report did not say; older journals gain the column on
+their next insert)."""
 
 
 _PROGRESS = {
@@ -51,7 +54,7 @@ class MeasurementStore(Store):
         latest progress."""
         with self.transaction():
             if rows:
-                self.db["measurements"].insert_all(rows)
+                self.db["measurements"].insert_all(rows, alter=True)
             for row in progress:  # alter: a journal from before steps_per_s gains the column
                 self.db["job_progress"].upsert(row, pk="job_id", alter=True)
             self.db["report_offsets"].upsert({"file": file, "offset": offset}, pk="file")
