@@ -9,8 +9,9 @@ and the CPU seconds of the process (all threads), which a machine shared with ot
 ``bench_site_history.py`` runs the same loop (``run_benchmark``) on a site's month under the flagship.
 
 Measured (issue 27, eighth session; main 1300217 and branch i27 side by side, ``nice -n 10``, shared 2-core machine
-at load 3-6): CPU 240.1 s -> 217.8 s, wall 552 s -> 511 s, 25,195 ticks, avg JCT 2.78 h, decisions identical. The
-goal is not met; ``slurmplan/sim/RESULTS.md`` section 4.2 says where the time goes.
+at load 3-6): CPU 240.1 s -> 217.8 s, wall 552 s -> 511 s, 25,195 ticks, avg JCT 2.78 h, decisions identical; against
+main 2eeaf72 (issue 28's model): CPU 262.8 s -> 239.7 s, 25,182 ticks, 2.90 h. The goal is not met;
+``slurmplan/sim/RESULTS.md`` section 4.2 says where the time goes.
 """
 
 from __future__ import annotations
