@@ -31,13 +31,20 @@ Placement = dict[int, Placed | Unplaced]
 
 
 def requests_for(
-    ctx: ProblemContext, col: np.ndarray, states: Mapping[JobId, JobState], info: RunningInfo
+    ctx: ProblemContext,
+    col: np.ndarray,
+    states: Mapping[JobId, JobState],
+    info: RunningInfo,
+    requeue_delay: bool = False,
 ) -> list[PlacementRequest]:
     """One request per chosen row; kept running jobs first, with their nodes, then the rest.
 
     A job that is about to leave its nodes (a running job moving to another column, or one already signalled)
     avoids them, and so does a pending job still within Slurm's requeue delay of leaving them (``requeued_at``):
-    on those nodes it would wait ``cred_expire + 1`` before starting (``placement.py``).
+    on those nodes it would wait ``cred_expire + 1`` before starting (``placement.py``). Such a pending job is
+    refused those nodes, and with the delay in force (``requeue_delay``) so is a leaving running job: placed
+    there it would be stopped now and refused them once pending, idle until the next round re-seated it (issue
+    23: grown v100x4 -> v100x8 across its own node, never started at v100x8). Unplaced, it stays where it runs.
     """
     p = ctx.problem
     kept: list[PlacementRequest] = []
@@ -56,9 +63,10 @@ def requests_for(
         leaving = info.running[j] and (info.signalled[j] or c != info.current[j])
         waiting = not info.running[j] and st.requeued_at is not None
         avoid = tuple(mj.job.nodes) if leaving else (st.ran_on if waiting else ())
+        refuse = waiting or (leaving and requeue_delay)
         most = max(1, cand.nodes) if cand is not None and cand.nodes else 0
         req = PlacementRequest.of(
-            j, cell, cand.cpus if cand else 0, cand.host_memory_mb if cand else 0, preferred, avoid, waiting,
+            j, cell, cand.cpus if cand else 0, cand.host_memory_mb if cand else 0, preferred, avoid, refuse,
             mj.hints.max_nodes, most,
         )  # fmt: skip
         (kept if info.running[j] and not info.signalled[j] else others).append(req)
@@ -107,11 +115,16 @@ def place_round(
     config: TickConfig,
 ) -> tuple[RoundChoice, Placement]:
     """Nodes for the round's choice; GPUs left by chosen jobs that found none are refilled by priority."""
-    requests = requests_for(ctx, choice.col, states, info)
+    requests = requests_for(ctx, choice.col, states, info, config.requeue_delay_s > 0)
     waiting = [r.row for r in requests if not info.running[r.row]]
     frozen = frozen_rows(info.qos, config.qos_preemption, info.running, waiting)
     placed = place_with_repack(ctx, requests, frozen)
-    if not any(isinstance(placed[r.row], Unplaced) and not ctx.running[r.row] for r in requests):
+    stay = [r.row for r in requests if _stays_put(placed[r.row], r.row, info)]
+    if stay:  # kept on its own nodes, placed first, so that no other job is put on them
+        choice = _kept_in_place(choice, stay, info, placed)
+        requests = requests_for(ctx, choice.col, states, info, config.requeue_delay_s > 0)
+        placed = place_with_repack(ctx, requests, frozen)
+    if not stay and not any(isinstance(placed[r.row], Unplaced) and not ctx.running[r.row] for r in requests):
         return choice, placed
     p = ctx.problem
     taken = (r.cell for r in requests if isinstance(placed[r.row], Placed) or ctx.running[r.row])
@@ -124,7 +137,9 @@ def place_round(
     if not rows:
         return choice, placed
     fixed = [replace(r, preferred=w.nodes) for r in requests if isinstance(w := placed[r.row], Placed)]
-    extra = requests_for(ctx, np.where(np.isin(np.arange(p.num_jobs), rows), more.col, -1), states, info)
+    extra = requests_for(
+        ctx, np.where(np.isin(np.arange(p.num_jobs), rows), more.col, -1), states, info, config.requeue_delay_s > 0
+    )
     again = place(ctx.pool, fixed + extra)
     if any(again[r.row] != placed[r.row] for r in fixed):
         return choice, placed  # cannot happen with the same pool; keep the first answer rather than guess
@@ -135,3 +150,18 @@ def place_round(
         details[j] = f"takes GPUs a chosen job could not be placed on ({more.detail[j]})"
     priority = np.where(np.isin(np.arange(p.num_jobs), rows), more.priority, choice.priority)
     return RoundChoice(col, tuple(reasons), tuple(details), priority), {**placed, **again}
+
+
+def _stays_put(where: Placed | Unplaced, j: int, info: RunningInfo) -> bool:
+    """A running job whose new configuration fits only on the nodes it would leave (Slurm's requeue delay)."""
+    return isinstance(where, Unplaced) and where.waits and bool(info.running[j]) and not bool(info.signalled[j])
+
+
+def _kept_in_place(choice: RoundChoice, rows: list[int], info: RunningInfo, placed: Placement) -> RoundChoice:
+    """The round's choice with ``rows`` back in the column they run in: stopped, they could not restart this round."""
+    col = choice.col.copy()
+    reasons, details = list(choice.reason), list(choice.detail)
+    for j in rows:
+        col[j], reasons[j] = int(info.current[j]), Reason.KEPT
+        details[j] = f"stays: target not placeable ({placed[j].why}); before that: {details[j]}"
+    return RoundChoice(col, tuple(reasons), tuple(details), choice.priority)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from slurmplan.domain import Assignment, Cell, Cluster, Reason
+from slurmplan.domain import ActionKind, Assignment, Cell, Cluster, JobState, Reason
 from slurmplan.mechanism.placement import Placed, PlacementRequest, Unplaced, place
 from slurmplan.mechanism.problem import NodePool
 from slurmplan.tick import JobState as Memory
@@ -160,3 +160,46 @@ def test_a_job_whose_gpus_went_to_others_is_stopped_rather_than_forced_into_a_sa
     choice = plan_round(p, x, pri, info, TickConfig(requeue_delay_s=121.0))
     assert choice.col.tolist() == [-1, 0] and choice.reason[0] is Reason.PREEMPTED
     assert "its a100 GPUs went to job 2" in choice.detail[0]
+
+
+def _grow_tick(delay_s: float, *others: object) -> dict:
+    """Job 1 runs v100x4 on v100-1; v100-0 (4 GPUs) is free; the policy grows it to v100x8, which fits only on
+    both nodes, v100-1 included."""
+    from tests.mechanism.helpers import FixedPolicy
+
+    was = Assignment(1, Reason.KEPT, cell=Cell("v100", 4), nodes=("v100-1",), gpus_per_node=4)
+    state = SchedulerState(jobs={1: Memory(current=was, ran_on=("v100-1",), first_seen=T0 - 7200)})
+    job = mjob(
+        1,
+        {"v100": {4: 10.0, 8: 20.0}},
+        gpus=4,
+        state=JobState.RUNNING,
+        nodes=("v100-1",),
+        submit=T0 - 7200,
+        steps=10**6,
+    )
+    nodes = (node("v100-0", "v100", 4), node("v100-1", "v100", 4, used=4))
+    config = TickConfig(requeue_delay_s=delay_s)
+    policy = FixedPolicy({1: {Cell("v100", 8): 1.0}, 2: {Cell("v100", 4): 0.5}})
+    out = decide(TickInput(T0, Cluster(nodes), (job, *others), config), policy, state)
+    return {"assignment": {a.job_id: a for a in out.assignments}[1], "actions": out.actions, "all": out.assignments}
+
+
+def test_a_running_job_is_not_stopped_for_a_grow_that_fits_only_on_the_node_it_leaves() -> None:
+    # Issue 23: a job grown v100x4 -> v100x8 across its own node was signalled, then, pending in Slurm's requeue
+    # delay, refused that node ("fits only on v100-1, which it just left"), sat idle the rest of the round and was
+    # re-seated elsewhere at the next one (llm-dev seed 2: 3 such stops; another branch: 58 restarts of one job).
+    # A requeued job may not be placed there, so a running one is not stopped to be placed there: it stays.
+    got = _grow_tick(121.0)
+    assert got["assignment"].reason is Reason.KEPT and got["assignment"].cell == Cell("v100", 4)
+    assert "requeue delay" in got["assignment"].detail
+    assert not [a for a in got["actions"] if a.kind in (ActionKind.SIGNAL, ActionKind.REQUEUE_HOLD)]
+    # it keeps its node: the 4 GPUs the round had counted for its grow go to a waiting job, on the other node
+    waiting = mjob(2, {"v100": {4: 10.0}}, gpus=4, submit=T0 - 60)
+    got = _grow_tick(121.0, waiting)
+    placed = {a.job_id: (a.reason, a.nodes) for a in got["all"]}
+    assert placed[1] == (Reason.KEPT, ("v100-1",)) and placed[2][1] == ("v100-0",)
+    # without Slurm's delay (Gavel's zero-cost model) nothing holds it on the node it leaves: it grows at once
+    got = _grow_tick(0.0)
+    assert got["assignment"].reason is Reason.RESIZED and got["assignment"].cell == Cell("v100", 8)
+    assert [a.kind for a in got["actions"]][:1] == [ActionKind.SIGNAL]
