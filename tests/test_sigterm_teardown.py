@@ -1,4 +1,5 @@
-"""SIGTERM to a pytest run still runs its fixtures' teardown (where the dev clusters are stopped)."""
+"""SIGTERM to a pytest run still runs its fixtures' teardown (where the dev clusters are stopped), and stops the
+run even when the code under test swallows the interrupt."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+import pytest
 
 TESTS = Path(__file__).resolve().parent
 
@@ -22,13 +25,23 @@ def resource():
 
 def test_waits(resource):
     Path(r"{started}").write_text("started")
-    time.sleep(60)
+    try:
+        time.sleep(60)
+    except KeyboardInterrupt:
+        if {swallow}:  # as a CLI called in-process does: Ctrl-C becomes its exit status
+            return
+        raise
+
+def test_after():
+    Path(r"{after}").write_text("ran")
 """
 
 
-def test_sigterm_runs_fixture_teardown(tmp_path: Path) -> None:
-    marker, started = tmp_path / "teardown", tmp_path / "started"
-    (tmp_path / "test_inner.py").write_text(INNER.format(marker=marker, started=started))
+@pytest.mark.parametrize("swallow", [False, True], ids=["raised", "swallowed-by-the-test"])
+def test_sigterm_runs_fixture_teardown_and_stops_the_run(tmp_path: Path, swallow: bool) -> None:
+    marker, started, after = tmp_path / "teardown", tmp_path / "started", tmp_path / "after"
+    text = INNER.format(marker=marker, started=started, after=after, swallow=swallow)
+    (tmp_path / "test_inner.py").write_text(text)
     env = {**os.environ, "PYTHONPATH": f"{TESTS}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "sigterm_teardown", "test_inner.py"]
     proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -39,4 +52,5 @@ def test_sigterm_runs_fixture_teardown(tmp_path: Path) -> None:
     proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=60)
     assert marker.exists(), out  # without the plugin the process dies and the finalizer never runs
+    assert not after.exists(), out  # the run stops: no test starts after the signal
     assert proc.returncode != 0, out  # an interrupted run is not green

@@ -69,10 +69,11 @@ def cmd_replay(args: argparse.Namespace) -> int:
     )  # fmt: skip
     env = {k: v for k, v in os.environ.items() if k.startswith("SLURM_CONF")}
     progress = _progress_bar() if sys.stderr.isatty() else None
-    signal.signal(signal.SIGTERM, _interrupt)  # a kill or timeout cancels the jobs too, like Ctrl-C
+    before = signal.signal(signal.SIGTERM, _interrupt)  # a kill or timeout cancels the jobs too, like Ctrl-C
     try:
         outcome = run_replay(cfg, env, on_progress=progress)
     finally:
+        signal.signal(signal.SIGTERM, before)  # called in-process (tests, a notebook): the caller's handler again
         if progress is not None:
             progress.close()
     write_outputs([outcome.measured], [outcome.summary], out, plots=False)
