@@ -84,7 +84,7 @@ def rendezvous_endpoint(env: Mapping[str, str]) -> str:
         return f"{env.get('MASTER_ADDR') or '127.0.0.1'}:{env.get('MASTER_PORT') or 29500}"
     from slurmplan.launch.dist import rendezvous_host  # torch: only when needed
 
-    host = env.get("MASTER_ADDR") or rendezvous_host(nodelist, env, str(allocation_nodes(env)))
+    host = env.get("MASTER_ADDR") or rendezvous_host(nodelist, env, allocation_nodes(env) == 1)
     job_id = int(env.get("SLURM_JOB_ID", "0") or 0)
     return f"{host}:{env.get('MASTER_PORT') or 20000 + job_id % 20000}"
 

@@ -46,10 +46,10 @@ def reachable(host: str, env: Mapping[str, str]) -> str:
         return fallback
 
 
-def rendezvous_host(nodelist: str, env: Mapping[str, str], nodes: str | None) -> str:
+def rendezvous_host(nodelist: str, env: Mapping[str, str], one_node: bool) -> str:
     """Where rank 0 listens: loopback when every process is on one node (no name lookup, no route off the
     machine to get wrong), else the first node of ``nodelist`` as ``reachable`` finds it."""
-    if nodes == "1":
+    if one_node:
         return "127.0.0.1"
     return reachable(first_host(nodelist), env)
 
@@ -83,7 +83,7 @@ class DistEnv:
                 world_size=int(env.get("SLURM_NTASKS", env.get("SLURM_STEP_NUM_TASKS", "1"))),
                 local_rank=int(env.get("SLURM_LOCALID", "0")),
                 master_addr=env.get("MASTER_ADDR")
-                or rendezvous_host(nodelist, env, env.get("SLURM_STEP_NUM_NODES") or env.get("SLURM_NNODES")),
+                or rendezvous_host(nodelist, env, (env.get("SLURM_STEP_NUM_NODES") or env.get("SLURM_NNODES")) == "1"),
                 master_port=int(env.get("MASTER_PORT") or 20000 + job_id % 20000),
             )
         return cls()

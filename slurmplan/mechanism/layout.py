@@ -115,14 +115,15 @@ def place_round(
     config: TickConfig,
 ) -> tuple[RoundChoice, Placement]:
     """Nodes for the round's choice; GPUs left by chosen jobs that found none are refilled by priority."""
-    requests = requests_for(ctx, choice.col, states, info, config.requeue_delay_s > 0)
+    delay = config.requeue_delay_s > 0
+    requests = requests_for(ctx, choice.col, states, info, delay)
     waiting = [r.row for r in requests if not info.running[r.row]]
     frozen = frozen_rows(info.qos, config.qos_preemption, info.running, waiting)
     placed = place_with_repack(ctx, requests, frozen)
     stay = [r.row for r in requests if _stays_put(placed[r.row], r.row, info)]
     if stay:  # kept on its own nodes, placed first, so that no other job is put on them
         choice = _kept_in_place(choice, stay, info, placed)
-        requests = requests_for(ctx, choice.col, states, info, config.requeue_delay_s > 0)
+        requests = requests_for(ctx, choice.col, states, info, delay)
         placed = place_with_repack(ctx, requests, frozen)
     if not stay and not any(isinstance(placed[r.row], Unplaced) and not ctx.running[r.row] for r in requests):
         return choice, placed
@@ -137,9 +138,7 @@ def place_round(
     if not rows:
         return choice, placed
     fixed = [replace(r, preferred=w.nodes) for r in requests if isinstance(w := placed[r.row], Placed)]
-    extra = requests_for(
-        ctx, np.where(np.isin(np.arange(p.num_jobs), rows), more.col, -1), states, info, config.requeue_delay_s > 0
-    )
+    extra = requests_for(ctx, np.where(np.isin(np.arange(p.num_jobs), rows), more.col, -1), states, info, delay)
     again = place(ctx.pool, fixed + extra)
     if any(again[r.row] != placed[r.row] for r in fixed):
         return choice, placed  # cannot happen with the same pool; keep the first answer rather than guess
