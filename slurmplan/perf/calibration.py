@@ -28,14 +28,13 @@ from slurmplan.perf.stacks import Stack, get_stack
 
 log = logging.getLogger(__name__)
 
-MeasuredRow = tuple[GpuType, int, Plan, float, int] | tuple[GpuType, int, Plan, float, int, str | None]
-"""(gpu_type, gpus, plan, samples_per_s, nodes[, stack]), the hashable part of a Measurement; ``stack`` is the
-framework that ran it (``perf.stacks`` name; absent or None: not said)."""
+MeasuredRow = tuple[GpuType, int, Plan, float, int, str | None]
+"""(gpu_type, gpus, plan, samples_per_s, nodes, stack), the hashable part of a Measurement; ``stack`` is the
+framework that ran it (``perf.stacks`` name; None: not said)."""
 
 
 def _row_stack(row: MeasuredRow) -> Stack | None:
-    name = row[5] if len(row) > 5 else None
-    return get_stack(name) if name else None
+    return get_stack(row[5]) if row[5] else None
 
 
 @dataclass(frozen=True)
@@ -60,7 +59,7 @@ def fit_points(model: ModelSpec, rows: tuple[MeasuredRow, ...]) -> list[FitPoint
     catalog = default_catalog()
     points = []
     for row in rows:
-        gpu_type, gpus, plan, sps, nodes = row[:5]
+        gpu_type, gpus, plan, sps, nodes, _stack = row
         name = catalog.resolve(gpu_type)
         if name is None:
             log.warning("measurement on unknown gpu type %r ignored", gpu_type)
@@ -76,7 +75,7 @@ def fit_points(model: ModelSpec, rows: tuple[MeasuredRow, ...]) -> list[FitPoint
 
 def _measured_cells(rows: tuple[MeasuredRow, ...]) -> dict[tuple[GpuType, int, int], tuple[Plan, float]]:
     by_plan: dict[tuple[GpuType, int, Plan], list[float]] = {}
-    for gpu_type, gpus, plan, sps, *_ in rows:
+    for gpu_type, gpus, plan, sps, _nodes, _stack in rows:
         by_plan.setdefault((gpu_type, gpus, plan), []).append(sps)
     cells: dict[tuple[GpuType, int, int], tuple[Plan, float]] = {}
     for (gpu_type, gpus, plan), values in by_plan.items():

@@ -126,7 +126,7 @@ def test_a_ddp_jobs_measurement_calibrates_against_the_ddp_prediction() -> None:
     model, gpu = get_model("gpt2-1.5b"), get_gpu("a100")
     plan = Plan(dp=2, micro_batch=4, grad_accum=8)
     measured = predict_plan(model, gpu, plan, stack="ddp")
-    rows = (("a100", 2, plan, measured, 1),)
+    rows = (("a100", 2, plan, measured, 1, None),)
     assert calibrate(model, rows, get_stack("ddp")).ratios["a100"] == pytest.approx(1.0)
     assert calibrate(model, rows).ratios["a100"] < 0.95
 
