@@ -18,7 +18,7 @@ memory and under the most the 2021 code could have held (``recompute_evidence``)
 Run: ``python3 benchmarks/bench_perf_model.py [--quick] [--json]`` (about a minute; ``--quick`` skips the
 leave-one-table-out fits and uses the shipped constants for the in-sample figures).
 
-Last measured (9th session, ``--json``, 55 s on the shared 2-core machine): 37 rows fitted, 45 kept unfitted;
+Last measured (9th session, ``--json``, 55 s on the shared 2-core machine): 37 rows fitted, 52 kept unfitted;
 in-sample mean 4.3 % (Table 4.1 2.1 %, 4.2 2.9 %, stated 3.8 %, 2BW 0.8 %, Gavel Transformer 10.7 %, Gavel 6.1
 5.4 %); leave-one-table-out mean 6.3 %, worst 11.5 % (Gavel Transformer); 1T search 1.9 ms. Table 4.1: paper's
 plan within 5 % of the best in 5/10 rows among all plans (top 3 in 4), 9/10 among plans with recomputation (top 3
