@@ -33,7 +33,8 @@ class PlacementRequest:
     memory_mb: int = 0
     preferred: tuple[str, ...] = ()
     avoid: tuple[str, ...] = ()
-    """Nodes the job just left, where Slurm would make it wait its requeue delay: used only if nothing else fits."""
+    """Nodes the job just left (or, running, would leave), where Slurm would make it wait its requeue delay: used only
+    if nothing else fits."""
     refuse_avoided: bool = False
     """Never use ``avoid`` (the job is pending in its requeue delay): Unplaced rather than waiting on them."""
     max_nodes: int | None = None
@@ -176,9 +177,9 @@ class _Free:
                 elif req.refuse_avoided:
                     return Unplaced(
                         f"waits: the policy chose {req.cell.short()} for it, which fits only on "
-                        f"{','.join(sorted(req.avoid))}, which it just left; Slurm would hold it there for its requeue"
-                        " delay (cred_expire + 1), so those GPUs go to other jobs meanwhile, and other GPU types are"
-                        " not tried for it before the next round",
+                        f"{','.join(sorted(req.avoid))}, which it has just left or would leave; Slurm would hold"
+                        " it there for its requeue delay (cred_expire + 1), so those GPUs go to other jobs meanwhile,"
+                        " and other GPU types are not tried for it before the next round",
                         waits=True,
                     )
             best = ok[np.lexsort((ok, self.gpus[ok]))[:k]]

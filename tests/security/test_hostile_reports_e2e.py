@@ -1,5 +1,6 @@
 """Issue 24 item 3 end to end on the site cluster: a user's job writes hostile report lines (``Infinity``, ``1e308``,
-another job's id, a report in another user's job's name), and the daemon keeps scheduling that model's jobs.
+another job's id, a framework (``stack``) the model does not know, a report in another user's job's name), and the
+daemon keeps scheduling that model's jobs.
 """
 
 from __future__ import annotations
@@ -28,13 +29,16 @@ def test_a_hostile_report_neither_stalls_nor_skews_its_model(hostile) -> None:
     infinity = json.dumps(LINE).replace("10.0", "Infinity")
     huge = json.dumps({**LINE, "samples_per_s": 1e308})
     other_job = json.dumps({**LINE, "job_id": 1})
+    bad_stack = json.dumps({**LINE, "stack": "megatron'; drop table measurements; --"})
     victim = hostile.site.sbatch("sleep 300", "--comment", "x")  # root's job: the user must not report for it
     hostile.cancel(victim)
     reports = hostile.reports
     bad = hostile.sbatch(
         "--comment",
         "x",
-        script=_script(f"{reports}/{cluster}.$SLURM_JOB_ID.jsonl", infinity, huge, other_job, json.dumps(LINE))
+        script=_script(
+            f"{reports}/{cluster}.$SLURM_JOB_ID.jsonl", infinity, huge, other_job, bad_stack, json.dumps(LINE)
+        )
         + _script(f"{reports}/{cluster}.{victim}.jsonl", json.dumps({**LINE, "samples_per_s": 99999.0})),
     )
     hostile.wait_state(bad, "COMPLETED", timeout=60)

@@ -81,6 +81,11 @@ def test_a_link_is_not_followed(user, folder, tmp_path) -> None:
         _line(gpus=10**12, plan={"dp": 1}),
         _line(job_id=8),  # another job's number in this job's file
         b"\xff\xfe not json\n",
+        _line(stack="megatron; rm -rf /"),  # not a framework the model knows
+        _line(stack=["megatron"]),
+        _line(stack={"megatron": 1}),
+        b'{"model": "resnet50", "gpu_type": "a100", "gpus": 2, "plan": {"dp": 2}, "samples_per_s": 1.0, '
+        b'"stack": "\xffmegatron"}\n',  # not UTF-8
     ],
 )
 def test_bad_numbers_and_foreign_job_ids_are_skipped(user, folder, tmp_path, bad) -> None:
