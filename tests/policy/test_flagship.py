@@ -509,30 +509,3 @@ def test_a_running_job_past_its_guard_is_displaced_only_by_a_much_more_stretched
     free = guard_rank(SimpleNamespace(restart_cost_s=np.zeros(3)), stretch, running, params)
     assert list(np.argsort(-free, kind="stable")) == [2, 1, 0]  # Gavel's rules (no cost): most stretched first
     assert list(guard_rank(SimpleNamespace(restart_cost_s=None), stretch, running, params)) == list(stretch)
-
-
-def test_do_no_harm_prices_a_slower_move_even_when_a_mover_onto_its_type_cannot_go_back():
-    """Issue 23, ninth session: a running job pushed off its A100 to a T4 for a newcomer was left unpriced when
-    another running job that had moved onto the A100s could not go back (a second newcomer took its V100): the
-    guard gave up at that mover. It now pushes the newcomers out first, so the slower move is priced (2 h left at
-    a third of its speed against the newcomer's 6 min of waiting: it does not pay) and undone."""
-    from types import SimpleNamespace
-
-    from slurmplan.policy.flagship_moves import guard_moves
-    from slurmplan.policy.greedy import Packing
-
-    # job 0 ran on an A100 and was put on the T4; job 1 moved V100 -> A100; newcomers 2 (A100) and 3 (V100)
-    p = one_gpu_problem([[30.0, 20.0, 10.0], [30.0, 20.0, 10.0], [30.0, 20.0, 10.0], [30.0, 20.0, 10.0]],
-                        {"a100": 2, "v100": 1, "t4": 1}, steps_remaining=np.ones(4),
-                        steps_known=np.zeros(4, bool), attained_time=np.array([7200.0, 7200.0, 0.0, 0.0]),
-                        current=np.array([0, 1, -1, -1]), restart_cost_s=np.full(4, 183.0),
-                        submit_time=np.zeros(4), time_since_start=np.array([7200.0, 7200.0, 60.0, 60.0]))  # fmt: skip
-    pack = Packing.empty(p)
-    for job, col in ((0, 2), (1, 0), (2, 0), (3, 1)):
-        pack.assign(job, col)
-    queue = SimpleNamespace(order=np.array([2, 3, 1, 0]))
-    choices = lambda k, floor: [0, 1, 2]  # noqa: E731
-    est = np.array([7200.0, 7200.0, 360.0, 360.0])
-    moves = guard_moves(p, pack, queue, est, np.zeros(4, bool), 1.0, 360.0, choices)
-    assert pack.col.tolist() == [0, 0, 2, 1]  # job 0 back on its A100, newcomer 2 on the T4 it left
-    assert "does not pay" in moves.undone[0]
