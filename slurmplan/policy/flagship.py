@@ -255,6 +255,8 @@ class Slurmplan(Policy):
             out[j] += f"; stays where it runs: a change {why}"
         for j, why in moves.kept.items():
             out[j] += f"; changed: {why}"
+        for j, why in moves.unpriced.items():
+            out[j] += f"; changed, {why}"
         return tuple(out)
 
     # ------------------------------------------------------------------------------------------------ pieces

@@ -13,7 +13,7 @@ With zero restart cost (Gavel's rules, ``--zero-cost``) nothing is priced: every
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -26,10 +26,13 @@ INF = float("inf")
 
 @dataclass(frozen=True)
 class Guarded:
-    """What the guard did, per job, for the notes: the change it kept or undid and why."""
+    """What the guard did, per job, for the notes: the change it kept or undid and why, and the changes it could
+    not price (issue 23, ninth session: on the 1,000-job LLM trace 256 of the 384 restarts onto a slower
+    configuration were of this kind; ``explain`` now says so instead of nothing)."""
 
     undone: dict[int, str]
     kept: dict[int, str]
+    unpriced: dict[int, str] = field(default_factory=dict)
 
 
 def remaining_where_running(problem: AllocationProblem, floor_s: float) -> np.ndarray:
@@ -90,8 +93,9 @@ def guard_moves(
     """
     undone: dict[int, str] = {}
     kept: dict[int, str] = {}
+    unpriced: dict[int, str] = {}
     if problem.current is None or problem.restart_cost_s is None or problem.num_jobs == 0:
-        return Guarded(undone, kept)
+        return Guarded(undone, kept, unpriced)
     cur = np.asarray(problem.current, dtype=int)
     cost = np.asarray(problem.restart_cost_s, dtype=float)
     thr = np.asarray(problem.throughput, dtype=float)
@@ -104,8 +108,11 @@ def guard_moves(
         trial = pack.copy()
         trial.release(j)
         room = _make_room(trial, j, c0, order, cur)
-        if room is None:
-            continue  # its GPUs went to jobs that keep running there: nothing simple to undo
+        if room is None:  # its GPUs went to jobs that keep running there: nothing simple to undo
+            new = int(pack.col[j])
+            if new < 0 or thr[j, new] < thr[j, c0]:
+                unpriced[j] = "slower, not priced: running jobs that took its GPUs cannot simply go back"
+            continue
         pushed, back = room
         if any(urgent[k] for k in pushed):
             kept[j] = "makes room for a job that cannot wait"
@@ -130,7 +137,7 @@ def guard_moves(
         _place_elsewhere(trial, pushed, order, choices)
         _adopt(pack, trial)
         undone[j] = price.detail
-    return Guarded(undone, kept)
+    return Guarded(undone, kept, unpriced)
 
 
 def _wait_saved(pack: Packing, j: int, c0: int, cur: np.ndarray, left: np.ndarray) -> float:

@@ -509,3 +509,29 @@ def test_a_running_job_past_its_guard_is_displaced_only_by_a_much_more_stretched
     free = guard_rank(SimpleNamespace(restart_cost_s=np.zeros(3)), stretch, running, params)
     assert list(np.argsort(-free, kind="stable")) == [2, 1, 0]  # Gavel's rules (no cost): most stretched first
     assert list(guard_rank(SimpleNamespace(restart_cost_s=None), stretch, running, params)) == list(stretch)
+
+
+def test_do_no_harm_says_when_a_slower_move_goes_unpriced():
+    """Issue 23, ninth session: a running job pushed off its A100 to a T4 for a newcomer is not priced when a
+    running job that moved onto the A100s cannot go back (a second newcomer took its V100): the guard cannot undo
+    it simply. The move stands (as before), and the job's note now says it was not priced instead of nothing; on
+    the 1,000-job LLM trace 256 of the 384 restarts onto a slower configuration are of this kind (RESULTS.md 7)."""
+    from types import SimpleNamespace
+
+    from slurmplan.policy.flagship_moves import guard_moves
+    from slurmplan.policy.greedy import Packing
+
+    # job 0 ran on an A100 and was put on the T4; job 1 moved V100 -> A100; newcomers 2 (A100) and 3 (V100)
+    p = one_gpu_problem([[30.0, 20.0, 10.0]] * 4, {"a100": 2, "v100": 1, "t4": 1}, steps_remaining=np.ones(4),
+                        steps_known=np.zeros(4, bool), attained_time=np.array([7200.0, 7200.0, 0.0, 0.0]),
+                        current=np.array([0, 1, -1, -1]), restart_cost_s=np.full(4, 183.0),
+                        submit_time=np.zeros(4), time_since_start=np.array([7200.0, 7200.0, 60.0, 60.0]))  # fmt: skip
+    pack = Packing.empty(p)
+    for job, col in ((0, 2), (1, 0), (2, 0), (3, 1)):
+        pack.assign(job, col)
+    queue = SimpleNamespace(order=np.array([2, 3, 1, 0]))
+    est = np.array([7200.0, 7200.0, 360.0, 360.0])
+    moves = guard_moves(p, pack, queue, est, np.zeros(4, bool), 1.0, 360.0, lambda k, floor: [0, 1, 2])
+    assert pack.col.tolist() == [2, 0, 0, 1]  # nothing undone
+    assert moves.unpriced == {0: "slower, not priced: running jobs that took its GPUs cannot simply go back"}
+    assert not moves.undone and 0 not in moves.kept and 1 not in moves.unpriced  # job 1's move is faster
