@@ -2,6 +2,7 @@
 
     python benchmarks/bench_sim.py                      # the issue's benchmark (one run)
     python benchmarks/bench_sim.py --days 1 --repeat 3  # a short version while developing (median of 3)
+    python benchmarks/bench_sim.py --reference          # the LPs with HiGHS's default options (before item 5)
 
 Prints wall seconds per run (median over ``--repeat``), with where the time went: building candidates (once per
 job), the tick's ``decide`` (policy + mechanism, shared with the daemon), and the simulator's own bookkeeping;
@@ -17,10 +18,12 @@ main 2eeaf72 (issue 28's model): CPU 262.8 s -> 239.7 s, 25,182 ticks, 2.90 h. T
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import time
 from dataclasses import dataclass
 
+from slurmplan.policy import highs
 from slurmplan.policy.registry import load_policy
 from slurmplan.sim.cluster import CRIUS_CLUSTER, parse_cluster
 from slurmplan.sim.engine import SimOptions, Simulation
@@ -44,8 +47,16 @@ class Scenario:
     seed: int = 0
 
 
-def run_benchmark(scenario: Scenario, repeat: int) -> None:
-    """Generate the trace once, simulate it ``repeat`` times, print the medians (wall, CPU, parts) and outcome."""
+def run_benchmark(scenario: Scenario, repeat: int, reference: bool = False) -> None:
+    """Generate the trace once, simulate it ``repeat`` times, print the medians (wall, CPU, parts) and outcome.
+
+    ``reference`` solves the LPs with HiGHS's defaults (``highs.REFERENCE``): the same optima, possibly other
+    vertices; issue 27 allows the avg JCT to move by 1 % between the two (``tests/sim/test_equal_optima.py``)."""
+    with highs.reference_solves() if reference else contextlib.nullcontext():
+        _run_benchmark(scenario, repeat)
+
+
+def _run_benchmark(scenario: Scenario, repeat: int) -> None:
     spec = parse_cluster(scenario.cluster)
     t0 = time.perf_counter()
     config = LlmTraceConfig(num_jobs=scenario.jobs, rate_per_h=scenario.rate_per_h, seed=scenario.seed)
@@ -87,13 +98,14 @@ def main() -> None:
     parser.add_argument("--no-arrival-ticks", action="store_true", help="see arrivals at the next round/completion")
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--reference", action="store_true", help="solve LPs with HiGHS's defaults (as before)")
     args = parser.parse_args()
     options = SimOptions(round_s=args.round, tick_s=args.tick, arrival_ticks=not args.no_arrival_ticks)
     scenario = Scenario(
         "trace", int(args.jobs_per_day * args.days), args.days, args.jobs_per_day / 24, args.cluster, args.policy,
         options, "goal < 60 s for the 14-day trace, issue 27", args.seed,
     )  # fmt: skip
-    run_benchmark(scenario, args.repeat)
+    run_benchmark(scenario, args.repeat, args.reference)
 
 
 if __name__ == "__main__":
