@@ -30,7 +30,7 @@ def _per_column(
 ) -> np.ndarray:
     """A per-Cell mapping of each job's state as a (rows x columns) matrix (0 where the job has none)."""
     out = np.zeros((problem.num_jobs, len(problem.cells)))
-    spread = _spread_for(problem.cells)
+    col = {c: i for i, c in enumerate(problem.cells)}
     rows: list[int] = []
     cols: list[int] = []
     values: list[float] = []
@@ -38,59 +38,15 @@ def _per_column(
         st = states.get(job_id)
         if st is None:
             continue
-        mapping = seconds_by_cell(st)
-        if not mapping:
-            continue
-        c, v = spread.line(mapping)
-        rows.extend([j] * len(c))
-        cols.extend(c)
-        values.extend(v)
+        for cell, seconds in seconds_by_cell(st).items():
+            c = col.get(cell)
+            if c is not None:
+                rows.append(j)
+                cols.append(c)
+                values.append(seconds)
     if rows:  # one fancy assignment: numpy's per-element ``out[j, c] = v`` costs more than the loop itself
         out[rows, cols] = values
     return out
-
-
-class _Spread:
-    """Each job's per-Cell mapping as (columns, values) over one column order, remembered by the mapping's
-    identity (kept alive with it): a job's deficits change only at an epoch reset and a waiting job's epoch
-    time not at all, while every tick reads both. A pure memo; built afresh when the columns change."""
-
-    def __init__(self, cells: tuple, limit: int = 50_000) -> None:
-        self.cells = cells
-        self.col = {c: i for i, c in enumerate(cells)}
-        self.limit = limit
-        self.lines: dict[int, tuple[Mapping, list[int], list[float]]] = {}
-
-    def line(self, mapping: Mapping) -> tuple[list[int], list[float]]:
-        hit = self.lines.get(id(mapping))
-        if hit is not None and hit[0] is mapping:
-            return hit[1], hit[2]
-        cols: list[int] = []
-        values: list[float] = []
-        for cell, seconds in mapping.items():
-            c = self.col.get(cell)
-            if c is not None:
-                cols.append(c)
-                values.append(seconds)
-        if len(self.lines) >= self.limit:
-            self.lines.clear()
-        self.lines[id(mapping)] = (mapping, cols, values)
-        return cols, values
-
-
-class _LastSpread:
-    value: _Spread | None = None
-
-
-_last_spread = _LastSpread()
-
-
-def _spread_for(cells: tuple) -> _Spread:
-    spread = _last_spread.value  # read once: another thread may replace it
-    if spread is None or spread.cells is not cells:
-        spread = _Spread(cells)
-        _last_spread.value = spread
-    return spread
 
 
 def received_share(
