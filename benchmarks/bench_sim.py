@@ -9,10 +9,12 @@ job), the tick's ``decide`` (policy + mechanism, shared with the daemon), and th
 and the CPU seconds of the process (all threads), which a machine shared with other work inflates less than wall.
 ``bench_site_history.py`` runs the same loop (``run_benchmark``) on a site's month under the flagship.
 
-Measured (issue 27, eighth session; main 1300217 and branch i27 side by side, ``nice -n 10``, shared 2-core machine
-at load 3-6): CPU 240.1 s -> 217.8 s, wall 552 s -> 511 s, 25,195 ticks, avg JCT 2.78 h, decisions identical; against
-main 2eeaf72 (issue 28's model): CPU 262.8 s -> 239.7 s, 25,182 ticks, 2.90 h. The goal is not met;
-``slurmplan/sim/RESULTS.md`` section 4.2 says where the time goes.
+Measured (issue 27, ninth session; main 5f2e180 and branch i27 baa030a side by side, one run each, ``nice -n 10``,
+shared 2-core machine at load 2-4): CPU 208.2 s -> 190.2 s (-9 %), wall 400 s -> 381 s; 25,183 / 25,192 ticks, avg
+JCT 2.90 h both. The LPs now solve with ``highs.FAST`` (same optima, ties may fall on another vertex: issue 27
+allows that within 1 % avg JCT, ``tests/sim/test_equal_optima.py``); ``--reference`` runs HiGHS's defaults. Eighth
+session, decisions identical: CPU 262.8 s -> 239.7 s against main 2eeaf72. The goal is not met;
+``slurmplan/sim/RESULTS.md`` sections 4.2-4.3 say where the time goes.
 """
 
 from __future__ import annotations
@@ -83,7 +85,7 @@ def _run_benchmark(scenario: Scenario, repeat: int) -> None:
     print(f"  candidates: {statistics.median(cands):.1f} s, decide: {statistics.median(decides):.1f} s")
     print(
         f"  ticks {summary['ticks']}, rounds {summary['rounds']}, finished {summary['finished']}/{summary['jobs']}, "
-        f"avg JCT {summary['avg_jct_h']:.2f} h, utilization {summary['utilization']:.3f}"
+        f"avg JCT {summary['avg_jct_h']:.4f} h, utilization {summary['utilization']:.3f}"
     )
 
 
