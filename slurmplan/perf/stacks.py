@@ -14,7 +14,8 @@ model's terms read; each is a documented property of the framework, not a fitted
   a distributed optimizer (ZeRO stages 1-2 here, with CPU offload; ``launch.adapters.megatron_args``); the 2021
   code the thesis measured had none of it (``megatron-2021``); DeepSpeed has ZeRO 1-3 and offload; plain DDP has
   data parallelism only, FSDP data parallelism with sharding (ZeRO-2/3 alike) and CPU offload. A plan search
-  under a stack ranks only what it can run.
+  under a stack ranks only what it can run. Interleaving (v > 1) needs at least three pipeline stages, as
+  Megatron-LM checks: the 39B row of Table 4.1 (p = 2) could not interleave (its run did not).
 - ``grad_bytes``: Megatron accumulates gradients into fp32 ``main_grad`` buffers (4 bytes per parameter: 18 bytes
   of model state per parameter, Megatron's distributed-optimizer notes); ZeRO and PyTorch keep fp16/bf16
   gradients (2 bytes, the ZeRO paper's 16 bytes per parameter). ``perf.memory`` counts them.
@@ -53,6 +54,8 @@ if TYPE_CHECKING:
     from slurmplan.perf.plans import PlanSpace
 
 PRECISIONS = ("mixed", "fp32")
+MIN_INTERLEAVED_STAGES = 3
+"""The fewest pipeline stages Megatron-LM runs its interleaved schedule on (``Stack.runs``)."""
 
 
 @dataclass(frozen=True)
@@ -90,6 +93,10 @@ class Stack:
             ok &= (space.tp == 1) & (space.pp == 1)
         if not self.offload:
             ok &= ~space.offload.astype(bool)
+        # Megatron-LM's interleaved schedule needs more than two stages (its argument check and
+        # parallel_state.initialize_model_parallel raise "pipeline-model-parallel size should be greater than 2
+        # with interleaved schedule", from the 2021 code on); no other stack here interleaves.
+        ok &= (space.virtual_stages == 1) | (space.pp > MIN_INTERLEAVED_STAGES - 1)
         return ok
 
     def label(self) -> str:

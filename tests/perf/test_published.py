@@ -106,3 +106,14 @@ def test_stacks_are_explicit_and_known_to_the_adapters() -> None:
     assert stack_for_adapter("deepspeed_config").name == "deepspeed"
     with pytest.raises(ValidationError, match="stack"):
         get_stack("jax")
+
+
+def test_crius_bert_2_6b_on_four_v100s_needs_model_parallelism_as_stated() -> None:
+    from slurmplan.perf.search import search_plans
+
+    row = next(r for r in load_published() if r.id == "crius-bert-2.6b-4xv100-needs-tp")
+    search = search_plans(row.model, row.run.gpu, row.gpus, row.global_batch, stack=row.run.stack)
+    space, order = search.space, search.order
+    fits_pure_dp = ((space.tp[order] == 1) & (space.pp[order] == 1)).any()
+    assert not fits_pure_dp
+    assert (space.tp[order] == 4).any()
