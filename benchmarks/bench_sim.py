@@ -9,13 +9,13 @@ job), the tick's ``decide`` (policy + mechanism, shared with the daemon), and th
 and the CPU seconds of the process (all threads), which a machine shared with other work inflates less than wall.
 ``bench_site_history.py`` runs the same loop (``run_benchmark``) on a site's month under the flagship.
 
-Measured (issue 27, ninth session; main 5f2e180 and branch i27 side by side, one run each, ``nice -n 10``, shared
-2-core machine at load 2-4), two pairs: CPU 208.2 s -> 190.2 s (-9 %) and 225.4 s -> 197.7 s (-12 %), wall 400 ->
-381 s and 376 -> 345 s; 25,183 / 25,192 ticks; avg JCT 2.8984 h on main, 2.8960 h here (-0.08 %). The LPs now solve
-with ``highs.FAST`` (same optima; a tie may fall on another vertex, which issue 27 allows within 1 % avg JCT:
-``tests/sim/test_equal_optima.py``); ``--reference`` runs HiGHS's defaults. Eighth session, decisions identical:
-CPU 262.8 s -> 239.7 s against main 2eeaf72. The goal is not met; ``slurmplan/sim/RESULTS.md`` sections 4.2-4.3
-say where the time goes.
+Measured (issue 27, ninth session; main and branch i27 side by side, one run each, ``nice -n 10``, shared 2-core
+machine at load 2-4), three pairs: CPU 208.2 s -> 190.2 s (-9 %), 225.4 s -> 197.7 s (-12 %) (main 5f2e180) and
+256.0 s -> 222.6 s (-13 %) (main e4d097b); wall 400 -> 381, 376 -> 345 and 426 -> 391 s; about 25,200 ticks; avg JCT
+2.8984 h -> 2.8960 h (-0.08 %), then 2.8977 h both. The LPs now solve with ``highs.FAST`` (same optima; a tie may
+fall on another vertex, which issue 27 allows within 1 % avg JCT: ``tests/sim/test_equal_optima.py``);
+``--reference`` runs HiGHS's defaults. Eighth session, decisions identical: CPU 262.8 s -> 239.7 s against main
+2eeaf72. The goal is not met; ``slurmplan/sim/RESULTS.md`` sections 4.2-4.3 say where the time goes.
 """
 
 from __future__ import annotations
