@@ -10,10 +10,10 @@ The history is ``trace generate llm``'s generator at 50,000 / 30 days (about 69 
 seconds (which a machine shared with other work inflates less than wall), and where the time went; the loop is
 ``bench_sim.run_benchmark``.
 
-Measured (issue 27, eighth session; main 1300217 and branch i27 side by side, ``nice -n 10``, shared 2-core machine
-at load 3-6), ``--days 1``: CPU 55.7 s -> 51.9 s, wall 126 s -> 119 s, 3,205 ticks, avg JCT 6.07 h, decisions
-identical; against main 2eeaf72: CPU 62.5 s -> 58.5 s, 3,204 ticks, 6.00 h. The month is about 26-29 CPU minutes: the
-goal is not met.
+Measured (issue 27, ninth session; main 5f2e180 and branch i27 side by side, one run each, ``nice -n 10``, shared
+2-core machine at load 2-3), ``--days 1``: CPU 48.2 s -> 48.8 s (no change: the flagship solves no max-min LP, so
+``highs.FAST`` does not apply), 3,235 ticks, avg JCT 6.15 h both. Eighth session: CPU 62.5 s -> 58.5 s against main
+2eeaf72, decisions identical. The month is some 25-29 CPU minutes: the goal is not met.
 """
 
 from __future__ import annotations

@@ -317,6 +317,8 @@ class _Row:
     throughput: np.ndarray
     keyset: frozenset[CellKey] = frozenset()
     """``keys`` as a set: a set's union reuses its members' stored hashes (the columns are a union every tick)."""
+    plan_batch: float = 1.0
+    """The global batch of the first candidate with a plan (1 without one): ``_unit_per_step``, every tick."""
 
 
 class _RowMemo:
@@ -345,7 +347,7 @@ class _RowMemo:
         cands = np.empty(len(best), dtype=object)
         cands[:] = list(best.values())
         thr = np.array([max(c.throughput, 0.0) for c in best.values()], dtype=float)
-        row = _Row(tuple(best), cands, thr, frozenset(best))
+        row = _Row(tuple(best), cands, thr, frozenset(best), _plan_batch(candidates))
         if len(self._rows) >= self.limit:
             self._rows.clear()
         self._rows[id(candidates)] = (candidates, row)
@@ -493,7 +495,11 @@ def _unit_per_step(mj: ManagedJob) -> float:
     """Samples per training step of a job whose candidates count samples/s (its plan's global batch), else 1."""
     if mj.hints.global_batch:
         return float(mj.hints.global_batch)
-    plan = next((c.plan for c in mj.candidates if c.plan is not None), None)
+    return _row_of(mj.candidates).plan_batch  # the candidates' first plan: read once per candidates tuple
+
+
+def _plan_batch(candidates: tuple[Candidate, ...]) -> float:
+    plan = next((c.plan for c in candidates if c.plan is not None), None)
     return float(plan.global_batch) if plan is not None and plan.global_batch else 1.0
 
 
@@ -508,16 +514,18 @@ def _restart_costs(
     """Per job: what one restart costs it end to end (``TickConfig.full_cost_for`` its size), doubled when a
     decision moved it within ``move_hold_s`` (hysteresis: a move back must pay for both), and that flag."""
     config, now = inp.config, inp.now
-    cost = np.zeros(len(rows))
-    recent = np.zeros(len(rows), dtype=bool)
-    for j, mj in enumerate(rows):
-        col = current[j] if current[j] >= 0 else requested[j]
+    hold = config.move_hold_s
+    cost: list[float] = []
+    recent: list[bool] = []
+    for mj, cur, req in zip(rows, current.tolist(), requested.tolist(), strict=True):
+        col = cur if cur >= 0 else req
         gpus = cells[col].gpus if col >= 0 else max(1, mj.job.gpus)
         st = states.get(mj.job.job_id)
         moved = st.moved_at if st is not None else None
-        recent[j] = moved is not None and config.move_hold_s > 0 and now - moved < config.move_hold_s
-        cost[j] = config.full_cost_for(gpus) * (2.0 if recent[j] else 1.0)
-    return cost, recent
+        flag = moved is not None and hold > 0 and now - moved < hold
+        recent.append(flag)
+        cost.append(config.full_cost_for(gpus) * (2.0 if flag else 1.0))
+    return np.array(cost, dtype=float), np.array(recent, dtype=bool)
 
 
 def _limit_left(mj: ManagedJob, now: float) -> float:

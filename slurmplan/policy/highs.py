@@ -11,6 +11,9 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 
 import highspy
 import numpy as np
@@ -25,6 +28,55 @@ _IPM_ABOVE = 4000
 
 
 _banner_shown = False
+
+
+@dataclass(frozen=True)
+class SolveOptions:
+    """HiGHS options for a model's simplex solves: ``recost`` for a re-solve after the objective changed (the
+    efficiency pass after the max-min LP), ``fresh`` for every other one. A first solve by interior point (large
+    models) keeps HiGHS's defaults.
+    """
+
+    fresh: tuple[tuple[str, object], ...] = ()
+    recost: tuple[tuple[str, object], ...] = ()
+
+
+REFERENCE = SolveOptions(
+    fresh=(("presolve", "choose"), ("simplex_strategy", 1), ("simplex_dual_edge_weight_strategy", -1)),
+    recost=(("presolve", "choose"), ("simplex_strategy", 1), ("simplex_dual_edge_weight_strategy", -1)),
+)
+"""HiGHS's defaults: every solve before issue 27's item 5 (``reference_solves`` runs them again)."""
+
+FAST = SolveOptions(
+    fresh=(("presolve", "off"), ("simplex_strategy", 1), ("simplex_dual_edge_weight_strategy", 1)),
+    recost=(("presolve", "off"), ("simplex_strategy", 4), ("simplex_dual_edge_weight_strategy", -1)),
+)
+"""No presolve (these LPs have nothing to remove: every row binds some job or type), Devex pricing for dual
+simplex, and primal simplex after a cost change. On the 956 max-min calls of ``bench_sim --days 3`` (1,912
+solves, re-run on their own): 9.1 s -> 4.7 s CPU, every objective equal to 1e-15, X different in 350 calls.
+The optimum is the same; the vertex may differ where the optimum is not unique (equal optima broken
+differently), which ``tests/sim/test_equal_optima.py`` checks. Tried on the same calls: presolve off alone 7.7 s,
+primal alone 7.3 s, no scaling 9.6 s, Dantzig pricing 10.8 s, primal edge weights (Dantzig, Devex) no change."""
+
+
+class _Mode:
+    """Which options new models take (``FAST`` unless inside ``reference_solves``)."""
+
+    value: SolveOptions = FAST
+
+
+_mode = _Mode()
+
+
+@contextmanager
+def reference_solves() -> Iterator[None]:
+    """Models built inside solve with ``REFERENCE`` (the equal-optima guard and ``bench_sim --reference``)."""
+    saved = _mode.value
+    _mode.value = REFERENCE
+    try:
+        yield
+    finally:
+        _mode.value = saved
 
 
 def _quiet_highs() -> highspy.Highs:
@@ -53,7 +105,17 @@ def _quiet_highs() -> highspy.Highs:
 class HighsModel:
     """``min c @ v`` s.t. ``a_ub @ v <= b_ub``, ``lo <= v <= hi``, editable in place and re-solved warm."""
 
-    def __init__(self, c: np.ndarray, a_ub: sp.spmatrix, b_ub: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> None:
+    def __init__(
+        self,
+        c: np.ndarray,
+        a_ub: sp.spmatrix,
+        b_ub: np.ndarray,
+        lo: np.ndarray,
+        hi: np.ndarray,
+        options: SolveOptions | None = None,
+    ) -> None:
+        self.options = _mode.value if options is None else options
+        self._recost = False
         self.n = len(c)
         self.m = a_ub.shape[0]
         a = sp.csc_matrix(a_ub)
@@ -74,6 +136,7 @@ class HighsModel:
         self._runs = 0
 
     def set_cost(self, c: np.ndarray) -> None:
+        self._recost = True
         self._h.changeColsCost(self.n, np.arange(self.n, dtype=np.int32), np.asarray(c, dtype=float))
 
     def set_col_bounds(self, col: int, lo: float, hi: float) -> None:
@@ -100,6 +163,10 @@ class HighsModel:
         """Solve (interior point the first time on large models, then simplex from the last basis)."""
         first_large = self._runs == 0 and self.n > _IPM_ABOVE
         self._h.setOptionValue("solver", "ipm" if first_large else "simplex")
+        options = REFERENCE if first_large else self.options
+        for name, value in options.recost if self._recost and self._runs else options.fresh:
+            self._h.setOptionValue(name, value)
+        self._recost = False
         self._runs += 1
         self._h.run()
         status = self._h.getModelStatus()

@@ -128,11 +128,14 @@ class _FloorRows:
         return model.run()
 
 
-def _model(c, a, b, lo, hi, solver: str):
+def _model(c, a, b, lo, hi, solver: str, water_filling: bool = False):
+    """The LP in HiGHS (warm re-solves), else rebuilt per solve. Water filling reads the duals to freeze jobs;
+    a different optimal vertex can give different duals, hence different levels, so it keeps HiGHS's default
+    options (``highs.REFERENCE``); otherwise only the vertex among equal optima may change (``highs.FAST``)."""
     if solver == "highs":
-        from slurmplan.policy.highs import HighsModel
+        from slurmplan.policy.highs import REFERENCE, HighsModel
 
-        return HighsModel(c, a, b, lo, hi)
+        return HighsModel(c, a, b, lo, hi, REFERENCE if water_filling else None)
     return _RebuildModel(c, a, b, lo, hi, solver)
 
 
@@ -214,7 +217,7 @@ def max_min(
     c = np.zeros(n + 1)
     c[-1] = -1.0
     lo, hi = np.zeros(n + 1), np.concatenate([np.ones(n), [np.inf]])
-    model = _model(c, a, b, lo, hi, solver)
+    model = _model(c, a, b, lo, hi, solver, water_filling)
 
     ceiling = np.zeros(nj)
     np.maximum.at(ceiling, idx.rows, score)

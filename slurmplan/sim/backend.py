@@ -457,7 +457,18 @@ class SimBackend:
         return self._next_eligible()
 
     def next_completion(self) -> float:
-        return min((j.finish_eta(self.now) for j in self.running.values()), default=math.inf)
+        return self._due()[0]
+
+    def _due(self) -> tuple[float, SimJob | None]:
+        """The running job that finishes first (ties: lowest job id) and when; (inf, None) when none will.
+
+        One pass that computes each job's ETA once (every tick asks, over every running job)."""
+        now, best, due, due_id = self.now, math.inf, None, 0
+        for job in self.running.values():
+            eta = job.finish_eta(now)
+            if due is None or eta < best or (eta == best and job.job_id < due_id):
+                best, due, due_id = eta, job, job.job_id
+        return best, due
 
     def advance(self, t: float) -> list[SimJob]:
         """Move the clock to ``t``; jobs that finish on the way complete at their exact time, in order.
@@ -469,9 +480,9 @@ class SimBackend:
             raise ValueError(f"time cannot go back: {t} < {self.now}")
         done = []
         while True:
-            due = min(self.running.values(), key=lambda j: (j.finish_eta(self.now), j.job_id), default=None)
+            eta, due = self._due()
             eligible = self._next_eligible()
-            if eligible <= t and (due is None or eligible < due.finish_eta(self.now)):
+            if eligible <= t and (due is None or eligible < eta):
                 self.now = max(self.now, eligible)  # a requeued job's begin time: Slurm's pass may start it
                 for job in self.running.values():
                     self._progress(job)
@@ -479,9 +490,9 @@ class SimBackend:
                 continue
             # A job whose last 1e-11 of work ends a hair after t (float round-off) finishes at t: otherwise a tick
             # grid that rounds its end down to t would wait for it forever.
-            if due is None or due.finish_eta(self.now) > t + _ROUND_OFF_S:
+            if due is None or eta > t + _ROUND_OFF_S:
                 break
-            self.now = max(self.now, min(due.finish_eta(self.now), t))
+            self.now = max(self.now, min(eta, t))
             self._progress(due)
             due.work_done = due.work_total
             self._free(due)
