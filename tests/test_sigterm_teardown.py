@@ -21,6 +21,8 @@ from pathlib import Path
 @pytest.fixture
 def resource():
     yield
+    Path(r"{tearing}").write_text("tearing down")
+    time.sleep({teardown_s})  # a teardown that takes a while (stopping a cluster), long enough for a 2nd signal
     Path(r"{marker}").write_text("torn down")
 
 def test_waits(resource):
@@ -37,10 +39,17 @@ def test_after():
 """
 
 
-@pytest.mark.parametrize("swallow", [False, True], ids=["raised", "swallowed-by-the-test"])
-def test_sigterm_runs_fixture_teardown_and_stops_the_run(tmp_path: Path, swallow: bool) -> None:
+@pytest.mark.parametrize(
+    ("swallow", "twice"),
+    [(False, False), (True, False), (False, True)],
+    ids=["raised", "swallowed-by-the-test", "sent-twice-during-teardown"],
+)
+def test_sigterm_runs_fixture_teardown_and_stops_the_run(tmp_path: Path, swallow: bool, twice: bool) -> None:
     marker, started, after = tmp_path / "teardown", tmp_path / "started", tmp_path / "after"
-    text = INNER.format(marker=marker, started=started, after=after, swallow=swallow)
+    tearing = tmp_path / "tearing"
+    text = INNER.format(
+        marker=marker, started=started, after=after, swallow=swallow, tearing=tearing, teardown_s=3 if twice else 0
+    )
     (tmp_path / "test_inner.py").write_text(text)
     env = {**os.environ, "PYTHONPATH": f"{TESTS}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "sigterm_teardown", "test_inner.py"]
@@ -50,6 +59,11 @@ def test_sigterm_runs_fixture_teardown_and_stops_the_run(tmp_path: Path, swallow
         time.sleep(0.1)
     assert started.exists(), proc.communicate()[0]
     proc.send_signal(signal.SIGTERM)
+    if twice:  # as ``timeout`` forwarding its SIGTERM while a process-group kill reaches pytest too
+        while not tearing.exists() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        assert tearing.exists(), proc.communicate()[0]
+        proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=60)
     assert marker.exists(), out  # without the plugin the process dies and the finalizer never runs
     assert not after.exists(), out  # the run stops: no test starts after the signal
