@@ -26,7 +26,7 @@ from slurmplan.domain import (
     ValidationError,
 )
 from slurmplan.domain import JobState as SlurmState
-from slurmplan.tick_types import JobState, ManagedJob, TickInput
+from slurmplan.tick_types import JobState, ManagedJob, TickConfig, TickInput
 
 log = logging.getLogger(__name__)
 
@@ -196,6 +196,8 @@ _last_nodes = _LastNodes()
 def _node_table(cluster: Cluster) -> _NodeTable:
     nodes = cluster.nodes
     last = _last_nodes.value  # read once: another thread may replace it, never change it
+    if last is not None and last.nodes is nodes:
+        return last  # the same tick asks twice (the pool, then the totals)
     if last is not None and len(last.nodes) == len(nodes):
         changed = [i for i, (a, b) in enumerate(zip(last.nodes, nodes, strict=True)) if a is not b]
         few = len(changed) <= len(nodes) // 4  # a daemon reads every node anew: then a full pass is as quick
@@ -451,44 +453,105 @@ def _assemble(
 ) -> AllocationProblem:
     now = inp.now
     n = len(rows)
-    requested = np.array([_match(by_shape, *requested_cell(mj)) for mj in rows], dtype=np.int64).reshape(n)
-    col_of = {c: i for i, c in enumerate(cells)}
-    current = np.array([current_column(mj, states.get(mj.job.job_id), by_shape, col_of) for mj in rows], dtype=np.int64)
+    # One pass over the jobs for every per-row number (``_row_values``), then one column each: twelve passes
+    # over ~100 jobs every tick, each re-reading the same attributes, were most of this function's time.
+    fixed = _RowFixed(states, by_shape, _col_of(cells), cells, inp.config, now)
+    values = [fixed.values(mj) for mj in rows]
+    (ids, requested, current, unit, steps_raw, since, attained, submit, deadline, accounts, job_class, known_steps,
+     limit_left, cost, recent) = zip(*values, strict=True) if values else ((),) * 15  # fmt: skip
+    requested = np.array(requested, dtype=np.int64).reshape(n)
+    current = np.array(current, dtype=np.int64).reshape(n)
     # Steps in the units of the job's candidates' throughput: a model job's candidates count samples/s, so its
     # steps count global batches (as the simulator's workloads convert them); a table job's count steps/s.
-    unit = np.array([_unit_per_step(mj) for mj in rows])
-    steps = np.array([np.nan if mj.hints.steps is None else mj.hints.steps - mj.steps_done for mj in rows]) * unit
+    steps = np.array(steps_raw) * np.array(unit)
     known = steps[~np.isnan(steps)]
     # Jobs without a step count look as long as the longest known one: finish-time policies stay finite.
     steps = np.where(np.isnan(steps), known.max() if known.size else 1.0, np.maximum(steps, 0.0))
     ar = np.arange(n)
     # The requested configuration's throughput for every job; policies enforce it for guaranteed jobs only.
     sla = np.where(requested >= 0, throughput[ar, np.maximum(requested, 0)], 0.0) if n else np.zeros(0)
-    cost, recent = _restart_costs(inp, states, rows, cells, current, requested)
     return AllocationProblem(
-        job_ids=tuple(mj.job.job_id for mj in rows),
+        job_ids=tuple(ids),
         cells=cells,
         throughput=throughput,
         capacity=dict(capacity),
         weights=np.ones(n),
         steps_remaining=steps.reshape(n),
-        time_since_start=np.array([max(0.0, now - mj.job.submit_time) for mj in rows]).reshape(n),
-        attained_time=np.array([_attained(states, mj.job.job_id) for mj in rows]).reshape(n),
-        submit_time=np.array([mj.job.submit_time for mj in rows]).reshape(n),
-        deadline=np.array([np.inf if mj.hints.deadline is None else mj.hints.deadline - now for mj in rows]).reshape(n),
-        accounts=tuple(mj.job.account for mj in rows),
+        time_since_start=np.array(since).reshape(n),
+        attained_time=np.array(attained).reshape(n),
+        submit_time=np.array(submit).reshape(n),
+        deadline=np.array(deadline).reshape(n),
+        accounts=tuple(accounts),
         account_weights=dict(inp.config.account_weights) or None,
-        job_class=tuple(mj.hints.job_class for mj in rows),
+        job_class=tuple(job_class),
         sla_throughput=sla.reshape(n),
         requested=requested,
         current=current,
         cost_per_gpu_hour=dict(inp.config.cost_per_gpu_hour) or None,
         candidates=table,
-        steps_known=np.array([mj.hints.steps is not None for mj in rows], dtype=bool).reshape(n),
-        time_limit_left=np.array([_limit_left(mj, now) for mj in rows], dtype=float).reshape(n),
-        restart_cost_s=cost.reshape(n),
-        moved_recently=recent.reshape(n),
+        steps_known=np.array(known_steps, dtype=bool).reshape(n),
+        time_limit_left=np.array(limit_left, dtype=float).reshape(n),
+        restart_cost_s=np.array(cost, dtype=float).reshape(n),
+        moved_recently=np.array(recent, dtype=bool).reshape(n),
     )
+
+
+class _LastCols:
+    """``(cells, {cell: column})`` of the previous tick: the columns are the very same tuple on most ticks
+    (``_DenseRows.cells``). A pure memo keyed by the tuple's identity (kept alive with it)."""
+
+    value: tuple[tuple[Cell, ...], dict[Cell, int]] | None = None
+
+
+_last_cols = _LastCols()
+
+
+def _col_of(cells: tuple[Cell, ...]) -> dict[Cell, int]:
+    last = _last_cols.value  # read once: another thread may replace it, never change it
+    if last is not None and last[0] is cells:
+        return last[1]
+    col_of = {c: i for i, c in enumerate(cells)}
+    _last_cols.value = (cells, col_of)
+    return col_of
+
+
+@dataclass(frozen=True, eq=False)
+class _RowFixed:
+    """What every row of one tick's problem is computed against (``values``)."""
+
+    states: Mapping[JobId, JobState]
+    by_shape: Mapping[tuple[GpuType, int], int]
+    col_of: Mapping[Cell, int]
+    cells: tuple[Cell, ...]
+    config: TickConfig
+    now: float
+
+    def values(self, mj: ManagedJob) -> tuple:
+        """One job's problem row: id, requested and current column, step unit, steps left (nan: unknown), time
+        since submit, attained time, submit time, time to deadline, account, class, steps known, time limit
+        left, restart cost (``_restart_cost``) and moved recently."""
+        job, hints, now = mj.job, mj.hints, self.now
+        st = self.states.get(job.job_id)
+        req = _match(self.by_shape, *requested_cell(mj))
+        cur = current_column(mj, st, self.by_shape, self.col_of)
+        cost, recent = self._restart_cost(mj, st, cur, req)
+        return (
+            job.job_id, req, cur, _unit_per_step(mj),
+            np.nan if hints.steps is None else hints.steps - mj.steps_done,
+            max(0.0, now - job.submit_time), st.attained_s if st else 0.0, job.submit_time,
+            np.inf if hints.deadline is None else hints.deadline - now, job.account, hints.job_class,
+            hints.steps is not None, _limit_left(mj, now), cost, recent,
+        )  # fmt: skip
+
+    def _restart_cost(self, mj: ManagedJob, st: JobState | None, cur: int, req: int) -> tuple[float, bool]:
+        """What one restart costs the job end to end (``TickConfig.full_cost_for`` its size), doubled when a
+        decision moved it within ``move_hold_s`` (hysteresis: a move back must pay for both), and that flag."""
+        col = cur if cur >= 0 else req
+        gpus = self.cells[col].gpus if col >= 0 else max(1, mj.job.gpus)
+        moved = st.moved_at if st is not None else None
+        hold = self.config.move_hold_s
+        flag = moved is not None and hold > 0 and self.now - moved < hold
+        return self.config.full_cost_for(gpus) * (2.0 if flag else 1.0), flag
 
 
 def _unit_per_step(mj: ManagedJob) -> float:
@@ -503,31 +566,6 @@ def _plan_batch(candidates: tuple[Candidate, ...]) -> float:
     return float(plan.global_batch) if plan is not None and plan.global_batch else 1.0
 
 
-def _restart_costs(
-    inp: TickInput,
-    states: Mapping[JobId, JobState],
-    rows: list[ManagedJob],
-    cells: tuple[Cell, ...],
-    current: np.ndarray,
-    requested: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Per job: what one restart costs it end to end (``TickConfig.full_cost_for`` its size), doubled when a
-    decision moved it within ``move_hold_s`` (hysteresis: a move back must pay for both), and that flag."""
-    config, now = inp.config, inp.now
-    hold = config.move_hold_s
-    cost: list[float] = []
-    recent: list[bool] = []
-    for mj, cur, req in zip(rows, current.tolist(), requested.tolist(), strict=True):
-        col = cur if cur >= 0 else req
-        gpus = cells[col].gpus if col >= 0 else max(1, mj.job.gpus)
-        st = states.get(mj.job.job_id)
-        moved = st.moved_at if st is not None else None
-        flag = moved is not None and hold > 0 and now - moved < hold
-        recent.append(flag)
-        cost.append(config.full_cost_for(gpus) * (2.0 if flag else 1.0))
-    return np.array(cost, dtype=float), np.array(recent, dtype=bool)
-
-
 def _limit_left(mj: ManagedJob, now: float) -> float:
     """Seconds until the job's Slurm time limit ends it (from its start, else from now); inf without one."""
     limit = mj.job.time_limit_s
@@ -535,11 +573,6 @@ def _limit_left(mj: ManagedJob, now: float) -> float:
         return np.inf
     start = mj.job.start_time if mj.job.start_time is not None else now
     return max(0.0, start + limit - now)
-
-
-def _attained(states: Mapping[JobId, JobState], job_id: JobId) -> float:
-    st = states.get(job_id)
-    return st.attained_s if st else 0.0
 
 
 def current_column(
