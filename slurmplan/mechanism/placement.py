@@ -61,6 +61,14 @@ class Placed:
     nodes: tuple[str, ...]
     gpus_per_node: int
 
+    @classmethod
+    def of(cls, nodes: tuple[str, ...], gpus_per_node: int) -> Placed:
+        """``Placed(nodes, gpus_per_node)`` without the frozen dataclass's per-field setattr: every kept job
+        is placed anew every tick."""
+        out = object.__new__(cls)
+        out.__dict__.update(nodes=nodes, gpus_per_node=gpus_per_node)
+        return out
+
 
 @dataclass(frozen=True)
 class Unplaced:
@@ -129,7 +137,7 @@ class _Free:
             c[i] -= cpn
             m[i] -= mpn
         self.stale = True
-        return Placed(names, gpn)
+        return Placed.of(names, gpn)
 
     def _rows(self, nodes: tuple[str, ...], gpu_type: str) -> tuple[tuple[int, ...], tuple[str, ...]] | None:
         """The pool rows of ``nodes`` (each once) and their names in row order; None if one is missing or of
