@@ -317,8 +317,6 @@ class _Row:
     keys: tuple[CellKey, ...]
     candidates: np.ndarray
     throughput: np.ndarray
-    keyset: frozenset[CellKey] = frozenset()
-    """``keys`` as a set: a set's union reuses its members' stored hashes (the columns are a union every tick)."""
     plan_batch: float = 1.0
     """The global batch of the first candidate with a plan (1 without one): ``_unit_per_step``, every tick."""
 
@@ -349,7 +347,7 @@ class _RowMemo:
         cands = np.empty(len(best), dtype=object)
         cands[:] = list(best.values())
         thr = np.array([max(c.throughput, 0.0) for c in best.values()], dtype=float)
-        row = _Row(tuple(best), cands, thr, frozenset(best), _plan_batch(candidates))
+        row = _Row(tuple(best), cands, thr, _plan_batch(candidates))
         if len(self._rows) >= self.limit:
             self._rows.clear()
         self._rows[id(candidates)] = (candidates, row)
@@ -393,13 +391,52 @@ def _build_matrix(
     """The body of ``_matrix`` for one row of candidates per job."""
     lines = [_row_of(k) for k in keys]
     dense = _dense.value  # read once: another thread may replace it, never change it
-    order = tuple(sorted(set().union(*(r.keyset for r in lines))))
+    order = _columns(lines)
     if dense is None or dense.order != order:
         dense = _DenseRows(order)
         _dense.value = dense
     spread = [dense.line(r) for r in lines]
     throughput = np.array([t for t, _ in spread]) if spread else np.zeros((0, len(order)))
     return dense.cells, throughput.reshape(len(keys), len(order)), tuple(c for _, c in spread)
+
+
+class _Columns:
+    """The previous ``_columns`` call: its rows by identity, how many of them have each key, and the sorted keys.
+
+    A pure memo (a new value per call that changed the rows, never changed in place): jobs come and go a few at a
+    time, so the union of ~100 rows' ~40 keys each, every tick, becomes the keys of the rows that came and went.
+    """
+
+    value: tuple[dict[int, _Row], dict[CellKey, int], tuple[CellKey, ...]] = ({}, {}, ())
+
+
+_last_columns = _Columns()
+
+
+def _columns(lines: list[_Row]) -> tuple[CellKey, ...]:
+    """``tuple(sorted(union of the rows' keys))``, from the previous call's by the rows that came and went."""
+    before, count, order = _last_columns.value  # read once: another thread may replace it, never change it
+    now = {id(r): r for r in lines}  # holds the rows: an id stays theirs while either dict lives
+    if now.keys() == before.keys():
+        return order
+    count = dict(count)
+    changed = False
+    for i in before.keys() - now.keys():
+        for k in before[i].keys:
+            left = count[k] - 1
+            if left:
+                count[k] = left
+            else:
+                del count[k]
+                changed = True
+    for i in now.keys() - before.keys():
+        for k in now[i].keys:
+            seen = count.get(k, 0)
+            count[k] = seen + 1
+            changed = changed or not seen
+    order = tuple(sorted(count)) if changed else order
+    _last_columns.value = (now, count, order)
+    return order
 
 
 class _DenseRows:
