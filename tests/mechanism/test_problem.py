@@ -5,9 +5,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from slurmplan.domain import Cell, Cluster, Hints, JobClass, JobState, Node, NodeState, Reason
-from slurmplan.mechanism.problem import build_problem
+from slurmplan.mechanism.problem import _columns, _Row, build_problem
 from slurmplan.tick import JobState as SchedJobState
 from slurmplan.tick import TickInput
 
@@ -99,3 +101,16 @@ def test_jobs_that_cannot_run_are_left_out_with_a_reason() -> None:
     assert reasons == {1: Reason.UNSCHEDULABLE, 2: Reason.UNSCHEDULABLE, 3: Reason.UNMANAGED}
     detail = next(a.detail for mj, a in ctx.excluded if mj.job.job_id == 1)
     assert "a100:8" in detail
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 7), max_size=6), min_size=1, max_size=8))
+def test_the_columns_kept_between_ticks_are_the_union_of_this_ticks_rows(ticks: list[list[int]]) -> None:
+    # Eight jobs with overlapping Cells; each tick sees some of them (a job twice when the list says so), in any
+    # order: the columns carried from the tick before must be exactly the sorted union of this tick's rows.
+    pool = [tuple((t, g, 1) for t in ("a100", "v100")[: 1 + i % 2] for g in (1, 2, 4)[: 1 + i % 3]) for i in range(8)]
+    pool[7] = (("t4", 8, 1),)  # a Cell no other job has: it must go when job 7 does
+    rows = [_Row(keys, np.empty(len(keys), dtype=object), np.ones(len(keys))) for keys in pool]
+    for tick in ticks:
+        lines = [rows[i] for i in tick]
+        assert _columns(lines) == tuple(sorted({k for r in lines for k in r.keys}))
