@@ -20,6 +20,7 @@ from slurmplan.domain import (
     Cell,
     Cluster,
     GpuType,
+    Job,
     JobId,
     Node,
     Reason,
@@ -101,6 +102,9 @@ def _layout(names: tuple[str, ...], gpu_type: tuple[GpuType, ...]) -> _Layout:
 
     A pure memo keyed by the names and types themselves (an equal key gives an equal layout).
     """
+    last = _last_layout.value  # read once: another thread may replace it, never change it
+    if last is not None and last[0] is names and last[1] is gpu_type:
+        return last[2]  # the same tuples as the call before (``_NodeTable``'s): no hash of every node's name
     key = (names, gpu_type)
     hit = _layouts.get(key)
     if hit is None:
@@ -114,30 +118,70 @@ def _layout(names: tuple[str, ...], gpu_type: tuple[GpuType, ...]) -> _Layout:
         if len(_layouts) > 64:
             _layouts.clear()
         _layouts[key] = hit
+    _last_layout.value = (names, gpu_type, hit)
     return hit
+
+
+class _LastLayout:
+    """``(names, gpu_type, layout)`` of the last ``_layout`` call, for a lookup by identity: a tick asks five
+    times or more for the same pool, and hashing its two tuples of hundreds of names cost more than the rest."""
+
+    value: tuple[tuple[str, ...], tuple[GpuType, ...], _Layout] | None = None
+
+
+_last_layout = _LastLayout()
 
 
 def _per_node_usage(jobs: tuple[ManagedJob, ...], index: Mapping[str, int]) -> np.ndarray:
     """GPUs, CPUs and memory (columns) each pool node (rows) gives to managed jobs that hold resources now.
 
-    Nodes outside the pool are skipped.
+    Nodes outside the pool are skipped. Carried from the previous call by the jobs (``Job`` values, by identity)
+    that came and went: a tick's jobs are mostly the very same values as the tick before's (the simulator, and
+    the daemon's memo of unchanged jobs), and the sums are of integers, so the order does not matter.
     """
-    gpus = [0] * len(index)
-    cpus = [0] * len(index)
-    mem = [0] * len(index)
-    for mj in jobs:
-        job = mj.job
-        if not job.state.active or not job.nodes:
-            continue
-        k = len(job.nodes)
-        gpn, cpn, mpn = job.gpus_per_node, -(-job.cpus // k), -(-job.memory_mb // k)
-        for name in job.nodes:
-            i = index.get(name)
-            if i is not None:
-                gpus[i] += gpn
-                cpus[i] += cpn
-                mem[i] += mpn
-    return np.array([gpus, cpus, mem], dtype=np.int64).T.reshape(len(index), 3)
+    last = _last_usage.value  # read once: another thread may replace it, never change it
+    now = {id(mj.job): mj.job for mj in jobs}  # holds the jobs: an id stays theirs while either dict lives
+    if last is None or last[0] is not index or len(now) != len(jobs):
+        before: dict[int, Job] = {}
+        usage = ([0] * len(index), [0] * len(index), [0] * len(index))
+    else:
+        before, usage = last[1], last[2]
+        if now.keys() == before.keys():
+            return last[3]
+        usage = (list(usage[0]), list(usage[1]), list(usage[2]))
+    for i in before.keys() - now.keys():
+        _add_usage(usage, before[i], index, -1)
+    for i in now.keys() - before.keys():
+        _add_usage(usage, now[i], index, 1)
+    out = np.array(usage, dtype=np.int64).T.reshape(len(index), 3)
+    _last_usage.value = (index, now, usage, out)
+    return out
+
+
+class _LastUsage:
+    """``(index, jobs by id, the three per-node lists, their array)`` of the last ``_per_node_usage`` call.
+
+    A pure memo: never changed in place (a new value per call that changed the jobs); the array is read only."""
+
+    value: tuple[Mapping[str, int], dict[int, Job], tuple[list[int], list[int], list[int]], np.ndarray] | None = None
+
+
+_last_usage = _LastUsage()
+
+
+def _add_usage(usage: tuple[list[int], list[int], list[int]], job: Job, index: Mapping[str, int], sign: int) -> None:
+    """Add (``sign`` 1) or take out (-1) one job's share of each of its pool nodes."""
+    if not job.state.active or not job.nodes:
+        return
+    gpus, cpus, mem = usage
+    k = len(job.nodes)
+    gpn, cpn, mpn = sign * job.gpus_per_node, sign * -(-job.cpus // k), sign * -(-job.memory_mb // k)
+    for name in job.nodes:
+        i = index.get(name)
+        if i is not None:
+            gpus[i] += gpn
+            cpus[i] += cpn
+            mem[i] += mpn
 
 
 def build_pool(cluster: Cluster, managed_holding: tuple[ManagedJob, ...]) -> NodePool:

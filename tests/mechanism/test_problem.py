@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from slurmplan.domain import Cell, Cluster, Hints, JobClass, JobState, Node, NodeState, Reason
-from slurmplan.mechanism.problem import _columns, _Row, build_problem
+from slurmplan.mechanism.problem import _columns, _per_node_usage, _Row, build_problem
 from slurmplan.tick import JobState as SchedJobState
 from slurmplan.tick import TickInput
 
@@ -114,3 +114,28 @@ def test_the_columns_kept_between_ticks_are_the_union_of_this_ticks_rows(ticks: 
     for tick in ticks:
         lines = [rows[i] for i in tick]
         assert _columns(lines) == tuple(sorted({k for r in lines for k in r.keys}))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 9), max_size=8, unique=True), min_size=1, max_size=8))
+def test_node_usage_carried_between_ticks_is_the_sum_over_this_ticks_jobs(ticks: list[list[int]]) -> None:
+    # Ten running jobs on overlapping nodes (one on a node outside the pool, one completing, one pending); each tick
+    # holds some of them: the usage carried from the tick before must equal the plain sum over this tick's jobs.
+    names = [f"a100-{i}" for i in range(4)]
+    index = {n: i for i, n in enumerate(names)}
+    jobs = []
+    for j in range(10):
+        nodes = (names[j % 4], names[(j + 1) % 4])[: 1 + j % 2] if j != 9 else ("gone-0",)
+        state = JobState.COMPLETING if j == 8 else JobState.PENDING if j == 7 else JobState.RUNNING
+        jobs.append(mjob(j, {"a100": {2: 1.0}}, gpus=2, state=state, nodes=nodes if j != 7 else (), cpus=3 + j, mem=j))
+    for tick in ticks:
+        held = tuple(jobs[j] for j in tick)
+        want = np.zeros((4, 3), dtype=np.int64)
+        for mj in held:
+            job = mj.job
+            if job.state.active and job.nodes:
+                k = len(job.nodes)
+                for name in job.nodes:
+                    if name in index:
+                        want[index[name]] += (job.gpus_per_node, -(-job.cpus // k), -(-job.memory_mb // k))
+        np.testing.assert_array_equal(_per_node_usage(held, index), want)
