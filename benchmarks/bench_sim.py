@@ -15,7 +15,9 @@ machine at load 2-4), three pairs: CPU 208.2 s -> 190.2 s (-9 %), 225.4 s -> 197
 2.8984 h -> 2.8960 h (-0.08 %), then 2.8977 h both. The LPs now solve with ``highs.FAST`` (same optima; a tie may
 fall on another vertex, which issue 27 allows within 1 % avg JCT: ``tests/sim/test_equal_optima.py``);
 ``--reference`` runs HiGHS's defaults. Eighth session, decisions identical: CPU 262.8 s -> 239.7 s against main
-2eeaf72. The goal is not met; ``slurmplan/sim/RESULTS.md`` sections 4.2-4.3 say where the time goes.
+2eeaf72. Second pass (problem and placement stages, decisions identical: ``decision_hash.py``), three pairs
+against main 0c34d6c: CPU 165.0 -> 159.8, 170.3 -> 163.3, 188.6 -> 186.3 s (median pair -4 %). The goal is not
+met; ``slurmplan/sim/RESULTS.md`` sections 4.2-4.3 say where the time goes.
 """
 
 from __future__ import annotations

@@ -13,7 +13,8 @@ seconds (which a machine shared with other work inflates less than wall), and wh
 Measured (issue 27, ninth session; main 5f2e180 and branch i27 side by side, one run each, ``nice -n 10``, shared
 2-core machine at load 2-3), ``--days 1``: CPU 48.2 s -> 48.8 s (no change: the flagship solves no max-min LP, so
 ``highs.FAST`` does not apply), 3,235 ticks, avg JCT 6.15 h both. Eighth session: CPU 62.5 s -> 58.5 s against main
-2eeaf72, decisions identical. The month is some 25-29 CPU minutes: the goal is not met.
+2eeaf72, decisions identical. Ninth session, second pass (problem and placement stages, decisions identical):
+CPU 48.0 s -> 47.0 s against main 0c34d6c, one pair. The month is some 24-29 CPU minutes: the goal is not met.
 """
 
 from __future__ import annotations
