@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from slurmplan.domain import Cell, Cluster, Hints, JobClass, JobState, Node, NodeState, Reason
-from slurmplan.mechanism.problem import _columns, _per_node_usage, _Row, build_problem
+from slurmplan.mechanism.columns import _columns, _Row
+from slurmplan.mechanism.problem import _per_node_usage, build_problem
 from slurmplan.tick import JobState as SchedJobState
 from slurmplan.tick import TickInput
 

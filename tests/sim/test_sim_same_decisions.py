@@ -121,6 +121,7 @@ def test_speed_paths_do_not_move_a_decision(table, monkeypatch):
     to round-off (the LP's vertex may carry 1e-15 where the fast path has exact zeros and ones)."""
     import numpy as np
 
+    from slurmplan.mechanism import columns as mech_columns
     from slurmplan.mechanism import engine as mech_engine
     from slurmplan.mechanism import placement as mech_placement
     from slurmplan.mechanism import problem as mech_problem
@@ -143,8 +144,12 @@ def test_speed_paths_do_not_move_a_decision(table, monkeypatch):
     def forget_everything(step):
         def step_without_memos():
             mech_problem._last_nodes.value = None
-            mech_problem._dense.value = None
-            mech_problem._last_matrix.value = None
+            mech_problem._last_layout.value = None
+            mech_problem._last_usage.value = None
+            mech_problem._last_cols.value = None
+            mech_columns._dense.value = None
+            mech_columns._last_matrix.value = None
+            mech_columns._last_columns.value = ({}, {}, ())
             mech_engine._last_aligned.value = None
             lp_module._host_rows.clear()
             mech_placement._kept_rows.clear()
