@@ -155,6 +155,7 @@ def _per_node_usage(jobs: tuple[ManagedJob, ...], index: Mapping[str, int]) -> n
     for i in now.keys() - before.keys():
         _add_usage(usage, now[i], index, 1)
     out = np.array(usage, dtype=np.int64).T.reshape(len(index), 3)
+    out.setflags(write=False)  # handed out again on the next call with the same jobs: nobody may write to it
     _last_usage.value = (index, now, usage, out)
     return out
 
