@@ -63,12 +63,23 @@ def align(allocation: Allocation | None, problem: AllocationProblem) -> np.ndarr
         return x.copy()
     out = np.zeros(shape)
     src_r = [(i, rows[j]) for i, j in enumerate(problem.job_ids) if j in rows]
-    src_c = [(i, cols[c]) for i, c in enumerate(problem.cells) if c in cols]
+    src_c = _columns_from(cols, problem.cells)
     if src_r and src_c:
         dr, sr = map(list, zip(*src_r, strict=True))
         dc, sc = map(list, zip(*src_c, strict=True))
         out[np.ix_(dr, dc)] = x[np.ix_(sr, sc)]
     return out
+
+
+def _columns_from(cols: dict, cells: tuple) -> list[tuple[int, int]]:
+    """(problem column, allocation column) of every Cell both have: the same for every tick of a round while
+    the problem's columns are the same tuple (kept with it: a pure memo keyed by both objects' identity)."""
+    last = _last_columns.value
+    if last is not None and last[0] is cols and last[1] is cells:
+        return last[2]
+    src_c = [(i, cols[c]) for i, c in enumerate(cells) if c in cols]
+    _last_columns.value = (cols, cells, src_c)
+    return src_c
 
 
 class _LastAligned:
@@ -80,6 +91,15 @@ class _LastAligned:
 
 
 _last_aligned = _LastAligned()
+
+
+class _LastColumns:
+    """``align``'s column pairs for the round's allocation on the previous tick's columns (``_columns_from``)."""
+
+    value: tuple | None = None
+
+
+_last_columns = _LastColumns()
 
 
 def running_info(

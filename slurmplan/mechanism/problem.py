@@ -367,7 +367,7 @@ def _assemble(
     n = len(rows)
     # One pass over the jobs for every per-row number (``_row_values``), then one column each: twelve passes
     # over ~100 jobs every tick, each re-reading the same attributes, were most of this function's time.
-    fixed = _RowFixed(states, by_shape, _col_of(cells), cells, inp.config, now)
+    fixed = _RowFixed(states, by_shape, column_index(cells), cells, inp.config, now)
     values = [fixed.values(mj) for mj in rows]
     (ids, requested, current, unit, steps_raw, since, attained, submit, deadline, accounts, job_class, known_steps,
      limit_left, cost, recent) = zip(*values, strict=True) if values else ((),) * 15  # fmt: skip
@@ -418,7 +418,8 @@ class _LastCols:
 _last_cols = _LastCols()
 
 
-def _col_of(cells: tuple[Cell, ...]) -> dict[Cell, int]:
+def column_index(cells: tuple[Cell, ...]) -> dict[Cell, int]:
+    """``{cell: column}`` of ``cells``, kept while the columns are the same tuple (do not change it)."""
     last = _last_cols.value  # read once: another thread may replace it, never change it
     if last is not None and last[0] is cells:
         return last[1]

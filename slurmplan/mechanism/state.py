@@ -74,17 +74,26 @@ def advance(inp: TickInput, state: SchedulerState) -> dict[int, JobState]:
                 st = evolve(st, current=None, signalled_at=None, sent="", requeued_at=now if st.ran_on else None)
             out[job.job_id] = _requeue_wait_over(st, now, inp.config.requeue_delay_s)
             continue
-        current = running_cell(mj, st)
         ran = dt if job.start_time is None else min(dt, max(0.0, now - job.start_time))
-        by_cell, epoch = st.attained_by_cell, st.epoch_by_cell
-        if ran > 0 and current.cell is not None:
-            by_cell, epoch = dict(by_cell), dict(epoch)
-            by_cell[current.cell] = by_cell.get(current.cell, 0.0) + ran
-            epoch[current.cell] = epoch.get(current.cell, 0.0) + ran
-        out[job.job_id] = evolve(
-            st, current=current, attained_s=st.attained_s + ran, attained_by_cell=by_cell, epoch_by_cell=epoch,
-            ran_on=tuple(job.nodes) or st.ran_on, requeued_at=None,
-        )  # fmt: skip
+        out[job.job_id] = _ran(st, running_cell(mj, st), job.nodes, ran)
+    return out
+
+
+def _ran(st: JobState, current: Assignment, nodes: tuple[str, ...], ran: float) -> JobState:
+    """``evolve(st, current=..., attained_s=..., attained_by_cell=..., epoch_by_cell=..., ran_on=...,
+    requeued_at=None)`` for a running job that ran ``ran`` seconds in ``current``, written out: it runs for
+    every running job every tick (the same additions in the same order as before, so the same floats)."""
+    out = _new(JobState)
+    d = out.__dict__
+    d.update(st.__dict__)
+    cell = current.cell
+    if ran > 0 and cell is not None:
+        by_cell, epoch = dict(st.attained_by_cell), dict(st.epoch_by_cell)
+        by_cell[cell] = by_cell.get(cell, 0.0) + ran
+        epoch[cell] = epoch.get(cell, 0.0) + ran
+        d["attained_by_cell"], d["epoch_by_cell"] = by_cell, epoch
+    d["current"], d["attained_s"], d["requeued_at"] = current, st.attained_s + ran, None
+    d["ran_on"] = tuple(nodes) or st.ran_on
     return out
 
 

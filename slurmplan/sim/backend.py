@@ -462,10 +462,16 @@ class SimBackend:
     def _due(self) -> tuple[float, SimJob | None]:
         """The running job that finishes first (ties: lowest job id) and when; (inf, None) when none will.
 
-        One pass that computes each job's ETA once (every tick asks, over every running job)."""
+        One pass that computes each job's ETA once (every tick asks, over every running job), with
+        ``SimJob.finish_eta`` written out: the same arithmetic, without a call per job."""
         now, best, due, due_id = self.now, math.inf, None, 0
+        running, inf = JobState.RUNNING, math.inf
         for job in self.running.values():
-            eta = job.finish_eta(now)
+            rate = job.rate
+            if job.state is not running or rate <= 0:
+                eta = inf
+            else:
+                eta = max(now, job.restore_until) + max(0.0, job.work_total - job.work_done) / rate
             if due is None or eta < best or (eta == best and job.job_id < due_id):
                 best, due, due_id = eta, job, job.job_id
         return best, due

@@ -74,3 +74,42 @@ def test_equal_priorities_go_to_the_larger_deficit() -> None:
     assert rows.tolist()[0] == 0  # without deficits: the earlier job
     rows, _ = pick_order(x, pri, np.ones(2, dtype=bool), np.array([[10.0, 0.0], [50.0, 0.0]]))
     assert rows.tolist()[0] == 1
+
+
+def test_the_per_column_memos_give_what_a_fresh_pass_gives_tick_after_tick() -> None:
+    """``received_share`` and ``deficits`` remember each job's columns between ticks (issue 27): by job for the
+    epoch's seconds (a new mapping every tick), by the mapping's identity for the deficits. Over ticks where
+    mappings are replaced, Cells are added, some Cells are not columns, and the columns change order and content,
+    both equal the matrix built directly from this tick's states, and what they give with their memos emptied."""
+    from slurmplan.mechanism import priorities as pr
+
+    rng = np.random.default_rng(7)
+    pool = [Cell(t, g) for t in ("v100", "k80", "a100") for g in (1, 2, 4)]
+    states: dict[int, JobState] = {}
+    for tick in range(60):
+        cells = tuple(pool[i] for i in sorted(rng.choice(len(pool), size=5, replace=False)))
+        if tick % 7 == 3:
+            cells = cells[::-1]  # the same Cells in another order: every memo keyed by column must notice
+        ids = tuple(sorted(rng.choice(12, size=8, replace=False).tolist()))
+        for j in ids:
+            st = states.get(j, JobState(first_seen=0.0))
+            epoch = dict(st.epoch_by_cell)  # a new mapping every tick, as ``advance`` makes it
+            cell = pool[int(rng.integers(len(pool)))]
+            epoch[cell] = epoch.get(cell, 0.0) + float(rng.integers(1, 300))
+            owed = st.deficit_by_cell
+            if rng.random() < 0.2:  # an epoch ended for it: a new deficit mapping with other values
+                owed = {pool[int(i)]: float(rng.normal(0, 500)) for i in rng.choice(len(pool), size=4)}
+            states[j] = JobState(first_seen=0.0, epoch_by_cell=epoch, deficit_by_cell=owed)
+        p = AllocationProblem(ids, cells, np.ones((8, 5)), {}, np.ones(8), np.zeros(8), np.zeros(8))
+        want_epoch, want_owed = np.zeros((8, 5)), np.zeros((8, 5))
+        for r, j in enumerate(ids):
+            for c, cell in enumerate(cells):
+                want_epoch[r, c] = states[j].epoch_by_cell.get(cell, 0.0)
+                want_owed[r, c] = states[j].deficit_by_cell.get(cell, 0.0)
+        got_share, got_owed = received_share(p, states, 3_000.0, 0.0, 150.0), deficits(p, states)
+        np.testing.assert_array_equal(got_owed, want_owed)
+        np.testing.assert_array_equal(got_share, (want_epoch + 150.0) / 3_150.0)
+        pr._epoch_cols.clear()
+        pr._deficit_rows.clear()
+        np.testing.assert_array_equal(received_share(p, states, 3_000.0, 0.0, 150.0), got_share)
+        np.testing.assert_array_equal(deficits(p, states), got_owed)
