@@ -27,20 +27,11 @@ EPS = 1e-9
 
 
 def _per_column(
-    problem: AllocationProblem,
-    states: Mapping[JobId, JobState],
-    seconds_by_cell: Callable[[JobState], Mapping],
-    by_identity: dict[int, tuple] | None = None,
+    problem: AllocationProblem, states: Mapping[JobId, JobState], seconds_by_cell: Callable[[JobState], Mapping]
 ) -> np.ndarray:
-    """A per-Cell mapping of each job's state as a (rows x columns) matrix (0 where the job has none).
-
-    Without ``by_identity`` (the epoch's seconds: a running job's mapping is a new dict every tick, with the same
-    Cells) each job's Cells and their columns are remembered by job while the columns stay the same tuple; the
-    values are read anew. With ``by_identity`` (the deficits, replaced only when an epoch ends) a mapping's columns and
-    values are remembered by the mapping's identity: a job that was offered many Cells owes seconds in each.
-    """
+    """A per-Cell mapping of each job's state as a (rows x columns) matrix (0 where the job has none)."""
     out = np.zeros((problem.num_jobs, len(problem.cells)))
-    col = column_index(problem.cells)
+    col = column_index(problem.cells)  # the problem's own index, kept while the columns are the same tuple
     rows: list[int] = []
     cols: list[int] = []
     values: list[float] = []
@@ -48,42 +39,15 @@ def _per_column(
         st = states.get(job_id)
         if st is None:
             continue
-        by_cell = seconds_by_cell(st)
-        if not by_cell:
-            continue
-        if by_identity is None:  # a new mapping every tick: its Cells' columns are remembered per job
-            keys = tuple(by_cell)
-            hit = _epoch_cols.get(job_id)
-            if hit is None or hit[0] is not col or hit[1] != keys:
-                hit = _epoch_cols[job_id] = (col, keys, [col.get(cell) for cell in keys])
-                if len(_epoch_cols) > _MEMO_MAX:
-                    _epoch_cols.clear()
-            found = [(c, s) for c, s in zip(hit[2], by_cell.values(), strict=True) if c is not None]
-            js, vs = [c for c, _ in found], [s for _, s in found]
-        else:  # a mapping kept from tick to tick: its columns and values are remembered by its identity
-            hit = by_identity.get(id(by_cell))
-            if hit is None or hit[0] is not by_cell or hit[1] is not col:
-                found = [(c, s) for c, s in ((col.get(cell), s) for cell, s in by_cell.items()) if c is not None]
-                hit = by_identity[id(by_cell)] = (by_cell, col, [c for c, _ in found], [s for _, s in found])
-                if len(by_identity) > _MEMO_MAX:
-                    by_identity.clear()
-            js, vs = hit[2], hit[3]
-        rows.extend([j] * len(js))
-        cols.extend(js)
-        values.extend(vs)
+        for cell, seconds in seconds_by_cell(st).items():
+            c = col.get(cell)
+            if c is not None:
+                rows.append(j)
+                cols.append(c)
+                values.append(seconds)
     if rows:  # one fancy assignment: numpy's per-element ``out[j, c] = v`` costs more than the loop itself
         out[rows, cols] = values
     return out
-
-
-_MEMO_MAX = 10_000
-_epoch_cols: dict[JobId, tuple] = {}
-"""``received_share``'s memo in ``_per_column``: job -> (columns index, the job's Cells, their columns).
-Checked against the Cells themselves, so a stale entry is never used; emptied past ``_MEMO_MAX`` jobs."""
-_deficit_rows: dict[int, tuple] = {}
-"""``deficits``' memo in ``_per_column``: id(mapping) -> (mapping, columns index, columns, values). A job's
-``deficit_by_cell`` is replaced when an epoch ends (``start_epoch``), never changed in place (JobState is frozen,
-and what it holds is by convention); the entry holds the mapping, so its id stays its own while it is here."""
 
 
 def received_share(
@@ -101,7 +65,7 @@ def received_share(
 
 def deficits(problem: AllocationProblem, states: Mapping[JobId, JobState]) -> np.ndarray:
     """Each job's deficit per column (seconds owed by past epochs), for breaking priority ties."""
-    return _per_column(problem, states, lambda st: st.deficit_by_cell, _deficit_rows)
+    return _per_column(problem, states, lambda st: st.deficit_by_cell)
 
 
 def start_epoch(

@@ -124,7 +124,6 @@ def test_speed_paths_do_not_move_a_decision(table, monkeypatch):
     from slurmplan.mechanism import columns as mech_columns
     from slurmplan.mechanism import engine as mech_engine
     from slurmplan.mechanism import placement as mech_placement
-    from slurmplan.mechanism import priorities as mech_priorities
     from slurmplan.mechanism import problem as mech_problem
     from slurmplan.policy import las as las_module
     from slurmplan.policy import lp as lp_module
@@ -153,8 +152,6 @@ def test_speed_paths_do_not_move_a_decision(table, monkeypatch):
             mech_columns._last_columns.value = ({}, {}, ())
             mech_engine._last_aligned.value = None
             mech_engine._last_columns.value = None
-            mech_priorities._epoch_cols.clear()
-            mech_priorities._deficit_rows.clear()
             lp_module._host_rows.clear()
             mech_placement._kept_rows.clear()
             return step()
