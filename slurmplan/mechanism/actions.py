@@ -159,12 +159,24 @@ def _stop(
     return acts, evolve(st, sent=key)
 
 
+_kept_as_written: dict[JobId, tuple[str, Cell, Plan | None]] = {}
+"""``_annotate``'s memo: per job, the comment, Cell and plan last found to agree (by identity). A kept job asks
+every tick with the same three objects, and the cache behind ``same_configuration`` hashes the plan's dozen
+fields each time. Holding the objects keeps their ids theirs; a job id's entry is replaced, never stale."""
+
+
 def _annotate(job: Job, a: Assignment, st: JobState, stamp: RoundStamp) -> tuple[list[Action], JobState]:
     """A running job that keeps its configuration: nothing to send when its comment already names it (the
     common case: Slurm calls stay proportional to the jobs whose decision changed); written only when the
     comment lacks it (a job started by hand, or a comment an admin overwrote)."""
     assert a.cell is not None
+    seen = _kept_as_written.get(job.job_id)
+    if seen is not None and seen[0] is job.admin_comment and seen[1] is a.cell and seen[2] is a.plan:
+        return [], st  # the very objects found to agree last time: ``same_configuration`` is a pure function
     if same_configuration(job.admin_comment, a.cell, a.plan):
+        if len(_kept_as_written) > 100_000:
+            _kept_as_written.clear()
+        _kept_as_written[job.job_id] = (job.admin_comment, a.cell, a.plan)
         return [], st
     comment = with_decision(job.admin_comment, decision_text(a.cell, a.plan, stamp))
     key = f"annotate {comment}"

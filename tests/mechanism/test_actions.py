@@ -68,3 +68,26 @@ def test_a_job_requeued_from_under_its_decision_is_pinned_and_started_again() ->
     assert kinds(acts) == [ActionKind.UPDATE, ActionKind.RELEASE]
     assert acts[0].nodelist == ("a100-1",) and acts[1].previous_nodes == ("a100-0",)
     assert st.sent.endswith(" @ a100-1")
+
+
+def test_a_kept_job_whose_comment_an_admin_overwrote_is_annotated_again_after_ticks_that_sent_nothing() -> None:
+    """``_annotate`` remembers, per job, the comment, Cell and plan it found to agree (issue 27: a kept job asks
+    every tick). The memo must answer only for those very objects: once the comment is overwritten, the decision
+    is written again, and with the memo emptied the same ticks send the same actions."""
+    from slurmplan.mechanism import actions as mech_actions
+
+    plan = Plan(dp=1)
+    written = decision_text(A100, plan, 1)
+    kept = Assignment(2, Reason.KEPT, cell=A100, plan=plan, nodes=("a100-0",), gpus_per_node=1)
+    config = TickConfig()
+
+    def tick(comment: str, forget: bool) -> list[ActionKind]:
+        if forget:
+            mech_actions._kept_as_written.clear()
+        mj = mjob(2, TABLE, state=JobState.RUNNING, nodes=("a100-0",), held=False, admin_comment=comment)
+        return kinds(job_actions(mj, kept, SchedState(), T0, RoundStamp(3), config)[0])
+
+    for forget in (False, True):
+        assert tick(written, forget) == [] and tick(written, forget) == []  # agrees: nothing sent, twice
+        assert tick("my own note", forget) == [ActionKind.ANNOTATE]  # overwritten: written again
+        assert tick(written, forget) == []

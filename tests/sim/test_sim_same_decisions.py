@@ -121,6 +121,7 @@ def test_speed_paths_do_not_move_a_decision(table, monkeypatch):
     to round-off (the LP's vertex may carry 1e-15 where the fast path has exact zeros and ones)."""
     import numpy as np
 
+    from slurmplan.mechanism import actions as mech_actions
     from slurmplan.mechanism import columns as mech_columns
     from slurmplan.mechanism import engine as mech_engine
     from slurmplan.mechanism import placement as mech_placement
@@ -152,6 +153,7 @@ def test_speed_paths_do_not_move_a_decision(table, monkeypatch):
             mech_columns._last_columns.value = ({}, {}, ())
             mech_engine._last_aligned.value = None
             mech_engine._last_columns.value = None
+            mech_actions._kept_as_written.clear()
             lp_module._host_rows.clear()
             mech_placement._kept_rows.clear()
             return step()
