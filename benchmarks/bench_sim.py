@@ -16,8 +16,10 @@ machine at load 2-4), three pairs: CPU 208.2 s -> 190.2 s (-9 %), 225.4 s -> 197
 fall on another vertex, which issue 27 allows within 1 % avg JCT: ``tests/sim/test_equal_optima.py``);
 ``--reference`` runs HiGHS's defaults. Eighth session, decisions identical: CPU 262.8 s -> 239.7 s against main
 2eeaf72. Second pass (problem and placement stages, decisions identical: ``decision_hash.py``), three pairs
-against main 0c34d6c: CPU 165.0 -> 159.8, 170.3 -> 163.3, 188.6 -> 186.3 s (median pair -4 %). The goal is not
-met; ``slurmplan/sim/RESULTS.md`` sections 4.2-4.3 say where the time goes.
+against main 0c34d6c: CPU 165.0 -> 159.8, 170.3 -> 163.3, 188.6 -> 186.3 s (median pair -4 %). Tenth session
+(per-tick loops, decisions identical), three pairs against main e191013: CPU 181.7 -> 173.3, 204.8 -> 200.4,
+219.4 -> 210.6 s (-4.6, -2.1, -4.0 %); 25,137 ticks, avg JCT 2.8977 h both. The goal is not met (2.9-3.5x
+short); ``slurmplan/sim/RESULTS.md`` sections 4.2-4.3 say where the time goes.
 """
 
 from __future__ import annotations

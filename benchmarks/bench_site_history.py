@@ -14,7 +14,9 @@ Measured (issue 27, ninth session; main 5f2e180 and branch i27 side by side, one
 2-core machine at load 2-3), ``--days 1``: CPU 48.2 s -> 48.8 s (no change: the flagship solves no max-min LP, so
 ``highs.FAST`` does not apply), 3,235 ticks, avg JCT 6.15 h both. Eighth session: CPU 62.5 s -> 58.5 s against main
 2eeaf72, decisions identical. Ninth session, second pass (problem and placement stages, decisions identical):
-CPU 48.0 s -> 47.0 s against main 0c34d6c, one pair. The month is some 24-29 CPU minutes: the goal is not met.
+CPU 48.0 s -> 47.0 s against main 0c34d6c, one pair. Tenth session (per-tick loops, decisions identical), one pair
+against main e191013: CPU 53.3 s -> 52.9 s (-0.8 %: the flagship's time is in its own policy code), 3,235 ticks,
+6.1514 h both. The month is some 24-29 CPU minutes: the goal is not met.
 """
 
 from __future__ import annotations
