@@ -190,42 +190,6 @@ def test_new_job_between_rounds_starts_at_once_on_free_gpus() -> None:
     assert by_job(nxt)[2].reason is Reason.SCHEDULED and "on arrival" in by_job(nxt)[2].detail
 
 
-def test_a_job_that_found_no_free_gpu_on_arrival_keeps_its_place_before_the_next_round() -> None:
-    """Tenth session: an arrival that found no free GPU stays in line between rounds. When GPUs free up, the job
-    that arrived first starts (submit order, as plain Slurm), not a later arrival seen for the first time (which
-    on a single-type cluster was then stopped for the earlier ones at the round: 1.09x plain Slurm)."""
-    mini = MiniCluster(cluster(a100=(1, 2)), [mjob(1, {"a100": {2: 20.0}}, gpus=2)])
-    first = decide(TickInput(T0, mini.snapshot_cluster(), mini.managed()), RequestedPolicy(), SchedulerState())
-    mini.apply(first.actions, T0)
-    mini.submit(mjob(2, {"a100": {1: 10.0}}, held=False, submit=T0 + 30))
-    nxt = decide(TickInput(T0 + 60, mini.snapshot_cluster(), mini.managed()), RequestedPolicy(), first.state)
-    mini.apply(nxt.actions, T0 + 60)
-    assert by_job(nxt)[2].reason is Reason.WAITING  # no free GPU: held
-    mini.finish(1)
-    mini.submit(mjob(3, {"a100": {2: 20.0}}, gpus=2, held=False, submit=T0 + 80))
-    later = decide(TickInput(T0 + 90, mini.snapshot_cluster(), mini.managed()), RequestedPolicy(), nxt.state)
-    assert not later.new_round
-    assert by_job(later)[2].reason is Reason.SCHEDULED  # the earlier arrival first
-    assert by_job(later)[3].reason is Reason.WAITING  # the later one does not fit beside it
-
-
-def test_an_arrival_that_waited_starts_between_rounds_only_on_its_request() -> None:
-    """An arrival that found no free GPU starts before the next round only on its requested type, as plain Slurm
-    would start it (under plain Slurm's model such a job ran 5x slower on another type to its end); the round
-    may place it elsewhere."""
-    running = [mjob(1, {"a100": {1: 10.0}}), mjob(3, {"v100": {1: 4.0}})]
-    mini = MiniCluster(cluster(a100=(1, 1), v100=(1, 1)), running)
-    first = decide(TickInput(T0, mini.snapshot_cluster(), mini.managed()), RequestedPolicy(), SchedulerState())
-    mini.apply(first.actions, T0)
-    mini.submit(mjob(2, {"a100": {1: 10.0}, "v100": {1: 4.0}}, gpu_type="a100", held=False, submit=T0 + 30))
-    nxt = decide(TickInput(T0 + 60, mini.snapshot_cluster(), mini.managed()), RequestedPolicy(), first.state)
-    mini.apply(nxt.actions, T0 + 60)
-    assert by_job(nxt)[2].reason is Reason.WAITING
-    mini.finish(3)  # a v100 frees up before the round
-    later = decide(TickInput(T0 + 90, mini.snapshot_cluster(), mini.managed()), RequestedPolicy(), nxt.state)
-    assert not later.new_round and by_job(later)[2].reason is Reason.WAITING and later.actions == ()
-
-
 def test_new_job_between_rounds_is_held_when_no_gpu_is_free() -> None:
     mini = MiniCluster(cluster(a100=(1, 1)), [mjob(1, {"a100": {1: 10.0}})])
     first = decide(TickInput(T0, mini.snapshot_cluster(), mini.managed()), EqualSharePolicy(), SchedulerState())

@@ -71,16 +71,6 @@ def align(allocation: Allocation | None, problem: AllocationProblem) -> np.ndarr
     return out
 
 
-def unseen_by(allocation: Allocation | None, problem: AllocationProblem) -> np.ndarray:
-    """Per job: whether the round's allocation does not know it (it arrived, or was first seen, since the round
-    started; every job when the round has no allocation)."""
-    if allocation is None:
-        return np.ones(problem.num_jobs, dtype=bool)
-    last = _last_aligned.value
-    rows = last[2] if last is not None and last[0] is allocation else set(allocation.job_ids)
-    return np.fromiter((j not in rows for j in problem.job_ids), dtype=bool, count=problem.num_jobs)
-
-
 class _LastAligned:
     """The round's allocation with its clipped X and row/column positions: every tick of a round aligns the same
     allocation to that tick's problem. A pure memo keyed by the allocation's identity (an Allocation is frozen;
@@ -119,10 +109,8 @@ def replay(
     info: RunningInfo,
     config: TickConfig,
     deficit: np.ndarray | None = None,
-    unseen: np.ndarray | None = None,
 ) -> RoundChoice:
-    """Between rounds: the round's decisions stand; GPUs freed since are refilled from the round's X, then by the
-    ``unseen`` jobs (which the round's allocation does not know: arrived since it), oldest first."""
+    """Between rounds: the round's decisions stand; GPUs freed since are refilled from the round's X."""
     p = ctx.problem
     n = p.num_jobs
     col_of = ctx.col
@@ -142,8 +130,7 @@ def replay(
             fixed[j] = info.running[j] or (target >= 0 and planned.reason in _CHOSEN_REASONS)
             col[j] = target if planned.reason in _CHOSEN_REASONS else -1
             reasons[j], details[j] = planned.reason, planned.detail
-    if config.start_arrivals and unseen is not None:
-        x = with_arrivals(p, x, states, ~fixed & ~info.running & unseen)
+    x = with_arrivals(p, x, states, ~fixed & ~info.running) if config.start_arrivals else x
     eligible = ~fixed & ~info.running & (x.sum(axis=1) > EPS) if p.cells else np.zeros(n, dtype=bool)
     if eligible.any():
         free = gpus_left((p.cells[c] for c in col[fixed & (col >= 0)].tolist()), p.capacity)
@@ -161,18 +148,11 @@ def replay(
 def with_arrivals(
     p: AllocationProblem, x: np.ndarray, states: Mapping[JobId, JobState], waiting: np.ndarray
 ) -> np.ndarray:
-    """X with a row for each waiting job that arrived since the round started (the round's X has no share for
-    it), so that free GPUs it can use start it at the next tick, as plain Slurm would, instead of at the next
-    round (issue 23: managed jobs waited 2-7 min for their first start). Seen for the first time: its columns of
-    the requested size, weighted by speed.
-
-    Seen before (it found no free GPUs on arrival; tenth session): its requested column, so that it keeps its
-    place in line and a later arrival cannot take GPUs freed before the next round ahead of it (a 4-GPU newcomer
-    took them from five 1-GPU jobs waiting since before it, was stopped for them at the round 150 s later and
-    waited 46 min: a single-type cluster lost 1.09x to plain Slurm). Only its request, as plain Slurm would
-    start it (``slurm_fifo`` places only requests), so that plain Slurm's model does not run a job to its end on
-    a type it did not ask for; elsewhere the round places it."""
+    """X with a row for each job that arrived since the round started (no share, no decision yet): its columns
+    of the requested size, weighted by speed, so that free GPUs it can use start it at the next tick, as plain
+    Slurm would, instead of at the next round (issue 23: managed jobs waited 2-7 min for their first start)."""
     new = waiting & (x.sum(axis=1) <= EPS) if p.cells else np.zeros(p.num_jobs, dtype=bool)
+    new &= np.array([states[j].planned is None for j in p.job_ids], dtype=bool)
     if not new.any():
         return x
     x = x.copy()
@@ -182,25 +162,8 @@ def with_arrivals(
     guaranteed = [c is JobClass.GUARANTEED for c in p.job_class] if p.job_class else [False] * p.num_jobs
     for j in np.flatnonzero(new).tolist():
         row = np.asarray(p.throughput[j], dtype=float)
-        if req[j] >= 0 and states[p.job_ids[j]].planned is not None:  # waited since its arrival: its request
-            row = np.where(np.arange(len(row)) == req[j], row, 0.0)
-        elif req[j] >= 0:
-            row = np.where(gpus == gpus[req[j]], row, 0.0)
-        if guaranteed[j]:  # a guaranteed job starts only where it gets its SLA (its requested speed)
-            row = np.where(row >= sla[j] - 1e-9, row, 0.0)
-        if row.max(initial=0.0) > 0:
-            x[j] = row / row.max()
-    return x
-    x = x.copy()
-    req = p.requested if p.requested is not None else np.full(p.num_jobs, -1)
-    sla = p.column("sla_throughput")
-    guaranteed = [c is JobClass.GUARANTEED for c in p.job_class] if p.job_class else [False] * p.num_jobs
-    for j in np.flatnonzero(new).tolist():
-        row = np.asarray(p.throughput[j], dtype=float)
         if req[j] >= 0:
-            only = np.zeros_like(row)
-            only[req[j]] = row[req[j]]
-            row = only
+            row = np.where(gpus == gpus[req[j]], row, 0.0)
         if guaranteed[j]:  # a guaranteed job starts only where it gets its SLA (its requested speed)
             row = np.where(row >= sla[j] - 1e-9, row, 0.0)
         if row.max(initial=0.0) > 0:
@@ -351,7 +314,7 @@ def decide(inp: TickInput, policy: Policy, state: SchedulerState) -> TickOutput:
     if new_round:
         choice = plan_round(problem, x, pri, info, config, deficit=owed)
     else:
-        choice = replay(ctx, x, pri, states, info, config, owed, unseen_by(allocation, problem))
+        choice = replay(ctx, x, pri, states, info, config, owed)
     choice, placed = place_round(ctx, choice, x, pri, states, info, config)
     assignments = assign(ctx, choice, placed, x, states, info)
     assignments = with_policy_notes(assignments, allocation, problem)
