@@ -475,6 +475,27 @@ def test_do_no_harm_a_running_job_is_not_stopped_for_a_job_that_gains_less_than_
     np.testing.assert_array_equal(flagship(hold_s=0.0).allocate(problem(1200.0)).x[:, 0], [0, 1])
 
 
+def test_do_no_harm_a_stopped_job_waits_behind_the_queue_due_before_it():
+    """Tenth session (unseen traces): a stopped job goes back into the queue at its due time, behind every job
+    that waits due before it, not at the head. A running job with ~20 min expected left is stopped for one
+    newcomer (6 min expected); with three more newcomers due before it that do not fit this round, it would wait
+    for all of them (another 18 min on its one GPU), so the stop no longer pays and it runs on. On an overloaded
+    6-GPU cluster stopped jobs had waited 0.83 h each off GPUs, and the flagship lost 1.07x to plain Slurm."""
+
+    def problem(waiting):
+        n = 1 + waiting
+        return one_gpu_problem([[10.0]] * n, {"v100": 1}, steps_remaining=np.ones(n), steps_known=np.zeros(n, bool),
+                               attained_time=np.array([1200.0] + [0.0] * waiting),
+                               current=np.array([0] + [-1] * waiting), restart_cost_s=np.full(n, 183.0),
+                               submit_time=np.zeros(n),
+                               time_since_start=np.array([1200.0] + [60.0] * waiting))  # fmt: skip
+
+    np.testing.assert_array_equal(flagship(hold_s=0.0).allocate(problem(1)).x[:, 0], [0, 1])  # one: the stop pays
+    kept = flagship(hold_s=0.0).allocate(problem(4))
+    np.testing.assert_array_equal(kept.x[:, 0], [1, 0, 0, 0, 0])
+    assert "stays where it runs" in kept.notes[0] and "-24 min for itself" in kept.notes[0]
+
+
 def test_remaining_time_is_never_the_time_limit_alone():
     """Issue 23: every job read "7.0 d left (time limit)" on real Slurm. A job without steps is expected to run as
     long again as it has run (at least ``prior_floor_s``); its limit only caps that."""
