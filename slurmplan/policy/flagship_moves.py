@@ -3,9 +3,11 @@
 The selection, sizing and matching steps decide from scratch every round; each running job they move, resize or
 stop is then priced here (``mechanism.pricing``, issue 23). The gain is the completion time the job saves over its
 expected remaining time, plus the waiting time of the jobs that take its GPUs (each would otherwise wait for it to
-finish); the cost is its full measured restart cost (``AllocationProblem.restart_cost_s``, doubled within the hold
-time after its last move: hysteresis). A change that does not pay ``move_pay x cost`` is undone: the job keeps its
-column, the jobs that needed its GPUs go elsewhere if they fit there, else they wait, as under plain Slurm.
+finish); a stopped job loses the time until it runs again: until the jobs that took its GPUs end, and behind every
+waiting job due before it (tenth session, ``_queue_ahead_s``); the cost is its full measured restart cost
+(``AllocationProblem.restart_cost_s``, doubled within the hold time after its last move: hysteresis). A change that
+does not pay ``move_pay x cost`` is undone: the job keeps its column, the jobs that needed its GPUs go elsewhere if
+they fit there, else they wait, as under plain Slurm.
 
 With zero restart cost (Gavel's rules, ``--zero-cost``) nothing is priced: every change is free.
 """
