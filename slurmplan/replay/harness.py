@@ -153,13 +153,14 @@ def run_replay(
     snap = SlurmBackend(env=env).snapshot()
     cluster = cluster_spec_of(snap.cluster)
     node_types = {n.name: n.gpu_type for n in snap.cluster.nodes if n.gpu_type}
-    requeue_delay_s = (replay_ops.auth_cred_expire_s(env) + 1.0) * k
+    slurm_conf = replay_ops.running_config(env)
+    requeue_delay_s = (replay_ops.auth_cred_expire_s(slurm_conf) + 1.0) * k
     from slurmplan.sim.cluster import parse_cluster
 
     predicted = predict(cfg, cluster, requeue_delay_s)
     subs = build_submissions(
         jobs, parse_cluster(cluster), cfg.policy, k, out, node_types, restart_cost_s=cfg.reconfig_cost_s,
-        report_dir=out / "reports", partition=cfg.partition, hold=not replay_ops.site_holds_jobs(env),
+        report_dir=out / "reports", partition=cfg.partition, hold=not replay_ops.site_holds_jobs(slurm_conf),
     )  # fmt: skip
     managed = cfg.policy != PLAIN_SLURM
     rng = random.Random(cfg.seed)

@@ -59,11 +59,18 @@ def squeue_all(env: Mapping[str, str] | None = None) -> tuple[JobRecord, ...] | 
         return None
 
 
-def auth_cred_expire_s(env: Mapping[str, str] | None = None) -> float:
-    """``cred_expire`` of the cluster's AuthInfo (120 s when not set): how long a requeued job waits to start."""
+def running_config(env: Mapping[str, str] | None = None) -> dict[str, str] | None:
+    """The controller's ``scontrol show config``, read once per replay; None when it cannot be read."""
     try:
-        conf = read_show_config(env)
+        return read_show_config(env)
     except (SlurmCommandError, SlurmOutputError, OSError):
+        return None
+
+
+def auth_cred_expire_s(conf: Mapping[str, str] | None) -> float:
+    """``cred_expire`` of the cluster's AuthInfo (120 s when not set or unread): how long a requeued job waits to
+    start."""
+    if conf is None:
         return SLURM_CRED_EXPIRE_S
     for part in conf.get("AuthInfo", "").split(","):
         name, _, number = part.strip().partition("=")
@@ -72,16 +79,12 @@ def auth_cred_expire_s(env: Mapping[str, str] | None = None) -> float:
     return SLURM_CRED_EXPIRE_S
 
 
-def site_holds_jobs(env: Mapping[str, str] | None = None) -> bool:
+def site_holds_jobs(conf: Mapping[str, str] | None) -> bool:
     """True when the cluster runs slurmplan's job_submit.lua (``slurmplan site install``, the same test as
     ``site check``): it holds managed jobs for the daemon itself, and marks a job submitted with ``--hold`` as its
     user's own hold, which the daemon never lifts (issue 24). A replay must then submit managed jobs as a user
-    would, without ``--hold``."""
-    try:
-        conf = read_show_config(env)
-    except (SlurmCommandError, SlurmOutputError, OSError):
-        return False
-    return check_job_submit(conf).ok
+    would, without ``--hold``. An unread configuration reads as no."""
+    return conf is not None and check_job_submit(conf).ok
 
 
 @dataclass

@@ -101,6 +101,43 @@ def test_only_changed_decisions_between_rounds(tmp_path: Path) -> None:
         assert j.decisions.changed([kept, b]) == [kept]
 
 
+def test_one_jobs_shares_are_read_through_an_index(tmp_path: Path) -> None:
+    """``explain`` reads one job's latest shares; on a journal of many rounds that must not scan the table.
+
+    Opening an existing journal for writing adds the index too, so a site's old journal gets it on upgrade."""
+    import sqlite3
+
+    import numpy as np
+
+    from slurmplan.domain import Allocation, Cell
+
+    cells = (Cell("a100", 1), Cell("v100", 2))
+    with Journal(tmp_path / "j.db") as j:
+        for r in (1, 2, 3):
+            x = [[0.5, 0.5], [1.0, 0.0]] if r < 3 else [[0.0, 1.0], [0.25, 0.0]]
+            j.decisions.record(r, r, 10.0 * r, [], Allocation((7, 8), cells, np.array(x), "las"), True, "las")
+        assert [(r["round_index"], r["cell"], r["share"]) for r in j.decisions.allocation_of(7)] == [
+            (3, "v100:2:1", 1.0)
+        ]
+        assert {r["share"] for r in j.decisions.allocation_of(7, round_index=1)} == {0.5}
+        plans = [
+            " ".join(str(c) for c in row)
+            for sql in (
+                "SELECT MAX(round_index) FROM allocations WHERE job_id = 7",
+                "SELECT * FROM allocations WHERE job_id = 7 AND round_index = 3",
+            )
+            for row in j.decisions.db.execute(f"EXPLAIN QUERY PLAN {sql}").fetchall()
+        ]
+        assert all("USING" in p and "INDEX" in p and "job_id" in p for p in plans), plans
+    con = sqlite3.connect(tmp_path / "j.db")
+    con.execute("DROP INDEX idx_allocations_job_id_round_index")
+    con.commit()
+    con.close()
+    with Journal(tmp_path / "j.db") as j:  # an older journal opened for writing gets the index
+        names = {r[0] for r in j.decisions.db.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+        assert "idx_allocations_job_id_round_index" in names
+
+
 # --------------------------------------------------------------------- the stores (issue 13)
 
 

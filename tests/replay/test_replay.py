@@ -198,3 +198,15 @@ def test_managed_jobs_are_submitted_held_only_where_no_job_submit_lua_holds_them
     assert all(any(o.startswith("--comment=slurmplan:") for o in s.options) for s in subs)
     plain = build_submissions(jobs, cluster, "slurm_fifo", 30.0, tmp_path, {}, **kw)
     assert not any("--hold" in s.options for s in plain)
+
+
+def test_cred_expire_and_job_submit_are_read_from_one_show_config() -> None:
+    """The replay reads ``scontrol show config`` once; each question about it is then a pure read of that text."""
+    from slurmplan.slurm import replay_ops
+    from slurmplan.slurm.reader import show_config
+
+    conf = show_config("AuthInfo                = socket=/run/munge.sock,cred_expire=30\nJobSubmitPlugins = (null)\n")
+    assert replay_ops.auth_cred_expire_s(conf) == 30.0
+    assert replay_ops.auth_cred_expire_s({"AuthInfo": "cred_expire=soon"}) == replay_ops.SLURM_CRED_EXPIRE_S
+    assert replay_ops.auth_cred_expire_s(None) == replay_ops.SLURM_CRED_EXPIRE_S == 120.0
+    assert not replay_ops.site_holds_jobs(conf) and not replay_ops.site_holds_jobs(None)

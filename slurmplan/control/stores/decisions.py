@@ -41,8 +41,12 @@ class DecisionStore(Store):
     TABLES = (
         Table("decisions", _DECISIONS, indexes=(["job_id"],)),
         Table("rounds", _ROUNDS, pk="round_index"),
+        # ``explain`` reads one job's latest shares: without the (job_id, round_index) index that scans a table of
+        # one row per job and Cell per round (a day's worth, see ``retention``), on every explain.
         Table(
-            "allocations", {"round_index": int, "job_id": int, "cell": str, "share": float}, indexes=(["round_index"],)
+            "allocations",
+            {"round_index": int, "job_id": int, "cell": str, "share": float},
+            indexes=(["round_index"], ["job_id", "round_index"]),
         ),
     )
 
