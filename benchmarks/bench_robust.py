@@ -24,7 +24,8 @@ used 0-3 and 23), other loads, other cluster shapes (all old GPUs, one type, a 2
 types) and other job mixes the generators allow (replay-like with nearly all or nearly no elastic jobs, longer
 and shorter jobs; llm mostly elastic, on a wide cluster, rigid on the Crius cluster; Gavel's jobs at other loads
 and on a 4/4/4 cluster). Same costs, same preset. Every trace where the flagship's avg JCT is above plain Slurm's
-or it restarts jobs twice or more on average is flagged ``LOSS`` / ``RESTARTS`` and counted at the end.
+or it restarts jobs twice or more on average is flagged ``LOSS`` / ``RESTARTS`` and counted at the end. The
+table, what was found and fixed, and what still loses: ``slurmplan/sim/RESULTS.md`` section 7, "Tenth session".
 """
 
 from __future__ import annotations
