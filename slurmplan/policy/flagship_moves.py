@@ -152,13 +152,16 @@ def _queue_ahead_s(
     queue at its due time, not at its old place (tenth session: on an overloaded 6-GPU cluster stopped jobs
     waited 0.83 h each off GPUs, priced as if they restarted when the first job that took their GPUs ends)."""
     cur = np.asarray(problem.current, dtype=int)
-    ahead = (cur < 0) & (pack.col < 0) & (due < due[j])
+    thr = np.asarray(problem.throughput, dtype=float)
+    usable = {problem.cells[c].gpu_type for c in np.flatnonzero(thr[j] > 0).tolist()}
+    on_its_types = np.array([c.gpu_type in usable for c in problem.cells], dtype=bool)
+    # only jobs that would run on a GPU type it can use stand in its way
+    ahead = (cur < 0) & (pack.col < 0) & (due < due[j]) & (thr[:, on_its_types] > 0).any(axis=1)
     ahead[pushed] = False
     if not ahead.any():
         return 0.0
     req = np.asarray(problem.requested if problem.requested is not None else np.full(problem.num_jobs, -1), int)
     gpus = np.where(req >= 0, pack.cell_gpus[np.maximum(req, 0)], 1.0)
-    usable = {problem.cells[c].gpu_type for c in np.flatnonzero(np.asarray(problem.throughput[j]) > 0).tolist()}
     capacity = sum(float(problem.capacity.get(t, 0)) for t in usable)
     return float((np.minimum(est[ahead], 1e9) * gpus[ahead]).sum()) / max(capacity, 1.0)
 
