@@ -3,6 +3,8 @@
     python benchmarks/bench_robust.py                 # the full table (3 seeds x 2 loads x 5 families)
     python benchmarks/bench_robust.py --quick         # one seed, one load, small traces (CI-sized)
     python benchmarks/bench_robust.py --json          # machine-readable rows and family medians
+    python benchmarks/bench_robust.py --unseen        # the loss hunt: families never used in development
+    python benchmarks/bench_robust.py --unseen --quick  # one seed (101), the first load, small traces (~2 min)
 
 Families (traces generated here, seeded; none is in the repository):
 - gavel-single and gavel-multiple on 8/8/8 (``v100:8,p100:8,k80:8``; Gavel's table jobs);
@@ -16,6 +18,14 @@ rounds. Per trace: the flagship's avg JCT over the best other policy's and over 
 its restarts per job and worst finish-time ratio; per family, the medians. Nothing is tuned per trace or family:
 the shipped ``slurmplan`` preset serves all (``policy/presets/slurmplan.yaml``, documented in
 ``policy/flagship_params.py``). Runs go to ``--workers`` processes (default 2: the machine's cores).
+
+``--unseen`` (the loss hunt, tenth session) swaps the families for ``UNSEEN``: seeds 101 and 102 (development
+used 0-3 and 23), other loads, other cluster shapes (all old GPUs, one type, a 2-node cluster, a wide mix of five
+types) and other job mixes the generators allow (replay-like with nearly all or nearly no elastic jobs, longer
+and shorter jobs; llm mostly elastic, on a wide cluster, rigid on the Crius cluster; Gavel's jobs at other loads
+and on a 4/4/4 cluster). Same costs, same preset. Every trace where the flagship's avg JCT is above plain Slurm's
+or it restarts jobs twice or more on average is flagged ``LOSS`` / ``RESTARTS`` and counted at the end. The
+table, what was found and fixed, and what still loses: ``slurmplan/sim/RESULTS.md`` section 7, "Tenth session".
 """
 
 from __future__ import annotations
@@ -25,10 +35,11 @@ import json
 import statistics
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from slurmplan.domain import SLURM_REQUEUE_DELAY_S
 from slurmplan.perf.gavel_table import load_gavel_table
+from slurmplan.sim.cluster import parse_cluster
 from slurmplan.sim.engine import SimOptions
 from slurmplan.sim.generate import (
     LlmTraceConfig,
@@ -56,29 +67,68 @@ class Family:
     """Arrivals per hour, two loads."""
     jobs: int
     quick_jobs: int
+    kind: str
+    """Generator: gavel-single, gavel-multiple, llm or replay."""
+    config: dict = field(default_factory=dict)
+    """Generator settings other than the defaults (``LlmTraceConfig``/``ReplayTraceConfig`` fields)."""
+    seeds: tuple[int, ...] = (1, 2, 3)
 
 
 FAMILIES = (
-    Family("gavel-single", GAVEL, (1.0, 1.5), 100, 40),
-    Family("gavel-multiple", GAVEL, (0.5, 0.75), 60, 30),
-    Family("llm-crius", CRIUS, (40.0, 80.0), 120, 40),
-    Family("llm-dev", DEV, (4.0, 8.0), 40, 16),
-    Family("replay-like", DEV, (16.0, 24.0), 28, 16),
+    Family("gavel-single", GAVEL, (1.0, 1.5), 100, 40, "gavel-single"),
+    Family("gavel-multiple", GAVEL, (0.5, 0.75), 60, 30, "gavel-multiple"),
+    Family("llm-crius", CRIUS, (40.0, 80.0), 120, 40, "llm"),
+    Family("llm-dev", DEV, (4.0, 8.0), 40, 16, "llm"),
+    Family("replay-like", DEV, (16.0, 24.0), 28, 16, "replay"),
 )
 
 
+UNSEEN_SEEDS = (101, 102)
+OLD = "v100:2x4,p100:2x4,k80:2x4"
+WIDE = "h100:1x8,a100:2x4,a40:2x4,v100:2x4,t4:2x2"
+UNSEEN = (
+    Family("u-replay-old", OLD, (12.0, 20.0), 28, 16, "replay", seeds=UNSEEN_SEEDS),
+    Family("u-replay-single", "a100:4x4", (20.0, 30.0), 28, 16, "replay", seeds=UNSEEN_SEEDS),
+    Family("u-replay-tiny", "a100:1x4,t4:1x2", (6.0, 10.0), 28, 16, "replay", seeds=UNSEEN_SEEDS),
+    Family("u-replay-wide", WIDE, (30.0, 45.0), 28, 16, "replay", seeds=UNSEEN_SEEDS),
+    Family("u-replay-elastic", DEV, (12.0, 28.0), 28, 16, "replay", {"elastic_share": 0.95}, UNSEEN_SEEDS),
+    Family("u-replay-rigid", DEV, (12.0, 28.0), 28, 16, "replay", {"elastic_share": 0.1}, UNSEEN_SEEDS),
+    Family("u-replay-long", DEV, (6.0, 10.0), 28, 16, "replay", {"minutes": (20.0, 240.0)}, UNSEEN_SEEDS),
+    Family("u-replay-short", DEV, (30.0, 60.0), 28, 16, "replay", {"minutes": (2.0, 20.0)}, UNSEEN_SEEDS),
+    Family("u-llm-dev-elastic", DEV, (3.0, 6.0), 40, 16, "llm", {"elastic_share": 0.9}, UNSEEN_SEEDS),
+    Family("u-llm-wide", "h100:2x8,a100:4x8,v100:4x8", (10.0, 20.0), 60, 24, "llm", seeds=UNSEEN_SEEDS),
+    Family("u-llm-crius-rigid", CRIUS, (60.0, 100.0), 120, 40, "llm", {"elastic_share": 0.0}, UNSEEN_SEEDS),
+    Family("u-gavel-single-444", "v100:4,p100:4,k80:4", (0.8, 2.0), 40, 20, "gavel-single", seeds=UNSEEN_SEEDS),
+    Family("u-gavel-multiple", GAVEL, (0.3, 1.0), 40, 20, "gavel-multiple", seeds=UNSEEN_SEEDS),
+)
+"""The loss hunt's families (``--unseen``): seeds, loads, shapes and mixes never used in development."""
+
+
+def _fit_nodes(trace: list, cluster: str) -> list:
+    """Requests no larger than one node of their type (the largest node when untyped): replay-like jobs run on one
+    node, and the generator knows only the dev cluster's shape (it caps t4 requests at its 2-GPU nodes)."""
+    per_node: dict[str, int] = {}
+    for g in parse_cluster(cluster).groups:
+        per_node[g.gpu_type] = max(per_node.get(g.gpu_type, 0), g.gpus_per_node)
+    largest = max(per_node.values())
+    return [replace(j, gpus=min(j.gpus, per_node.get(j.gpu_type, largest))) for j in trace]
+
+
 def make_trace(family: Family, load: float, seed: int, jobs: int):
-    if family.name.startswith("gavel"):
-        multi = family.name == "gavel-multiple"
+    if family.kind.startswith("gavel"):
+        multi = family.kind == "gavel-multiple"
         return gavel_trace(load_gavel_table(None), jobs, load, multi_gpu=multi, seed=seed)
-    if family.name.startswith("llm"):
-        types = ("a100", "a40", "a10", "v100") if family.cluster == CRIUS else ("a100", "v100", "t4")
-        config = LlmTraceConfig(num_jobs=jobs, rate_per_h=load, gpu_types=types, seed=seed)
+    groups = parse_cluster(family.cluster).groups
+    if family.kind == "llm":
+        types = tuple(g.gpu_type for g in groups)
+        config = LlmTraceConfig(num_jobs=jobs, rate_per_h=load, gpu_types=types, seed=seed, **family.config)
         trace = llm_trace(config, perf_feasible(family.cluster))
-        if family.cluster == DEV:  # no job larger than the dev cluster's largest type (8 GPUs) can ever run
-            trace = [j for j in trace if j.gpus <= 8]
-        return trace
-    return replay_like_trace(ReplayTraceConfig(num_jobs=jobs, rate_per_h=load, seed=seed))
+        # no job larger than the cluster's largest type (8 GPUs on the dev cluster) can ever run
+        largest = max(g.nodes * g.gpus_per_node for g in groups)
+        return [j for j in trace if j.gpus <= largest]
+    types = tuple(g.gpu_type for g in groups)
+    config = ReplayTraceConfig(num_jobs=jobs, rate_per_h=load, seed=seed, gpu_types=types, **family.config)
+    return _fit_nodes(replay_like_trace(config), family.cluster)
 
 
 def options() -> SimOptions:
@@ -133,12 +183,19 @@ def _ratio(value: float | None, unfinished: int) -> str:
     return f"{value:.3f}" if value is not None else f"n/a ({unfinished} unfinished)"
 
 
+def flags(r: dict) -> list[str]:
+    """What the loss hunt looks for: above plain Slurm, or two restarts per job or more."""
+    out = ["LOSS"] if r["vs_slurm"] is not None and r["vs_slurm"] > 1.0 else []
+    return out + (["RESTARTS"] if r["restarts_per_job"] >= 2.0 else [])
+
+
 def _line(r: dict) -> str:
     best = f"{r['vs_best']:.3f} ({r['best_other']})" if r["vs_best"] is not None else "n/a"
+    flagged = " ".join(flags(r))
     return (
-        f"{r['family']:15s} load {r['load']:5.2f} seed {r['seed']}: flagship {r['flagship_h']:.3f} h, /best {best}, "
+        f"{r['family']:18s} load {r['load']:5.2f} seed {r['seed']}: flagship {r['flagship_h']:.3f} h, /best {best}, "
         f"/slurm {_ratio(r['vs_slurm'], r['slurm_unfinished'])}, restarts {r['restarts_per_job']:.2f}, "
-        f"ftf_max {r['ftf_max']:.2f}, unfinished {r['unfinished']}"
+        f"ftf_max {r['ftf_max']:.2f}, unfinished {r['unfinished']}" + (f"  <-- {flagged}" if flagged else "")
     )
 
 
@@ -147,17 +204,18 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="one seed, the first load, small traces")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--families", default=",".join(f.name for f in FAMILIES))
+    parser.add_argument("--unseen", action="store_true", help="the loss hunt's families (UNSEEN) instead")
+    parser.add_argument("--families", default=None, help="comma-separated names (default: every family)")
     parser.add_argument("--policies", default=",".join(POLICIES))
     args = parser.parse_args()
-    wanted = set(args.families.split(","))
+    families = UNSEEN if args.unseen else FAMILIES
+    wanted = set(args.families.split(",")) if args.families else {f.name for f in families}
     policies = tuple(args.policies.split(","))
-    seeds = (1,) if args.quick else (1, 2, 3)
     rows = []
     t0 = time.perf_counter()
-    for family in (f for f in FAMILIES if f.name in wanted):
+    for family in (f for f in families if f.name in wanted):
         for load in family.loads[:1] if args.quick else family.loads:
-            for seed in seeds:
+            for seed in family.seeds[:1] if args.quick else family.seeds:
                 jobs = tuple(make_trace(family, load, seed, family.quick_jobs if args.quick else family.jobs))
                 specs = [RunSpec(jobs, family.cluster, p, options()) for p in policies]
                 results = compare(specs, workers=args.workers)
@@ -169,16 +227,18 @@ def main() -> None:
             "vs_best": _median([r["vs_best"] for r in rows if r["family"] == f.name]),
             "vs_slurm": _median([r["vs_slurm"] for r in rows if r["family"] == f.name]),
         }
-        for f in FAMILIES
+        for f in families
         if any(r["family"] == f.name for r in rows)
     }
     wall = time.perf_counter() - t0
+    flagged = [f"{r['family']} load {r['load']} seed {r['seed']}: {' '.join(flags(r))}" for r in rows if flags(r)]
     if args.json:
-        json.dump({"rows": rows, "medians": medians, "wall_s": wall}, sys.stdout, indent=1)
+        json.dump({"rows": rows, "medians": medians, "flagged": flagged, "wall_s": wall}, sys.stdout, indent=1)
         print()
         return
     for name, m in medians.items():
-        print(f"median {name:15s}: /best {m['vs_best']:.3f}, /slurm {m['vs_slurm']:.3f}")
+        print(f"median {name:18s}: /best {m['vs_best']:.3f}, /slurm {m['vs_slurm']:.3f}")
+    print(f"flagged {len(flagged)} of {len(rows)} traces" + "".join(f"\n  {f}" for f in flagged))
     print(f"wall {wall:.0f} s")
 
 

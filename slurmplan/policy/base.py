@@ -85,6 +85,12 @@ class Policy(ABC):
     def solver(self) -> str:
         return self.config.solver
 
+    @property
+    def decides_on_events(self) -> bool:
+        """True for a model of plain Slurm, whose main scheduler runs at every submission and completion (and
+        backfill every ``bf_interval``), not in rounds: the simulator then makes each of its ticks a round."""
+        return False
+
     @abstractmethod
     def allocate(self, problem: AllocationProblem) -> Allocation:
         """Share of wall-clock time each job should spend in each column of ``problem``."""

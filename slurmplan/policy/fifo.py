@@ -40,6 +40,11 @@ class Fifo(Policy):
         "mode": Param(str, "greedy", "'greedy' or 'lp'", one_of("greedy", "lp")),
     }
 
+    @property
+    def decides_on_events(self) -> bool:
+        """The fixed-request form is plain Slurm (``slurm_fifo``), which schedules on events, not in rounds."""
+        return bool(self.params["fixed_request"])
+
     def allocate(self, problem: AllocationProblem) -> Allocation:
         if problem.num_jobs == 0:
             return self.empty(problem)

@@ -52,7 +52,8 @@ it is unless another free column is that fraction faster, and ``stay_bonus`` mak
 current column that much more (the mechanism's Rubick rule still weighs the cost).
 Do no harm (issue 23, ``flagship_moves.py``): every change the steps above make to a running job (a move, a
 resize, a stop) is then priced over the job's expected remaining time, plus the waiting it saves the jobs it
-makes room for, against its full measured restart cost (doubled within the hold time after its last move); a
+makes room for (a stopped job's loss: its wait behind them and behind the jobs due before it), against its full
+measured restart cost (doubled within the hold time after its last move); a
 change that does not pay is undone, and the job runs on as plain Slurm would have left it.
 
 The steps, each in its own module: ordering (``flagship_order.py``), selection with the reservation and Crius's

@@ -3,9 +3,11 @@
 The selection, sizing and matching steps decide from scratch every round; each running job they move, resize or
 stop is then priced here (``mechanism.pricing``, issue 23). The gain is the completion time the job saves over its
 expected remaining time, plus the waiting time of the jobs that take its GPUs (each would otherwise wait for it to
-finish); the cost is its full measured restart cost (``AllocationProblem.restart_cost_s``, doubled within the hold
-time after its last move: hysteresis). A change that does not pay ``move_pay x cost`` is undone: the job keeps its
-column, the jobs that needed its GPUs go elsewhere if they fit there, else they wait, as under plain Slurm.
+finish); a stopped job loses the time until it runs again: until the jobs that took its GPUs end, and behind every
+waiting job due before it (tenth session, ``_queue_ahead_s``); the cost is its full measured restart cost
+(``AllocationProblem.restart_cost_s``, doubled within the hold time after its last move: hysteresis). A change that
+does not pay ``move_pay x cost`` is undone: the job keeps its column, the jobs that needed its GPUs go elsewhere if
+they fit there, else they wait, as under plain Slurm.
 
 With zero restart cost (Gavel's rules, ``--zero-cost``) nothing is priced: every change is free.
 """
@@ -127,8 +129,10 @@ def guard_moves(
         others = _wait_saved(pack, j, c0, cur, left) * len(pushed)
         # running jobs that moved onto its GPUs go back where they ran: their moves' own gains are lost too
         others += sum(max(0.0, left[k] * (1.0 - thr[k, cur[k]] / thr[k, pack.col[k]])) for k in back)
-        delay = min((est[k] for k in pushed), default=left[j])  # stopped: it restarts when they finish
         new = int(pack.col[j])
+        # stopped: it restarts when they finish, behind the jobs that wait due before it
+        delay = min((est[k] for k in pushed), default=left[j])
+        delay += _queue_ahead_s(problem, pack, queue.due, j, est, pushed) if new < 0 else 0.0
         price = price_change(left[j], thr[j, c0], thr[j, new] if new >= 0 else 0.0, cost[j], others, delay, factor)
         if price.pays:
             kept[j] = price.detail
@@ -138,6 +142,28 @@ def guard_moves(
         _adopt(pack, trial)
         undone[j] = price.detail
     return Guarded(undone, kept, unpriced)
+
+
+def _queue_ahead_s(
+    problem: AllocationProblem, pack: Packing, due: np.ndarray, j: int, est: np.ndarray, pushed: list[int]
+) -> float:
+    """How much longer a stopped job ``j`` waits behind the jobs that wait, unplaced this round, and are due before
+    it: their expected GPU-seconds over the GPUs of the types ``j`` can use. A stopped job goes back into the
+    queue at its due time, not at its old place (tenth session: on an overloaded 6-GPU cluster stopped jobs
+    waited 0.83 h each off GPUs, priced as if they restarted when the first job that took their GPUs ends)."""
+    cur = np.asarray(problem.current, dtype=int)
+    thr = np.asarray(problem.throughput, dtype=float)
+    usable = {problem.cells[c].gpu_type for c in np.flatnonzero(thr[j] > 0).tolist()}
+    on_its_types = np.array([c.gpu_type in usable for c in problem.cells], dtype=bool)
+    # only jobs that would run on a GPU type it can use stand in its way
+    ahead = (cur < 0) & (pack.col < 0) & (due < due[j]) & (thr[:, on_its_types] > 0).any(axis=1)
+    ahead[pushed] = False
+    if not ahead.any():
+        return 0.0
+    req = np.asarray(problem.requested if problem.requested is not None else np.full(problem.num_jobs, -1), int)
+    gpus = np.where(req >= 0, pack.cell_gpus[np.maximum(req, 0)], 1.0)
+    capacity = sum(float(problem.capacity.get(t, 0)) for t in usable)
+    return float((np.minimum(est[ahead], 1e9) * gpus[ahead]).sum()) / max(capacity, 1.0)
 
 
 def _wait_saved(pack: Packing, j: int, c0: int, cur: np.ndarray, left: np.ndarray) -> float:

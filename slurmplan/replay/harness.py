@@ -78,22 +78,18 @@ def predict(cfg: ReplayConfig, cluster: str, requeue_delay_s: float) -> SimResul
     """The simulator on the same trace, cluster and settings, through the shared tick, with Slurm's requeue delay.
 
     Plain Slurm has no rounds: its main scheduler runs at every submission and completion (and backfill every
-    ``bf_interval``), so its prediction makes every tick a round (``round_s = tick_s``); with the daemon's 360 s
-    rounds a job arriving on an idle cluster waited up to a round that Slurm does not make it wait.
+    ``bf_interval``), so its prediction makes every tick a round (``sim.runner.on_events``, as every simulation
+    of ``slurm_fifo`` does); with the daemon's 360 s rounds a job arriving on an idle cluster waited up to a
+    round that Slurm does not make it wait.
     """
     options = SimOptions(
         reconfig_cost_s=cfg.reconfig_cost_s,
-        round_s=plain_slurm_round_s(cfg) if cfg.policy == PLAIN_SLURM else cfg.round_s,
+        round_s=cfg.round_s,
         tick_s=cfg.tick_s,
         requeue_delay_s=requeue_delay_s,
         start_latency_s=cfg.start_latency_wall_s * cfg.speedup,
     )
     return simulate(RunSpec(str(cfg.trace), cluster, cfg.policy, options))
-
-
-def plain_slurm_round_s(cfg: ReplayConfig) -> float:
-    """How often the prediction of plain Slurm decides: at every tick (Slurm schedules on events, not rounds)."""
-    return cfg.tick_s if cfg.tick_s > 0 else cfg.round_s
 
 
 def scaled_policy(policy: str, k: float, out: Path) -> Path:

@@ -475,6 +475,39 @@ def test_do_no_harm_a_running_job_is_not_stopped_for_a_job_that_gains_less_than_
     np.testing.assert_array_equal(flagship(hold_s=0.0).allocate(problem(1200.0)).x[:, 0], [0, 1])
 
 
+def test_do_no_harm_a_stopped_job_waits_behind_the_queue_due_before_it():
+    """Tenth session (unseen traces): a stopped job goes back into the queue at its due time, behind every job
+    that waits due before it, not at the head. A running job with ~20 min expected left is stopped for one
+    newcomer (6 min expected); with three more newcomers due before it that do not fit this round, it would wait
+    for all of them (another 18 min on its one GPU), so the stop no longer pays and it runs on. On an overloaded
+    6-GPU cluster stopped jobs had waited 0.83 h each off GPUs, and the flagship lost 1.07x to plain Slurm."""
+
+    def problem(waiting):
+        n = 1 + waiting
+        return one_gpu_problem([[10.0]] * n, {"v100": 1}, steps_remaining=np.ones(n), steps_known=np.zeros(n, bool),
+                               attained_time=np.array([1200.0] + [0.0] * waiting),
+                               current=np.array([0] + [-1] * waiting), restart_cost_s=np.full(n, 183.0),
+                               submit_time=np.zeros(n),
+                               time_since_start=np.array([1200.0] + [60.0] * waiting))  # fmt: skip
+
+    np.testing.assert_array_equal(flagship(hold_s=0.0).allocate(problem(1)).x[:, 0], [0, 1])  # one: the stop pays
+    kept = flagship(hold_s=0.0).allocate(problem(4))
+    np.testing.assert_array_equal(kept.x[:, 0], [1, 0, 0, 0, 0])
+    assert "stays where it runs" in kept.notes[0] and "-24 min for itself" in kept.notes[0]
+
+
+def test_do_no_harm_only_jobs_that_could_use_its_gpu_types_stand_before_a_stopped_job():
+    """The queue a stopped job goes back into holds only the jobs that could run on a GPU type it can use: T4-only
+    jobs waiting before a V100-only job do not delay it, so stopping it for a V100 newcomer still pays."""
+    thr = [[10.0, 0.0], [10.0, 0.0]] + [[0.0, 5.0]] * 3  # jobs 0-1 run only on the V100, 2-4 only on the T4
+    p = one_gpu_problem(thr, {"v100": 1, "t4": 1}, steps_remaining=np.ones(5), steps_known=np.zeros(5, bool),
+                        attained_time=np.array([1200.0, 0.0, 0.0, 0.0, 0.0]), current=np.array([0, -1, -1, -1, -1]),
+                        restart_cost_s=np.full(5, 183.0), submit_time=np.zeros(5),
+                        time_since_start=np.array([1200.0, 60.0, 60.0, 60.0, 60.0]))  # fmt: skip
+    alloc = flagship(hold_s=0.0).allocate(p)
+    np.testing.assert_array_equal(alloc.x[:2, 0], [0, 1])  # stopped for the V100 newcomer: the T4 queue is not its
+
+
 def test_remaining_time_is_never_the_time_limit_alone():
     """Issue 23: every job read "7.0 d left (time limit)" on real Slurm. A job without steps is expected to run as
     long again as it has run (at least ``prior_floor_s``); its limit only caps that."""

@@ -100,10 +100,10 @@ def test_plain_slurm_prediction_decides_at_every_tick_not_in_rounds(tmp_path) ->
     # Slurm's main scheduler runs at every submission and completion: the prediction of plain Slurm must not make
     # a job that arrives on an idle cluster wait for the daemon's next 360 s round (it predicted 1.16 h avg JCT
     # on the shipped trace where plain Slurm measured 0.99 h).
-    from slurmplan.replay.harness import ReplayConfig, plain_slurm_round_s, predict
+    from slurmplan.replay.harness import ReplayConfig, predict
 
     cfg = ReplayConfig(_trace(tmp_path), "slurm_fifo", tmp_path / "out")
-    assert plain_slurm_round_s(cfg) == cfg.tick_s == 30.0
+    assert cfg.tick_s == 30.0
     result = predict(cfg, "a100:2x4,t4:2x2,v100:2x4", 11.0 * 30)
     assert result.round_s == cfg.tick_s
     first = {j.job_id: j.first_start_s - j.arrival_s for j in result.jobs}
