@@ -174,7 +174,7 @@ def _annotate(job: Job, a: Assignment, st: JobState, stamp: RoundStamp) -> tuple
     if seen is not None and seen[0] is job.admin_comment and seen[1] is a.cell and seen[2] is a.plan:
         return [], st  # the very objects found to agree last time: ``same_configuration`` is a pure function
     if same_configuration(job.admin_comment, a.cell, a.plan):
-        if len(_kept_as_written) > 100_000:
+        if len(_kept_as_written) > 20_000:  # a daemon sees new job ids for ever: bounded
             _kept_as_written.clear()
         _kept_as_written[job.job_id] = (job.admin_comment, a.cell, a.plan)
         return [], st
