@@ -14,7 +14,9 @@ Families (traces generated here, seeded; none is in the repository):
 
 Every run has the simulator's defaults (``slurmplan compare``'s): a restart costs 78 s plus Slurm's start latency
 (3.5 s at every start) and Slurm's requeue delay (121 s on a node just left), the daemon's 30 s ticks and 360 s
-rounds. Per trace: the flagship's avg JCT over the best other policy's and over ``slurm_fifo``'s (plain Slurm),
+rounds; plain Slurm (``slurm_fifo``) decides at every tick instead, as Slurm's scheduler runs at every submission and
+completion (``sim.runner.on_events``; the model the replays on real Slurm matched within 2 %). Per trace: the
+flagship's avg JCT over the best other policy's and over ``slurm_fifo``'s (plain Slurm),
 its restarts per job and worst finish-time ratio; per family, the medians. Nothing is tuned per trace or family:
 the shipped ``slurmplan`` preset serves all (``policy/presets/slurmplan.yaml``, documented in
 ``policy/flagship_params.py``). Runs go to ``--workers`` processes (default 2: the machine's cores).
