@@ -61,9 +61,9 @@ def test_replay_import_simulate_round_trip_and_what_if(acctcluster, tmp_path: Pa
     assert names == {f"replay-{i}" for i, *_ in TRACE}
 
     argv = ["simulate", "--trace", str(imported), "--cluster", CLUSTER, "--policy", "slurm_fifo"]
-    assert main([*argv, "--tick", "30", "--round", "30", "--json", "--out", str(tmp_path / "sim")]) == 0
+    assert main([*argv, "--json", "--out", str(tmp_path / "sim")]) == 0  # plain Slurm: every tick a round
     (sim,) = _json(capsys)
-    assert sim["finished"] == len(TRACE)
+    assert sim["finished"] == len(TRACE) and sim["round_s"] == 30.0
     assert sim["avg_jct_h"] == pytest.approx(replay["avg_jct_h"], rel=0.10)
 
     history = parse_sacct(acctcluster.run("sacct", "--json", "-a", "-S", start).stdout)
