@@ -112,13 +112,6 @@ class SimJob:
     def gpus(self) -> int:
         return self.gpus_per_node * self.node_count
 
-    def finish_eta(self, now: float) -> float:
-        """When the job would finish at its current rate (inf when it makes no progress)."""
-        if self.state is not JobState.RUNNING or self.rate <= 0:
-            return math.inf
-        remaining = max(0.0, self.work_total - self.work_done)
-        return max(now, self.restore_until) + remaining / self.rate
-
 
 @dataclass
 class SimBackend:
@@ -462,8 +455,8 @@ class SimBackend:
     def _due(self) -> tuple[float, SimJob | None]:
         """The running job that finishes first (ties: lowest job id) and when; (inf, None) when none will.
 
-        One pass that computes each job's ETA once (every tick asks, over every running job), with
-        ``SimJob.finish_eta`` written out: the same arithmetic, without a call per job."""
+        One pass that computes each job's ETA once (every tick asks, over every running job), inline rather than
+        a method call per job: at its current rate, after its restore; inf when it makes no progress."""
         now, best, due, due_id = self.now, math.inf, None, 0
         running, inf = JobState.RUNNING, math.inf
         for job in self.running.values():
