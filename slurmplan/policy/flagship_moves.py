@@ -132,7 +132,7 @@ def guard_moves(
         new = int(pack.col[j])
         # stopped: it restarts when they finish, behind the jobs that wait due before it
         delay = min((est[k] for k in pushed), default=left[j])
-        delay += _queue_ahead_s(problem, pack, queue.due, j, est, pushed) if new < 0 else 0.0
+        delay += _queue_ahead_s(problem, pack, cur, thr, queue.due, j, est, pushed) if new < 0 else 0.0
         price = price_change(left[j], thr[j, c0], thr[j, new] if new >= 0 else 0.0, cost[j], others, delay, factor)
         if price.pays:
             kept[j] = price.detail
@@ -145,14 +145,20 @@ def guard_moves(
 
 
 def _queue_ahead_s(
-    problem: AllocationProblem, pack: Packing, due: np.ndarray, j: int, est: np.ndarray, pushed: list[int]
+    problem: AllocationProblem,
+    pack: Packing,
+    cur: np.ndarray,
+    thr: np.ndarray,
+    due: np.ndarray,
+    j: int,
+    est: np.ndarray,
+    pushed: list[int],
 ) -> float:
     """How much longer a stopped job ``j`` waits behind the jobs that wait, unplaced this round, and are due before
     it: their expected GPU-seconds over the GPUs of the types ``j`` can use. A stopped job goes back into the
     queue at its due time, not at its old place (tenth session: on an overloaded 6-GPU cluster stopped jobs
-    waited 0.83 h each off GPUs, priced as if they restarted when the first job that took their GPUs ends)."""
-    cur = np.asarray(problem.current, dtype=int)
-    thr = np.asarray(problem.throughput, dtype=float)
+    waited 0.83 h each off GPUs, priced as if they restarted when the first job that took their GPUs ends).
+    ``cur`` and ``thr``: the guard's own current columns and throughput matrix."""
     usable = {problem.cells[c].gpu_type for c in np.flatnonzero(thr[j] > 0).tolist()}
     on_its_types = np.array([c.gpu_type in usable for c in problem.cells], dtype=bool)
     # only jobs that would run on a GPU type it can use stand in its way
