@@ -340,9 +340,7 @@ def build_problem(inp: TickInput, states: Mapping[JobId, JobState]) -> ProblemCo
     capacity = {t: max(0, n - busy.get(t, 0)) for t, n in raw_capacity.items()}
 
     cells, throughput, table = matrix(rows)
-    by_shape: dict[tuple[GpuType, int], int] = {}
-    for i, c in enumerate(cells):
-        by_shape.setdefault((c.gpu_type, c.gpus), i)  # lowest stage count first (cells are sorted)
+    by_shape = _shapes(cells)
     return ProblemContext(
         problem=_assemble(inp, states, rows, cells, throughput, capacity, table, by_shape),
         jobs=tuple(rows),
@@ -365,23 +363,36 @@ def _assemble(
 ) -> AllocationProblem:
     now = inp.now
     n = len(rows)
-    # One pass over the jobs for every per-row number (``_row_values``), then one column each: twelve passes
-    # over ~100 jobs every tick, each re-reading the same attributes, were most of this function's time.
-    fixed = _RowFixed(states, by_shape, column_index(cells), cells, inp.config, now)
-    values = [fixed.values(mj) for mj in rows]
-    (ids, requested, current, unit, steps_raw, since, attained, submit, deadline, accounts, job_class, known_steps,
-     limit_left, cost, recent) = zip(*values, strict=True) if values else ((),) * 15  # fmt: skip
+    config = inp.config
+    # A row is a job's fixed part (``_fixed_row``: what its Job, hints and candidates say, kept between ticks while
+    # they are the same objects) and the few numbers that move with the clock and progress, done below as array
+    # operations over all rows at once (the same float operations, in the same order, as one row at a time).
+    col_of = column_index(cells)
+    fixed = [_fixed_row(mj, by_shape) for mj in rows]
+    got = [states.get(mj.job.job_id) for mj in rows]
+    current = [current_column(mj, st, by_shape, col_of) for mj, st in zip(rows, got, strict=True)]
+    (ids, requested, unit, submit, accounts, job_class, known_steps, steps_total, deadline_at, limit, started,
+     least_gpus) = zip(*fixed, strict=True) if fixed else ((),) * 12  # fmt: skip
     requested = np.array(requested, dtype=np.int64).reshape(n)
     current = np.array(current, dtype=np.int64).reshape(n)
     # Steps in the units of the job's candidates' throughput: a model job's candidates count samples/s, so its
     # steps count global batches (as the simulator's workloads convert them); a table job's count steps/s.
-    steps = np.array(steps_raw) * np.array(unit)
+    steps = (np.array(steps_total, dtype=float) - np.array([mj.steps_done for mj in rows], dtype=float)).reshape(n)
+    steps = steps * np.array(unit, dtype=float)
     known = steps[~np.isnan(steps)]
     # Jobs without a step count look as long as the longest known one: finish-time policies stay finite.
     steps = np.where(np.isnan(steps), known.max() if known.size else 1.0, np.maximum(steps, 0.0))
     ar = np.arange(n)
     # The requested configuration's throughput for every job; policies enforce it for guaranteed jobs only.
     sla = np.where(requested >= 0, throughput[ar, np.maximum(requested, 0)], 0.0) if n else np.zeros(0)
+    submit_s = np.array(submit).reshape(n)
+    deadline = np.array(deadline_at, dtype=float).reshape(n)  # inf without one: inf - now stays inf
+    limit_s = np.array(limit, dtype=float).reshape(n)  # nan without one
+    start = np.array(started, dtype=float).reshape(n)  # nan: not started, counted from now
+    limit_left = np.where(
+        np.isnan(limit_s), np.inf, np.maximum(np.where(np.isnan(start), now, start) + limit_s - now, 0.0)
+    )
+    cost, recent = _restart_costs(got, current, requested, least_gpus, cells, config, now)
     return AllocationProblem(
         job_ids=tuple(ids),
         cells=cells,
@@ -389,23 +400,93 @@ def _assemble(
         capacity=dict(capacity),
         weights=np.ones(n),
         steps_remaining=steps.reshape(n),
-        time_since_start=np.array(since).reshape(n),
-        attained_time=np.array(attained).reshape(n),
-        submit_time=np.array(submit).reshape(n),
-        deadline=np.array(deadline).reshape(n),
+        time_since_start=np.maximum(now - submit_s, 0.0),
+        attained_time=np.array([st.attained_s if st else 0.0 for st in got], dtype=float).reshape(n),
+        submit_time=submit_s,
+        deadline=deadline - now,
         accounts=tuple(accounts),
-        account_weights=dict(inp.config.account_weights) or None,
+        account_weights=dict(config.account_weights) or None,
         job_class=tuple(job_class),
         sla_throughput=sla.reshape(n),
         requested=requested,
         current=current,
-        cost_per_gpu_hour=dict(inp.config.cost_per_gpu_hour) or None,
+        cost_per_gpu_hour=dict(config.cost_per_gpu_hour) or None,
         candidates=table,
         steps_known=np.array(known_steps, dtype=bool).reshape(n),
-        time_limit_left=np.array(limit_left, dtype=float).reshape(n),
-        restart_cost_s=np.array(cost, dtype=float).reshape(n),
-        moved_recently=np.array(recent, dtype=bool).reshape(n),
+        time_limit_left=limit_left.reshape(n),
+        restart_cost_s=cost,
+        moved_recently=recent,
     )
+
+
+def _restart_costs(
+    got: list[JobState | None],
+    current: np.ndarray,
+    requested: np.ndarray,
+    least_gpus: tuple[int, ...],
+    cells: tuple[Cell, ...],
+    config: TickConfig,
+    now: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """What one restart costs each job end to end (``TickConfig.full_cost_for`` its size: its current column's,
+    else its requested one's, else its own GPU count), doubled when a decision moved it within ``move_hold_s``
+    (hysteresis: a move back must pay for both), and that flag."""
+    n = len(got)
+    col = np.where(current >= 0, current, requested).tolist()
+    sizes = [cells[c].gpus if c >= 0 else g for c, g in zip(col, least_gpus, strict=True)]
+    per_size = {g: config.full_cost_for(g) for g in set(sizes)}
+    base = np.array([per_size[g] for g in sizes], dtype=float).reshape(n)
+    moved = np.array([np.nan if st is None or st.moved_at is None else st.moved_at for st in got], dtype=float)
+    hold = config.move_hold_s
+    recent = (now - moved.reshape(n) < hold) if hold > 0 else np.zeros(n, dtype=bool)  # nan: never moved
+    return base * np.where(recent, 2.0, 1.0), recent
+
+
+def _shapes(cells: tuple[Cell, ...]) -> dict[tuple[GpuType, int], int]:
+    """``{(GPU type, GPUs): first column of that shape}`` (lowest stage count first: cells are sorted), kept while
+    the columns are the same tuple, so that the rows' memo (``_fixed_row``) can hold on to it (do not change it)."""
+    last = _last_shapes.value  # read once: another thread may replace it, never change it
+    if last is not None and last[0] is cells:
+        return last[1]
+    by_shape: dict[tuple[GpuType, int], int] = {}
+    for i, c in enumerate(cells):
+        by_shape.setdefault((c.gpu_type, c.gpus), i)
+    _last_shapes.value = (cells, by_shape)
+    return by_shape
+
+
+class _LastShapes:
+    """``(cells, by_shape)`` of the previous tick (``_shapes``): a pure memo keyed by the columns' identity."""
+
+    value: tuple[tuple[Cell, ...], dict[tuple[GpuType, int], int]] | None = None
+
+
+_last_shapes = _LastShapes()
+
+
+def _fixed_row(mj: ManagedJob, by_shape: Mapping[tuple[GpuType, int], int]) -> tuple:
+    """The part of a job's problem row that its Job, hints and candidates fix: id, requested column, step unit,
+    submit time, account, class, steps known, total steps (nan: unknown), deadline (inf: none), time limit (nan:
+    none), start time (nan: not started) and its own GPU count (at least 1). Kept per job while those objects
+    and the columns' shapes are the very same ones: a kept job asks every tick, and they rarely change."""
+    job, hints, cands = mj.job, mj.hints, mj.candidates
+    hit = _fixed_rows.get(job.job_id)
+    if hit is not None and hit[0] is job and hit[1] is hints and hit[2] is cands and hit[3] is by_shape:
+        return hit[4]
+    row = (
+        job.job_id, _match(by_shape, *requested_cell(mj)), _unit_per_step(mj), job.submit_time, job.account,
+        hints.job_class, hints.steps is not None, np.nan if hints.steps is None else hints.steps,
+        np.inf if hints.deadline is None else hints.deadline, job.time_limit_s or np.nan,
+        np.nan if job.start_time is None else job.start_time, max(1, job.gpus),
+    )  # fmt: skip
+    if len(_fixed_rows) > 20_000:
+        _fixed_rows.clear()
+    _fixed_rows[job.job_id] = (job, hints, cands, by_shape, row)  # holds them: their ids stay theirs meanwhile
+    return row
+
+
+_fixed_rows: dict[JobId, tuple] = {}
+"""``_fixed_row``'s memo: a pure function of the objects it holds (by identity), bounded."""
 
 
 class _LastCols:
@@ -428,59 +509,11 @@ def column_index(cells: tuple[Cell, ...]) -> dict[Cell, int]:
     return col_of
 
 
-@dataclass(frozen=True, eq=False)
-class _RowFixed:
-    """What every row of one tick's problem is computed against (``values``)."""
-
-    states: Mapping[JobId, JobState]
-    by_shape: Mapping[tuple[GpuType, int], int]
-    col_of: Mapping[Cell, int]
-    cells: tuple[Cell, ...]
-    config: TickConfig
-    now: float
-
-    def values(self, mj: ManagedJob) -> tuple:
-        """One job's problem row: id, requested and current column, step unit, steps left (nan: unknown), time
-        since submit, attained time, submit time, time to deadline, account, class, steps known, time limit
-        left, restart cost (``_restart_cost``) and moved recently."""
-        job, hints, now = mj.job, mj.hints, self.now
-        st = self.states.get(job.job_id)
-        req = _match(self.by_shape, *requested_cell(mj))
-        cur = current_column(mj, st, self.by_shape, self.col_of)
-        cost, recent = self._restart_cost(mj, st, cur, req)
-        return (
-            job.job_id, req, cur, _unit_per_step(mj),
-            np.nan if hints.steps is None else hints.steps - mj.steps_done,
-            max(0.0, now - job.submit_time), st.attained_s if st else 0.0, job.submit_time,
-            np.inf if hints.deadline is None else hints.deadline - now, job.account, hints.job_class,
-            hints.steps is not None, _limit_left(mj, now), cost, recent,
-        )  # fmt: skip
-
-    def _restart_cost(self, mj: ManagedJob, st: JobState | None, cur: int, req: int) -> tuple[float, bool]:
-        """What one restart costs the job end to end (``TickConfig.full_cost_for`` its size), doubled when a
-        decision moved it within ``move_hold_s`` (hysteresis: a move back must pay for both), and that flag."""
-        col = cur if cur >= 0 else req
-        gpus = self.cells[col].gpus if col >= 0 else max(1, mj.job.gpus)
-        moved = st.moved_at if st is not None else None
-        hold = self.config.move_hold_s
-        flag = moved is not None and hold > 0 and self.now - moved < hold
-        return self.config.full_cost_for(gpus) * (2.0 if flag else 1.0), flag
-
-
 def _unit_per_step(mj: ManagedJob) -> float:
     """Samples per training step of a job whose candidates count samples/s (its plan's global batch), else 1."""
     if mj.hints.global_batch:
         return float(mj.hints.global_batch)
     return row_of(mj.candidates).plan_batch  # the candidates' first plan: read once per candidates tuple
-
-
-def _limit_left(mj: ManagedJob, now: float) -> float:
-    """Seconds until the job's Slurm time limit ends it (from its start, else from now); inf without one."""
-    limit = mj.job.time_limit_s
-    if not limit:
-        return np.inf
-    start = mj.job.start_time if mj.job.start_time is not None else now
-    return max(0.0, start + limit - now)
 
 
 def current_column(

@@ -148,6 +148,8 @@ def test_speed_paths_do_not_move_a_decision(table, monkeypatch):
             mech_problem._last_layout.value = None
             mech_problem._last_usage.value = None
             mech_problem._last_cols.value = None
+            mech_problem._last_shapes.value = None
+            mech_problem._fixed_rows.clear()
             mech_columns._dense.value = None
             mech_columns._last_matrix.value = None
             mech_columns._last_columns.value = ({}, {}, ())
