@@ -8,7 +8,7 @@ tick's input and the previous state.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import fields, replace
 
 import numpy as np
@@ -31,7 +31,7 @@ from slurmplan.mechanism.placement import Placed
 from slurmplan.mechanism.pricing import remaining_prior
 from slurmplan.mechanism.priorities import EPS, deficits, priorities, received_share, start_epoch
 from slurmplan.mechanism.problem import ProblemContext, build_problem
-from slurmplan.mechanism.reconfig import horizon_s
+from slurmplan.mechanism.reconfig import horizons
 from slurmplan.mechanism.round import RoundChoice, RunningInfo, gpus_left, plan_round
 from slurmplan.mechanism.state import advance, evolve
 from slurmplan.tick_types import JobState, SchedulerState, TickConfig, TickInput, TickOutput
@@ -113,7 +113,7 @@ def running_info(
     remaining, _ = remaining_prior(
         p.column("steps_remaining"), thr, ctx.steps_known, p.column("attained_time"), p.time_limit_left, config.round_s
     )
-    horizon = np.array([horizon_s(config.round_s, float(r)) for r in remaining.tolist()])
+    horizon = horizons(config.round_s, remaining)
     signalled = np.array([states[j].signalled_at is not None for j in p.job_ids], dtype=bool)
     moved = [states[j].moved_at for j in p.job_ids]
     since = np.array([np.inf if t is None else now - t for t in moved], dtype=float)
@@ -128,9 +128,12 @@ def replay(
     states: Mapping[JobId, JobState],
     info: RunningInfo,
     config: TickConfig,
-    deficit: np.ndarray | None = None,
+    deficit: Callable[[], np.ndarray] | None = None,
 ) -> RoundChoice:
-    """Between rounds: the round's decisions stand; GPUs freed since are refilled from the round's X."""
+    """Between rounds: the round's decisions stand; GPUs freed since are refilled from the round's X.
+
+    ``deficit`` gives the deficits (``priorities.deficits``) that break the refill's ties; it is called only
+    when some job may be refilled: most ticks between rounds refill nobody, and they need no deficits."""
     p = ctx.problem
     n = p.num_jobs
     col_of = ctx.col
@@ -154,7 +157,8 @@ def replay(
     eligible = ~fixed & ~info.running & (x.sum(axis=1) > EPS) if p.cells else np.zeros(n, dtype=bool)
     if eligible.any():
         free = gpus_left((p.cells[c] for c in col[fixed & (col >= 0)].tolist()), p.capacity)
-        refill = plan_round(p, x, pri, info, config, eligible=eligible, capacity=free, deficit=deficit)
+        owed = deficit() if deficit is not None else None
+        refill = plan_round(p, x, pri, info, config, eligible=eligible, capacity=free, deficit=owed)
         for j in np.flatnonzero(eligible & (refill.col >= 0)).tolist():
             col[j], reasons[j] = refill.col[j], Reason.SCHEDULED
             new = states[p.job_ids[j]].planned is None
@@ -330,11 +334,10 @@ def decide(inp: TickInput, policy: Policy, state: SchedulerState) -> TickOutput:
         problem, states, inp.now, inp.now if epoch_start is None else epoch_start, config.round_s / 2
     )
     pri = priorities(x, shares)
-    owed = deficits(problem, states)
     if new_round:
-        choice = plan_round(problem, x, pri, info, config, deficit=owed)
+        choice = plan_round(problem, x, pri, info, config, deficit=deficits(problem, states))
     else:
-        choice = replay(ctx, x, pri, states, info, config, owed)
+        choice = replay(ctx, x, pri, states, info, config, lambda: deficits(problem, states))
     choice, placed = place_round(ctx, choice, x, pri, states, info, config)
     assignments = assign(ctx, choice, placed, x, states, info)
     assignments = with_policy_notes(assignments, allocation, problem)

@@ -19,6 +19,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from slurmplan.tick_types import TickConfig
 
 
@@ -35,6 +37,12 @@ def horizon_s(round_s: float, remaining_s: float) -> float:
     if not math.isfinite(remaining_s) or remaining_s <= 0:
         return round_s
     return remaining_s
+
+
+def horizons(round_s: float, remaining_s: np.ndarray) -> np.ndarray:
+    """``horizon_s`` for every row at once (the same values: every tick asks for every job)."""
+    remaining_s = np.asarray(remaining_s, dtype=float)
+    return np.where(np.isfinite(remaining_s) & (remaining_s > 0), remaining_s, float(round_s))
 
 
 def judge_move(
