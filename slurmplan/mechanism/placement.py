@@ -77,9 +77,9 @@ class Unplaced:
     """It fits only on nodes it just left, where Slurm would hold it for its requeue delay (repacking cannot help)."""
 
 
-_kept_rows: dict[int, tuple[tuple[str, ...], dict[str, int], str, tuple | None]] = {}
-"""``_Free._rows``'s memo: a pure function of the node names, the type and the pool layout's index, keyed by the
-names' identity (hashing a long node tuple every tick cost as much as the lookup it saves)."""
+_kept_rows: dict[int, tuple[tuple[str, ...], dict[str, int], str, int, tuple | None]] = {}
+"""``_Free._rows``'s memo: a pure function of the node names, the type, the GPUs per node and the pool layout's
+index, keyed by the names' identity (hashing a long node tuple every tick cost as much as the lookup it saves)."""
 
 
 def _ceil_div(a: int, b: int) -> int:
@@ -120,14 +120,10 @@ class _Free:
 
     def keep(self, req: PlacementRequest) -> Placed | None:
         """The preferred nodes, if they are all of the right type and still fit an equal split."""
-        k = len(req.preferred)
-        if k == 0 or req.cell.gpus % k or (req.avoid and not set(req.avoid).isdisjoint(req.preferred)):
-            return None  # nodes it just left: ``fit`` looks elsewhere first
-        gpn, cpn, mpn = req.cell.gpus // k, _ceil_div(req.cpus, k), _ceil_div(req.memory_mb, k)
-        rows = self._rows(req.preferred, req.cell.gpu_type)
-        if rows is None:
+        plan = self.plan(req)
+        if plan is None:
             return None
-        unique, names = rows
+        unique, gpn, cpn, mpn, placed = plan
         g, c, m = self.g, self.c, self.m
         for i in unique:
             if g[i] < gpn or c[i] < cpn or m[i] < mpn:
@@ -137,14 +133,68 @@ class _Free:
             c[i] -= cpn
             m[i] -= mpn
         self.stale = True
-        return Placed.of(names, gpn)
+        return placed
 
-    def _rows(self, nodes: tuple[str, ...], gpu_type: str) -> tuple[tuple[int, ...], tuple[str, ...]] | None:
-        """The pool rows of ``nodes`` (each once) and their names in row order; None if one is missing or of
-        another type. Remembered per node list while the pool's layout stays: a kept job asks every tick."""
+    def keep_all(self, requests: Sequence[PlacementRequest], out: dict[int, Placed | Unplaced]) -> list:
+        """``keep`` for every request with preferred nodes, in order (the results go into ``out``); returns the
+        requests left for ``fit``, in order.
+
+        First every request takes its nodes at once. When no node went below zero, every ``keep`` in order would
+        have found its nodes free (what each took is a part of the total, none negative), so the answer is the
+        same as one ``keep`` after the other; otherwise the free lists start again from the pool (this is called
+        first: nothing was taken before) and that is done. Most ticks keep every running job where it runs, so
+        the first pass is the answer."""
+        later: list[PlacementRequest] = []
+        plans: list[tuple[int, tuple]] = []
+        plan_of = self.plan
+        for req in requests:
+            plan = plan_of(req) if req.preferred else None
+            if plan is None:
+                later.append(req)
+            else:
+                plans.append((req.row, plan))
+        g, c, m = self.g, self.c, self.m
+        short = False
+        for _, (unique, gpn, cpn, mpn, _) in plans:
+            for i in unique:
+                g[i] -= gpn
+                c[i] -= cpn
+                m[i] -= mpn
+                short = short or g[i] < 0 or c[i] < 0 or m[i] < 0
+        self.stale = True
+        if not short:
+            for row, plan in plans:
+                out[row] = plan[4]
+            return later
+        self.g, self.c, self.m = self.pool.gpus.tolist(), self.pool.cpus.tolist(), self.pool.memory_mb.tolist()
+        later = []
+        for req in requests:
+            kept = self.keep(req) if req.preferred else None
+            if kept is None:
+                later.append(req)
+            else:
+                out[req.row] = kept
+        return later
+
+    def plan(self, req: PlacementRequest) -> tuple | None:
+        """What ``keep`` takes for a request: (pool rows, GPUs, CPUs and memory per node, the Placed), or None
+        when its preferred nodes can never do (wrong type or gone, an unequal split, nodes it must avoid)."""
+        k = len(req.preferred)
+        if k == 0 or req.cell.gpus % k or (req.avoid and not set(req.avoid).isdisjoint(req.preferred)):
+            return None  # nodes it just left: ``fit`` looks elsewhere first
+        gpn, cpn, mpn = req.cell.gpus // k, _ceil_div(req.cpus, k), _ceil_div(req.memory_mb, k)
+        rows = self._rows(req.preferred, req.cell.gpu_type, gpn)
+        if rows is None:
+            return None
+        return rows[0], gpn, cpn, mpn, rows[1]
+
+    def _rows(self, nodes: tuple[str, ...], gpu_type: str, gpn: int) -> tuple[tuple[int, ...], Placed] | None:
+        """The pool rows of ``nodes`` (each once) and the Placed on them (names in row order); None if one is
+        missing or of another type. Remembered per node list while the pool's layout stays: a kept job asks
+        every tick (a Placed is frozen: the same one is handed out again)."""
         hit = _kept_rows.get(id(nodes))  # by identity: a job's node tuple is the same object from tick to tick
-        if hit is not None and hit[0] is nodes and hit[1] is self.index and hit[2] == gpu_type:
-            return hit[3]
+        if hit is not None and hit[0] is nodes and hit[1] is self.index and hit[2] == gpu_type and hit[3] == gpn:
+            return hit[4]
         idx = []
         types = self.pool.gpu_type
         for name in nodes:
@@ -153,10 +203,14 @@ class _Free:
                 idx = None
                 break
             idx.append(i)
-        rows = None if idx is None else (tuple(sorted(set(idx))), tuple(self.pool.names[i] for i in sorted(idx)))
+        if idx is None:
+            rows = None
+        else:
+            names = tuple(self.pool.names[i] for i in sorted(idx))
+            rows = (tuple(sorted(set(idx))), Placed.of(names, gpn))
         if len(_kept_rows) > 100_000:
             _kept_rows.clear()
-        _kept_rows[id(nodes)] = (nodes, self.index, gpu_type, rows)  # holds both: their ids stay theirs meanwhile
+        _kept_rows[id(nodes)] = (nodes, self.index, gpu_type, gpn, rows)  # holds both: their ids stay theirs
         return rows
 
     def fit(self, req: PlacementRequest) -> Placed | Unplaced:
@@ -215,13 +269,7 @@ def place(
     """
     free = _Free(pool)
     out: dict[int, Placed | Unplaced] = {}
-    later: list[PlacementRequest] = []
-    for req in requests if kept_first else ():
-        kept = free.keep(req) if req.preferred else None
-        if kept is None:
-            later.append(req)
-        else:
-            out[req.row] = kept
+    later = free.keep_all(requests, out) if kept_first else []
     for req in sorted(later if kept_first else requests, key=lambda r: (-r.cell.gpus, r.row)):
         kept = None if kept_first or not req.preferred else free.keep(req)
         out[req.row] = kept or free.fit(req)
