@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from slurmplan.domain import ActionKind, Assignment, Cell, Cluster, JobState, Reason
 from slurmplan.mechanism.placement import Placed, PlacementRequest, Unplaced, place
@@ -203,3 +205,53 @@ def test_a_running_job_is_not_stopped_for_a_grow_that_fits_only_on_the_node_it_l
     got = _grow_tick(0.0)
     assert got["assignment"].reason is Reason.RESIZED and got["assignment"].cell == Cell("v100", 8)
     assert [a.kind for a in got["actions"]][:1] == [ActionKind.SIGNAL]
+
+
+def _one_keep_after_the_other(p: NodePool, requests: list[PlacementRequest]) -> dict[int, Placed | Unplaced]:
+    """``place``'s kept-first rule written as it was before the pass took every kept job's nodes at once."""
+    from slurmplan.mechanism.placement import _Free
+
+    free, out, later = _Free(p), {}, []
+    for req in requests:
+        kept = free.keep(req) if req.preferred else None
+        if kept is None:
+            later.append(req)
+        else:
+            out[req.row] = kept
+    for req in sorted(later, key=lambda r: (-r.cell.gpus, r.row)):
+        out[req.row] = free.fit(req)
+    return out
+
+
+def test_keeping_every_kept_job_at_once_answers_as_one_keep_after_the_other() -> None:
+    """Two kept jobs that both ask for a node with room for one of them: the first (in request order) keeps it
+    and the second is placed elsewhere, as one keep after the other decides; with room for both, both keep."""
+    tight = pool({"n0": 4, "n1": 8}, cpus=16)
+    reqs = [
+        PlacementRequest(0, Cell("a100", 4), cpus=8, preferred=("n0",)),
+        PlacementRequest(1, Cell("a100", 2), cpus=12, preferred=("n0",)),  # n0's CPUs run out: it must move
+        PlacementRequest(2, Cell("a100", 2), preferred=("n1",)),
+        PlacementRequest(3, Cell("a100", 4)),
+    ]
+    out = place(tight, reqs)
+    assert out == _one_keep_after_the_other(tight, reqs)
+    assert out[0] == Placed(("n0",), 4) and out[2] == Placed(("n1",), 2) and out[1] == Placed(("n1",), 2)
+    roomy = pool({"n0": 8, "n1": 8}, cpus=32)
+    assert place(roomy, reqs) == _one_keep_after_the_other(roomy, reqs)
+    assert place(roomy, reqs)[1] == Placed(("n0",), 2)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.integers(0, 8), min_size=1, max_size=5),
+    st.lists(st.tuples(st.sampled_from([1, 2, 4, 8]), st.integers(0, 5), st.integers(0, 24)), max_size=8),
+)
+def test_the_kept_first_pass_is_one_keep_after_the_other(free: list[int], jobs: list[tuple[int, int, int]]) -> None:
+    """Any kept jobs (some preferring a node they do not fit on, or a node that is gone) on any free GPUs:
+    ``place`` answers what one keep after the other answers."""
+    p = pool({f"n{i}": g for i, g in enumerate(free)}, cpus=32)
+    reqs = [
+        PlacementRequest(row, Cell("a100", gpus), cpus=cpus, preferred=(f"n{node_i}",) if node_i < 5 else ())
+        for row, (gpus, node_i, cpus) in enumerate(jobs)
+    ]
+    assert place(p, reqs) == _one_keep_after_the_other(p, reqs)
