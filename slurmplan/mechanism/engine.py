@@ -30,7 +30,7 @@ from slurmplan.mechanism.layout import Placement, place_round
 from slurmplan.mechanism.placement import Placed
 from slurmplan.mechanism.pricing import remaining_prior
 from slurmplan.mechanism.priorities import EPS, deficits, priorities, received_share, start_epoch
-from slurmplan.mechanism.problem import ProblemContext, build_problem
+from slurmplan.mechanism.problem import ProblemContext, build_problem, column_index
 from slurmplan.mechanism.reconfig import horizons
 from slurmplan.mechanism.round import RoundChoice, RunningInfo, gpus_left, plan_round
 from slurmplan.mechanism.state import advance, evolve
@@ -136,23 +136,29 @@ def replay(
     when some job may be refilled: most ticks between rounds refill nobody, and they need no deficits."""
     p = ctx.problem
     n = p.num_jobs
-    col_of = ctx.col
-    col = np.full(n, -1, dtype=np.int64)
-    fixed = np.zeros(n, dtype=bool)
+    col_of = column_index(p.cells)  # the problem's own index (read only)
+    col = [-1] * n
+    fixed = [False] * n
     reasons: list[Reason] = [Reason.WAITING] * n
     details: list[str] = ["new since the round started: no free GPUs it can use; decided at the next round"] * n
+    # Plain lists: every row reads these each tick, and a numpy element read costs several times a list's.
+    running, signalled, current, info_running = (
+        ctx.running.tolist(), info.signalled.tolist(), info.current.tolist(), info.running.tolist()
+    )  # fmt: skip
     for j, job_id in enumerate(p.job_ids):
         planned = states[job_id].planned
-        target = col_of.get(planned.cell, -1) if planned is not None and planned.cell is not None else -1
-        if ctx.running[j] and not info.signalled[j]:
-            col[j], fixed[j], reasons[j] = info.current[j], True, Reason.KEPT
+        if running[j] and not signalled[j]:
+            col[j], fixed[j], reasons[j] = current[j], True, Reason.KEPT
             details[j] = planned.detail if planned is not None and planned.reason is Reason.KEPT else "lease renewed"
-            if info.current[j] < 0:
+            if current[j] < 0:
                 details[j] = "runs in a configuration none of its candidates has; decided at the next round"
         elif planned is not None:
-            fixed[j] = info.running[j] or (target >= 0 and planned.reason in _CHOSEN_REASONS)
+            target = col_of.get(planned.cell, -1) if planned.cell is not None else -1
+            fixed[j] = info_running[j] or (target >= 0 and planned.reason in _CHOSEN_REASONS)
             col[j] = target if planned.reason in _CHOSEN_REASONS else -1
             reasons[j], details[j] = planned.reason, planned.detail
+    col = np.array(col, dtype=np.int64).reshape(n)
+    fixed = np.array(fixed, dtype=bool).reshape(n)
     x = with_arrivals(p, x, states, ~fixed & ~info.running) if config.start_arrivals else x
     eligible = ~fixed & ~info.running & (x.sum(axis=1) > EPS) if p.cells else np.zeros(n, dtype=bool)
     if eligible.any():
@@ -235,7 +241,11 @@ def assign(
     out: list[Assignment] = []
     cols, pris = choice.col.tolist(), choice.priority.tolist()
     running, info_running, signalled = ctx.running.tolist(), info.running.tolist(), info.signalled.tolist()
-    cells, candidates, throughput = p.cells, p.candidates, p.throughput
+    cells, candidates = p.cells, p.candidates
+    # Each row's throughput and share in its chosen column, read in one go (column 0 stands in for "none")
+    rows, at = np.arange(len(cols)), np.maximum(choice.col, 0)
+    thr_at = p.throughput[rows, at].tolist() if cells else [0.0] * len(cols)
+    x_at = x[rows, at].tolist() if cells else [0.0] * len(cols)
     for j, job_id in enumerate(p.job_ids):
         c = cols[j]
         reason, detail, pri = choice.reason[j], choice.detail[j], pris[j]
@@ -253,7 +263,7 @@ def assign(
                     out.append(replace(cur, reason=Reason.KEPT, detail=f"stays: target not placeable ({where.why})"))
                     continue
             reason = Reason.UNPLACEABLE if not info_running[j] else Reason.PREEMPTED
-            out.append(Assignment(job_id, reason, cell=cells[c], priority=pri, share=float(x[j, c]), detail=where.why))
+            out.append(Assignment(job_id, reason, cell=cells[c], priority=pri, share=x_at[j], detail=where.why))
             continue
         plan = cand.plan if cand else None
         if reason is Reason.KEPT and tuple(where.nodes) != tuple(ctx.jobs[j].job.nodes):
@@ -262,7 +272,8 @@ def assign(
             reason, detail = Reason.MOVED, f"re-placed on {','.join(where.nodes)} ({why}); before that: {detail}"
         elif reason is Reason.KEPT:
             cur = states[job_id].current
-            plan = cur.plan if cur is not None and cur.cell == cells[c] and cur.plan else plan  # what it runs
+            same = cur is not None and (cur.cell is cells[c] or cur.cell == cells[c])
+            plan = cur.plan if same and cur.plan else plan  # what it runs
         out.append(
             _assignment(
                 job_id,
@@ -271,9 +282,9 @@ def assign(
                 plan,
                 where.nodes,
                 where.gpus_per_node,
-                float(throughput[j, c]),
+                thr_at[j],
                 pri,
-                float(x[j, c]),
+                x_at[j],
                 detail + _spread_note(len(where.nodes), cand),
             )
         )
