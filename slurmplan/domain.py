@@ -156,19 +156,24 @@ class JobState(enum.Enum):
 
     @property
     def finished(self) -> bool:
-        return self in (
-            JobState.COMPLETED,
-            JobState.CANCELLED,
-            JobState.FAILED,
-            JobState.TIMEOUT,
-            JobState.NODE_FAIL,
-            JobState.OUT_OF_MEMORY,
-        )
+        return self in _FINISHED
 
     @property
     def active(self) -> bool:
         """Holds GPUs now."""
-        return self in (JobState.RUNNING, JobState.SUSPENDED, JobState.COMPLETING)
+        return self in _ACTIVE
+
+
+_FINISHED = (
+    JobState.COMPLETED,
+    JobState.CANCELLED,
+    JobState.FAILED,
+    JobState.TIMEOUT,
+    JobState.NODE_FAIL,
+    JobState.OUT_OF_MEMORY,
+)
+"""Read by ``JobState.finished`` (for every job, several times a tick): one tuple, not a new one a call."""
+_ACTIVE = (JobState.RUNNING, JobState.SUSPENDED, JobState.COMPLETING)
 
 
 class JobClass(enum.Enum):
