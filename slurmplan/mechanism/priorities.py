@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 import numpy as np
 
 from slurmplan.domain import Allocation, AllocationProblem, JobId
-from slurmplan.mechanism.problem import column_index
+from slurmplan.mechanism.problem import column_ids, column_index
 from slurmplan.mechanism.state import evolve
 from slurmplan.tick_types import JobState, SchedulerState, TickConfig
 
@@ -32,6 +32,7 @@ def _per_column(
     """A per-Cell mapping of each job's state as a (rows x columns) matrix (0 where the job has none)."""
     out = np.zeros((problem.num_jobs, len(problem.cells)))
     col = column_index(problem.cells)  # the problem's own index, kept while the columns are the same tuple
+    ids = column_ids(problem.cells)  # the columns' own Cell objects, found without hashing them
     rows: list[int] = []
     cols: list[int] = []
     values: list[float] = []
@@ -40,7 +41,9 @@ def _per_column(
         if st is None:
             continue
         for cell, seconds in seconds_by_cell(st).items():
-            c = col.get(cell)
+            c = ids.get(id(cell))
+            if c is None:
+                c = col.get(cell)
             if c is not None:
                 rows.append(j)
                 cols.append(c)

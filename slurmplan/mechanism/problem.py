@@ -370,7 +370,8 @@ def _assemble(
     col_of = column_index(cells)
     fixed = [_fixed_row(mj, by_shape) for mj in rows]
     got = [states.get(mj.job.job_id) for mj in rows]
-    current = [current_column(mj, st, by_shape, col_of) for mj, st in zip(rows, got, strict=True)]
+    ids = column_ids(cells)
+    current = [current_column(mj, st, by_shape, col_of, ids) for mj, st in zip(rows, got, strict=True)]
     (ids, requested, unit, submit, accounts, job_class, known_steps, steps_total, deadline_at, limit, started,
      least_gpus) = zip(*fixed, strict=True) if fixed else ((),) * 12  # fmt: skip
     requested = np.array(requested, dtype=np.int64).reshape(n)
@@ -490,10 +491,10 @@ _fixed_rows: dict[JobId, tuple] = {}
 
 
 class _LastCols:
-    """``(cells, {cell: column})`` of the previous tick: the columns are the very same tuple on most ticks
-    (``_DenseRows.cells``). A pure memo keyed by the tuple's identity (kept alive with it)."""
+    """``(cells, {cell: column}, {id(cell): column})`` of the previous tick: the columns are the very same tuple
+    on most ticks (``_DenseRows.cells``). A pure memo keyed by the tuple's identity (kept alive with it)."""
 
-    value: tuple[tuple[Cell, ...], dict[Cell, int]] | None = None
+    value: tuple[tuple[Cell, ...], dict[Cell, int], dict[int, int]] | None = None
 
 
 _last_cols = _LastCols()
@@ -501,12 +502,24 @@ _last_cols = _LastCols()
 
 def column_index(cells: tuple[Cell, ...]) -> dict[Cell, int]:
     """``{cell: column}`` of ``cells``, kept while the columns are the same tuple (do not change it)."""
+    return _column_maps(cells)[1]
+
+
+def column_ids(cells: tuple[Cell, ...]) -> dict[int, int]:
+    """``{id(cell): column}`` of ``cells``' own Cell objects (do not change it). The assignments and the states'
+    per-Cell times hold these very objects from tick to tick, and finding one by its id skips hashing it (a
+    dataclass's hash is a Python call); a Cell found this way is the column's own object, as the columns hold
+    theirs alive. Any other Cell, equal or not, is looked up in ``column_index``."""
+    return _column_maps(cells)[2]
+
+
+def _column_maps(cells: tuple[Cell, ...]) -> tuple[tuple[Cell, ...], dict[Cell, int], dict[int, int]]:
     last = _last_cols.value  # read once: another thread may replace it, never change it
     if last is not None and last[0] is cells:
-        return last[1]
-    col_of = {c: i for i, c in enumerate(cells)}
-    _last_cols.value = (cells, col_of)
-    return col_of
+        return last
+    out = (cells, {c: i for i, c in enumerate(cells)}, {id(c): i for i, c in enumerate(cells)})
+    _last_cols.value = out
+    return out
 
 
 def _unit_per_step(mj: ManagedJob) -> float:
@@ -517,13 +530,21 @@ def _unit_per_step(mj: ManagedJob) -> float:
 
 
 def current_column(
-    mj: ManagedJob, st: JobState | None, by_shape: Mapping[tuple[GpuType, int], int], col_of: Mapping[Cell, int]
+    mj: ManagedJob,
+    st: JobState | None,
+    by_shape: Mapping[tuple[GpuType, int], int],
+    col_of: Mapping[Cell, int],
+    ids: Mapping[int, int] | None = None,
 ) -> int:
-    """Column a running job runs in: its remembered Cell if still a column, else its Slurm GPU shape."""
+    """Column a running job runs in: its remembered Cell if still a column, else its Slurm GPU shape.
+    ``ids`` (``column_ids``) finds a Cell that is the column's own object without hashing it."""
     if mj.job.state not in RUNNING_STATES:
         return -1
     if st is not None and st.current is not None and st.current.cell is not None:
-        col = col_of.get(st.current.cell)
+        cell = st.current.cell
+        col = ids.get(id(cell)) if ids is not None else None
+        if col is None:
+            col = col_of.get(cell)
         if col is not None:
             return col
     return _match(by_shape, mj.job.gpu_type, mj.job.gpus)
