@@ -186,13 +186,8 @@ def _make_room(
     trial: Packing, j: int, c0: int, order: np.ndarray, cur: np.ndarray
 ) -> tuple[list[int], list[int]] | None:
     """Free ``j``'s old column again in ``trial``, last in the order first: unplace jobs that did not run before,
-    and send running jobs that moved or were resized onto that GPU type this round back to where they run,
-    pushing out the newcomers that took their old place (``_send_back``). Returns (the jobs pushed out, the
-    movers sent back), or None when that cannot make room (jobs that ran there keep it).
-
-    Issue 23, eleventh session: giving up at a mover whose old GPUs a newcomer took left the change unpriced. On
-    u-replay-tiny (``a100:1x4,t4:1x2``) one job moving T4 -> A100 stopped three running A100 jobs at once, unpriced,
-    for the newcomer that took its T4s."""
+    and send running jobs that moved onto that GPU type this round back to where they run. Returns (the jobs
+    pushed out, the movers sent back), or None when that cannot make room (jobs that ran there keep it)."""
     pushed: list[int] = []
     back: list[int] = []
     t = trial.cell_type[c0]
@@ -205,27 +200,12 @@ def _make_room(
         trial.release(k)
         if cur[k] < 0:
             pushed.append(k)
-        elif _send_back(trial, k, int(cur[k]), order, cur, pushed):
+        elif trial.fits(k, int(cur[k])) and trial.cell_type[cur[k]] != t:
+            trial.assign(k, int(cur[k]))
             back.append(k)
         else:
             return None
     return (pushed, back) if trial.fits(j, c0) else None
-
-
-def _send_back(trial: Packing, k: int, c: int, order: np.ndarray, cur: np.ndarray, pushed: list[int]) -> bool:
-    """Put running job ``k`` back in its old column ``c``, first unplacing (last in the order first, into
-    ``pushed``) the newcomers that took GPUs of that type this round; False when running jobs hold them."""
-    t = trial.cell_type[c]
-    for n in order[::-1].tolist():
-        if trial.fits(k, c):
-            break
-        if n != k and cur[n] < 0 and trial.col[n] >= 0 and trial.cell_type[trial.col[n]] == t:
-            trial.release(n)
-            pushed.append(n)
-    if not trial.fits(k, c):
-        return False
-    trial.assign(k, c)
-    return True
 
 
 def _place_elsewhere(

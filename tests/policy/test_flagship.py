@@ -544,12 +544,11 @@ def test_a_running_job_past_its_guard_is_displaced_only_by_a_much_more_stretched
     assert list(guard_rank(SimpleNamespace(restart_cost_s=None), stretch, running, params)) == list(stretch)
 
 
-def test_do_no_harm_prices_a_slower_move_whose_takers_must_be_sent_back():
-    """Issue 23, eleventh session: a running job pushed off its A100 to a T4 (3x slower) for a newcomer, while a
-    running job moved V100 -> A100 and a second newcomer took its V100. The ninth session's guard could not undo
-    that simply and left it unpriced ("slower, not priced"); on u-replay-tiny one such chain stopped three
-    running A100 jobs at once. Now the mover goes back to its V100 and the newcomer there is pushed out, so the
-    slower move is priced like every other: with 2 h left it does not pay, and job 0 keeps its A100."""
+def test_do_no_harm_says_when_a_slower_move_goes_unpriced():
+    """Issue 23, ninth session: a running job pushed off its A100 to a T4 for a newcomer is not priced when a
+    running job that moved onto the A100s cannot go back (a second newcomer took its V100): the guard cannot undo
+    it simply. The move stands (as before), and the job's note now says it was not priced instead of nothing; on
+    the 1,000-job LLM trace 256 of the 384 restarts onto a slower configuration are of this kind (RESULTS.md 7)."""
     from types import SimpleNamespace
 
     from slurmplan.policy.flagship_moves import guard_moves
@@ -566,6 +565,6 @@ def test_do_no_harm_prices_a_slower_move_whose_takers_must_be_sent_back():
     queue = SimpleNamespace(order=np.array([2, 3, 1, 0]))
     est = np.array([7200.0, 7200.0, 360.0, 360.0])
     moves = guard_moves(p, pack, queue, est, np.zeros(4, bool), 1.0, 360.0, lambda k, floor: [0, 1, 2])
-    # job 0 keeps its A100, job 1 its V100, newcomer 2 the other A100; newcomer 3 takes the free T4
-    assert pack.col.tolist() == [0, 1, 0, 2]
-    assert not moves.unpriced and 0 in moves.undone and "does not pay" in moves.undone[0]
+    assert pack.col.tolist() == [2, 0, 0, 1]  # nothing undone
+    assert moves.unpriced == {0: "slower, not priced: running jobs that took its GPUs cannot simply go back"}
+    assert not moves.undone and 0 not in moves.kept and 1 not in moves.unpriced  # job 1's move is faster
