@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from slurmplan.domain import Plan, SlurmplanError, ValidationError
+from slurmplan.perf.stacks import MIN_INTERLEAVED_STAGES
 
 ADAPTER_STACKS: dict[str, tuple[str, ...]] = {
     "megatron": ("megatron",),
@@ -68,8 +69,11 @@ def megatron_args(
         "--global-batch-size", str(plan.global_batch),
     ]  # fmt: skip
     if plan.virtual_stages > 1:
-        if plan.pp < 2:
-            raise ValidationError("virtual_stages", plan.virtual_stages, "1 unless pp >= 2", "adapter")
+        if plan.pp < MIN_INTERLEAVED_STAGES:
+            # Megatron-LM refuses the interleaved schedule on two stages or fewer, so a plan the model ranks
+            # must not reach a launcher that would fail at start-up.
+            allowed = f"1 unless pp >= {MIN_INTERLEAVED_STAGES} (Megatron-LM's interleaved schedule)"
+            raise ValidationError("virtual_stages", plan.virtual_stages, allowed, "adapter")
         if num_layers is not None:
             per_chunk, rest = divmod(num_layers, plan.pp * plan.virtual_stages)
             if rest or per_chunk < 1:

@@ -65,6 +65,7 @@ def test_megatron_full_plan() -> None:
         (Plan(dp=2), {"nodes": 1, "gpus_per_node": 4}, "plan"),
         (Plan(zero_stage=3), {}, "zero_stage"),
         (Plan(virtual_stages=2), {}, "virtual_stages"),
+        (Plan(pp=2, grad_accum=4, virtual_stages=2), {"num_layers": 32}, "virtual_stages"),
         (Plan(pp=4, virtual_stages=3), {"num_layers": 32}, "virtual_stages"),
         (Plan(offload=True), {}, "offload"),
     ],
