@@ -11,12 +11,13 @@ from pathlib import Path
 
 import numpy as np
 
-from slurmplan.domain import AllocationProblem, Assignment, Cell, Reason
+from slurmplan.domain import AllocationProblem, Assignment, Cell, Hints, Job, Reason
+from slurmplan.domain import JobState as SlurmState
 from slurmplan.mechanism.lengths import KEEP_FINISHED, learned_prior, mean_residual_s, remember_finished
-from slurmplan.pipeline import prune
+from slurmplan.pipeline import Observed, prune
 from slurmplan.policy.base import PolicyConfig
 from slurmplan.policy.registry import build_policy
-from slurmplan.tick import JobState, SchedulerState
+from slurmplan.tick import JobState, ManagedJob, SchedulerState
 
 RNG = np.random.default_rng(7)
 AGES = np.array([0.0, 600.0, 1200.0, 2400.0, 3600.0])
@@ -94,7 +95,7 @@ def test_the_pipeline_remembers_the_runs_of_jobs_that_leave(tmp_path: Path):
     jobs = {1: JobState(attained_s=600.0, current=running), 2: JobState(), 3: JobState(attained_s=50.0),
             4: JobState(attained_s=70.0), 5: JobState(attained_s=80.0)}  # fmt: skip
     state = SchedulerState(jobs=jobs, last_tick=1000.0, finished_lengths=(5.0,))
-    alive, observed = [_managed(5)], [_observed(3), _observed(5)]
+    alive, observed = [_managed(5)], [_observed(3), _observed(5), _observed(4, SlurmState.COMPLETED)]
     out = prune(state, alive, observed, now=1030.0)
     assert out.finished_lengths == (5.0, 630.0, 70.0) and set(out.jobs) == {5}
     # a daemon down for hours does not know when its running job ended: at most a round (360 s) is added
@@ -106,18 +107,12 @@ def test_the_pipeline_remembers_the_runs_of_jobs_that_leave(tmp_path: Path):
         assert load_state(j).finished_lengths == ()
 
 
-def _managed(job_id: int):
-    from types import SimpleNamespace
-
-    return SimpleNamespace(job=SimpleNamespace(job_id=job_id))
+def _managed(job_id: int) -> ManagedJob:
+    return ManagedJob(Job(job_id, state=SlurmState.RUNNING), Hints(managed=True), ())
 
 
-def _observed(job_id: int, state=None):
-    from types import SimpleNamespace
-
-    from slurmplan.domain import JobState as SlurmState
-
-    return SimpleNamespace(job=SimpleNamespace(job_id=job_id, state=state or SlurmState.RUNNING))
+def _observed(job_id: int, state: SlurmState = SlurmState.RUNNING) -> Observed:
+    return Observed(Job(job_id, state=state))
 
 
 def test_the_simulator_learns_every_finished_run():
