@@ -130,7 +130,9 @@ def guard_moves(
         # running jobs that moved onto its GPUs go back where they ran: their moves' own gains are lost too
         others += sum(max(0.0, left[k] * (1.0 - thr[k, cur[k]] / thr[k, pack.col[k]])) for k in back)
         new = int(pack.col[j])
-        delay = _stopped_wait_s(problem, pack, cur, thr, queue.due, j, est, pushed, left) if new < 0 else 0.0
+        # stopped: it restarts when they finish, behind the jobs that wait due before it
+        delay = min((est[k] for k in pushed), default=left[j])
+        delay += _queue_ahead_s(problem, pack, cur, thr, queue.due, j, est, pushed) if new < 0 else 0.0
         price = price_change(left[j], thr[j, c0], thr[j, new] if new >= 0 else 0.0, cost[j], others, delay, factor)
         if price.pays:
             kept[j] = price.detail
@@ -140,58 +142,6 @@ def guard_moves(
         _adopt(pack, trial)
         undone[j] = price.detail
     return Guarded(undone, kept, unpriced)
-
-
-def _stopped_wait_s(
-    problem: AllocationProblem,
-    pack: Packing,
-    cur: np.ndarray,
-    thr: np.ndarray,
-    due: np.ndarray,
-    j: int,
-    est: np.ndarray,
-    pushed: list[int],
-    left: np.ndarray,
-) -> float:
-    """How long a stopped job ``j`` waits until it runs again, under the flagship's own ordering.
-
-    It restarts when the jobs that took its GPUs finish: the first of them for a one-GPU job, all of them for a
-    gang job (it needs its GPUs at once and cannot take them one by one), then waits behind the queue due before
-    it (``_queue_ahead_s``). Meanwhile jobs keep arriving that the ordering puts ahead of it, and each takes a
-    freed GPU first: a preemptive-priority busy period, so that wait is stretched by ``1 / (1 - rho)``, ``rho``
-    the load those arrivals bring to its GPU types (``_arrival_load``); at ``rho >= 1`` it waits indefinitely and
-    the stop never pays (eleventh session: on u-replay-single 30/102 a 4-GPU job stopped after 6 min for four
-    1-GPU newcomers, priced as ~10 min of delay, waited 58 min while arrivals took each freed GPU)."""
-    ends = [est[k] for k in pushed]
-    gang = pack.cell_gpus[int(cur[j])] > 1
-    wait = (max(ends) if gang else min(ends)) if ends else left[j]
-    wait += _queue_ahead_s(problem, pack, cur, thr, due, j, est, pushed)
-    rho = _arrival_load(problem, thr, due, j, est)
-    return float(wait / (1.0 - rho)) if rho < 1.0 else INF
-
-
-def _arrival_load(problem: AllocationProblem, thr: np.ndarray, due: np.ndarray, j: int, est: np.ndarray) -> float:
-    """The load arrivals bring to ``j``'s GPU types: the GPU-seconds (served and expected left) of the other jobs
-    in the tick that could use those types, per second since the oldest of them arrived, over their GPUs.
-    Arrivals take freed GPUs whatever their order (``mechanism.engine.with_arrivals``, then ``hold_s`` keeps
-    them there), so every one stands before a stopped job. Only what the tick sees (submit times, sizes,
-    attained time), so both backends estimate alike; jobs that already finished are missing, so it errs low."""
-    submit, age = problem.column("submit_time"), problem.column("time_since_start")
-    usable = {problem.cells[c].gpu_type for c in np.flatnonzero(thr[j] > 0).tolist()}
-    on_its_types = np.array([c.gpu_type in usable for c in problem.cells], dtype=bool)
-    others = (thr[:, on_its_types] > 0).any(axis=1)
-    others[j] = False
-    if not others.any():
-        return 0.0
-    now = float(submit[j] + age[j])
-    window = now - float(submit[others].min())
-    if window <= 0:
-        return 0.0
-    req = np.asarray(problem.requested if problem.requested is not None else np.full(problem.num_jobs, -1), int)
-    gpus = np.array([problem.cells[r].gpus if r >= 0 else 1 for r in req.tolist()], dtype=float)
-    work = gpus * (problem.column("attained_time") + np.minimum(est, 1e9))
-    capacity = sum(float(problem.capacity.get(t, 0)) for t in usable)
-    return float(work[others].sum()) / (window * max(capacity, 1.0))
 
 
 def _queue_ahead_s(
