@@ -133,8 +133,6 @@ def guard_moves(
         # stopped: it restarts when they finish, behind the jobs that wait due before it
         delay = min((est[k] for k in pushed), default=left[j])
         delay += _queue_ahead_s(problem, pack, cur, thr, queue.due, j, est, pushed) if new < 0 else 0.0
-        if new < 0:
-            delay = _slower_restart_s(pack, j, c0, thr, left, delay)
         price = price_change(left[j], thr[j, c0], thr[j, new] if new >= 0 else 0.0, cost[j], others, delay, factor)
         if price.pays:
             kept[j] = price.detail
@@ -172,18 +170,6 @@ def _queue_ahead_s(
     gpus = np.where(req >= 0, pack.cell_gpus[np.maximum(req, 0)], 1.0)
     capacity = sum(float(problem.capacity.get(t, 0)) for t in usable)
     return float((np.minimum(est[ahead], 1e9) * gpus[ahead]).sum()) / max(capacity, 1.0)
-
-
-def _slower_restart_s(pack: Packing, j: int, c0: int, thr: np.ndarray, left: np.ndarray, delay: float) -> float:
-    """What a stop costs a job that will not wait for its GPUs: where GPUs of a slower type it can use stay free
-    after the change, it restarts there at the next tick (as a waiting job, on free GPUs), and loses
-    ``left x (thr_cur / thr_there - 1)`` instead of the wait (eleventh session: A100 jobs of u-replay-tiny stopped
-    for a 6-minute newcomer restarted on the free T4s at a fifth of their speed, priced as a wait for the A100)."""
-    free = [c for c in np.flatnonzero(thr[j] > 0).tolist() if c != c0 and pack.fits(j, c)]
-    if not free:
-        return delay
-    best = max(thr[j, c] for c in free)
-    return float(left[j] * (thr[j, c0] / best - 1.0)) if best < thr[j, c0] else delay
 
 
 def _wait_saved(pack: Packing, j: int, c0: int, cur: np.ndarray, left: np.ndarray) -> float:
