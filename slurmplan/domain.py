@@ -399,6 +399,9 @@ class AllocationProblem:
     doubled for a job moved within the hold time: ``mechanism.pricing``); None: restarts are free."""
     moved_recently: np.ndarray | None = None
     """Per job: a decision moved, resized or stopped it within the hold time (its cost above is doubled)."""
+    finished_lengths: np.ndarray | None = None
+    """Seconds of GPUs held by the site's recently finished managed jobs (``SchedulerState.finished_lengths``):
+    policies may learn the expected remaining time from them (``mechanism.lengths``); None: none finished yet."""
 
     def __post_init__(self) -> None:
         shape = (len(self.job_ids), len(self.cells))

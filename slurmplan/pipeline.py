@@ -39,6 +39,8 @@ from slurmplan.domain import (
     SlurmplanError,
     Snapshot,
 )
+from slurmplan.mechanism.lengths import remember_finished
+from slurmplan.mechanism.state import finished_runs
 from slurmplan.rules import SLURM_22_05, SlurmRules
 from slurmplan.tick import ManagedJob, SchedulerState, TickConfig, TickInput, TickOutput
 
@@ -232,12 +234,23 @@ def managed_jobs(
     return out, refused
 
 
-def prune(state: SchedulerState, managed: Sequence[ManagedJob]) -> SchedulerState:
-    """Forget jobs that are no longer managed and unfinished (finished, gone, or turned unmanaged)."""
+def prune(
+    state: SchedulerState,
+    managed: Sequence[ManagedJob],
+    observed: Sequence[Observed] = (),
+    now: float | None = None,
+    max_gap_s: float = TickConfig.round_s,
+) -> SchedulerState:
+    """Forget jobs that are no longer managed and unfinished (finished, gone, or turned unmanaged), remembering the
+    run lengths of those that finished or are gone, not of those still ``observed`` unfinished (issue 23,
+    ``mechanism.lengths``: the expected remaining time is learned from them, on both backends alike)."""
     alive = {m.job.job_id for m in managed}
     if all(j in alive for j in state.jobs):
         return state
-    return replace(state, jobs={j: s for j, s in state.jobs.items() if j in alive})
+    unfinished = {o.job.job_id for o in observed if not o.job.state.finished}
+    runs = finished_runs(state, alive, unfinished, state.last_tick if now is None else now, max_gap_s)
+    jobs = {j: s for j, s in state.jobs.items() if j in alive}
+    return replace(state, jobs=jobs, finished_lengths=remember_finished(state.finished_lengths, runs))
 
 
 # -------------------------------------------------------------------------------------------- shaping
@@ -464,7 +477,7 @@ def _tick_body(
     observed = [source.classify(job) for job in snapshot.jobs]
     managed, unpriced = managed_jobs(observed, snapshot.cluster, source, memo)
     refused = tuple(o for o in [*observed, *unpriced] if o.error and not o.job.state.finished)
-    state = prune(journal.load_state(), managed)
+    state = prune(journal.load_state(), managed, observed, snapshot.time, config.round_s)
     t1 = time.perf_counter()
 
     inp = TickInput(now=snapshot.time, cluster=snapshot.cluster, jobs=tuple(managed), config=config)

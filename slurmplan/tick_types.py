@@ -94,6 +94,9 @@ class SchedulerState:
     """The policy's X of the current round; between rounds it fills GPUs freed by finished jobs."""
     epoch_start: float | None = None
     """When the priorities' memory of time received was last reset (Gavel resets it when X changes)."""
+    finished_lengths: tuple[float, ...] = ()
+    """Seconds of GPUs held by each managed job that ran and left the tick's input (finished), oldest first, the
+    newest ``mechanism.lengths.KEEP_FINISHED``: what the expected remaining time is learned from (issue 23)."""
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,8 @@ def save_state(journal: Journal, state: SchedulerState) -> None:
                 journal.state.set(name, getattr(state, name))
         if hasattr(state, "allocation"):
             journal.state.set("allocation", allocation_to_dict(state.allocation))
+        if hasattr(state, "finished_lengths"):
+            journal.state.set("finished_lengths", list(state.finished_lengths))
         journal.state.replace_jobs({job_id: job_state_to_dict(js) for job_id, js in state.jobs.items()})
 
 
@@ -40,9 +42,22 @@ def load_state(journal: Journal) -> SchedulerState:
             extra[name] = journal.state.get(name)
     if "allocation" in names:
         extra["allocation"] = allocation_from_dict(journal.state.get("allocation"))
+    if "finished_lengths" in names:  # a bad stored value (hand-edited journal) is forgotten, not fatal
+        extra["finished_lengths"] = _finished_lengths(journal.state.get("finished_lengths"))
     return SchedulerState(
         round_index=int(journal.state.get("round_index", 0)),
         last_round_start=journal.state.get("last_round_start"),
         jobs=jobs,
         **extra,
     )
+
+
+def _finished_lengths(value: Any) -> tuple[float, ...]:
+    """The stored finished run lengths, or none when the value is not a list of non-negative numbers."""
+    if not isinstance(value, list):
+        return ()
+    try:
+        out = tuple(float(x) for x in value)
+    except (TypeError, ValueError):
+        return ()
+    return out if all(x >= 0 and x == x for x in out) else ()

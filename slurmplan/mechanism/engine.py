@@ -331,11 +331,12 @@ def decide(inp: TickInput, policy: Policy, state: SchedulerState) -> TickOutput:
     """See ``slurmplan.tick.decide``."""
     config = inp.config
     states = advance(inp, state)
+    finished = state.finished_lengths
     new_round = state.last_round_start is None or inp.now - state.last_round_start >= config.round_s
     round_index = state.round_index + 1 if new_round else state.round_index
     round_start = inp.now if new_round else float(state.last_round_start)  # type: ignore[arg-type]
     stamp = RoundStamp(round_index)
-    ctx = build_problem(inp, states)
+    ctx = build_problem(inp, states, finished)
     problem = ctx.problem
     info = running_info(ctx, states, config, inp.now)
     allocation = _allocate(policy, problem, state) if new_round else state.allocation
@@ -362,7 +363,7 @@ def decide(inp: TickInput, policy: Policy, state: SchedulerState) -> TickOutput:
     actions, new_states = plan_actions(decided, after, inp.now, stamp, config)
     if new_round:
         log.info("round %d: %d jobs, %d actions", round_index, problem.num_jobs, len(actions))
-    out_state = SchedulerState(round_index, round_start, new_states, inp.now, allocation, epoch_start)
+    out_state = SchedulerState(round_index, round_start, new_states, inp.now, allocation, epoch_start, finished)
     signalled = [s.signalled_at for s in new_states.values() if s.signalled_at is not None]
     ends = [t + config.grace_s for t in signalled] + signalled  # grace ends; signals due (``signal_min_run_s``)
     wake = min((t for t in ends if t > inp.now), default=None)

@@ -36,7 +36,7 @@ def remaining_prior(
     known: np.ndarray,
     attained_s: np.ndarray,
     limit_left_s: np.ndarray | None = None,
-    floor_s: float = PRIOR_FLOOR_S,
+    floor_s: float | np.ndarray = PRIOR_FLOOR_S,
 ) -> tuple[np.ndarray, list[str]]:
     """Per job: expected seconds left at ``rate`` (steps/s), and where the figure comes from.
 
@@ -45,10 +45,15 @@ def remaining_prior(
     its age (the assumption of least-attained-service schedulers, Tiresias and Gavel's LAS, which also run without
     job sizes). A Slurm time limit only caps the figure: a limit is an upper bound users set generously (the
     replay's jobs all read "7.0 d left"), never an estimate on its own.
+
+    ``floor_s`` may instead be, per job, the expected remaining time learned from the site's finished jobs
+    (``mechanism.lengths.learned_prior``, issue 23): it then stands for the job's age-based prior.
     """
     rate = np.asarray(rate, dtype=float)
     by_steps = np.where(rate > 0, np.asarray(steps_left, float) / np.where(rate > 0, rate, 1.0), math.inf)
-    prior = np.maximum(np.asarray(attained_s, float), floor_s)
+    learned = np.ndim(floor_s) > 0
+    prior = np.asarray(floor_s, float) if learned else np.maximum(np.asarray(attained_s, float), floor_s)
+    guess = "finished jobs" if learned else "run so far"
     known = np.asarray(known, bool)
     est = np.where(known, by_steps, prior)
     capped = np.zeros(est.shape, bool)
@@ -56,7 +61,7 @@ def remaining_prior(
         limit = np.asarray(limit_left_s, float)
         capped = ~known & np.isfinite(limit) & (limit < est)
         est = np.where(capped, limit, est)
-    source = ["steps" if k else ("time limit" if c else "run so far") for k, c in zip(known, capped, strict=True)]
+    source = ["steps" if k else ("time limit" if c else guess) for k, c in zip(known, capped, strict=True)]
     return est, source
 
 

@@ -314,7 +314,7 @@ def _match(by_shape: Mapping[tuple[GpuType, int], int], gpu_type: GpuType | None
     return by_shape.get((gpu_type, gpus), -1)
 
 
-def build_problem(inp: TickInput, states: Mapping[JobId, JobState]) -> ProblemContext:
+def build_problem(inp: TickInput, states: Mapping[JobId, JobState], finished: tuple[float, ...] = ()) -> ProblemContext:
     """The AllocationProblem for this tick; ``states`` must already hold this tick's attained time."""
     ids = [mj.job.job_id for mj in inp.jobs]
     if len(set(ids)) != len(ids):
@@ -342,7 +342,7 @@ def build_problem(inp: TickInput, states: Mapping[JobId, JobState]) -> ProblemCo
     cells, throughput, table = matrix(rows)
     by_shape = _shapes(cells)
     return ProblemContext(
-        problem=_assemble(inp, states, rows, cells, throughput, capacity, table, by_shape),
+        problem=_assemble(inp, states, rows, cells, throughput, capacity, table, by_shape, finished),
         jobs=tuple(rows),
         running=np.array([mj.job.state in RUNNING_STATES for mj in rows], dtype=bool),
         pool=pool,
@@ -360,6 +360,7 @@ def _assemble(
     capacity: Mapping[GpuType, int],
     table: tuple[tuple[Candidate | None, ...], ...],
     by_shape: Mapping[tuple[GpuType, int], int],
+    finished: tuple[float, ...] = (),
 ) -> AllocationProblem:
     now = inp.now
     n = len(rows)
@@ -417,6 +418,7 @@ def _assemble(
         time_limit_left=limit_left.reshape(n),
         restart_cost_s=cost,
         moved_recently=recent,
+        finished_lengths=np.array(finished, dtype=float) if finished else None,
     )
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import fields, replace
 
-from slurmplan.domain import Assignment, Cell, Reason
+from slurmplan.domain import Assignment, Cell, JobId, Reason
 from slurmplan.mechanism.problem import PENDING_STATES, RUNNING_STATES
 from slurmplan.tick_types import JobState, ManagedJob, SchedulerState, TickInput
 
@@ -76,6 +76,25 @@ def advance(inp: TickInput, state: SchedulerState) -> dict[int, JobState]:
             continue
         ran = dt if job.start_time is None else min(dt, max(0.0, now - job.start_time))
         out[job.job_id] = _ran(st, running_cell(mj, st), job.nodes, ran)
+    return out
+
+
+def finished_runs(
+    state: SchedulerState, alive: set[JobId], unfinished: set[JobId], now: float, max_gap_s: float
+) -> list[float]:
+    """Seconds of GPUs held by each job that ran and has left the managed jobs since the last tick, in job id
+    order; not one that is still there unfinished (turned unmanaged) or never ran (it tells nothing about run
+    lengths). A job running at the last tick is counted to ``now``, at most ``max_gap_s`` more (a daemon that was
+    down for hours does not know when it ended): the simulator ticks at each completion; the daemon's figure may
+    be up to a tick long."""
+    out = []
+    for job_id, st in sorted(state.jobs.items()):
+        if job_id in alive or job_id in unfinished:
+            continue
+        gap = min(max(0.0, now - state.last_tick), max_gap_s) if state.last_tick is not None else 0.0
+        ran = gap if st.current is not None else 0.0
+        if st.attained_s + ran > 0:
+            out.append(st.attained_s + ran)
     return out
 
 

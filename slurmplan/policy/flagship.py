@@ -81,6 +81,7 @@ from slurmplan.policy.flagship_order import (
     Queue,
     expected_remaining_s,
     known_steps,
+    learned_priors,
     projected_stretch,
     queue_order,
     sla_floors,
@@ -123,7 +124,8 @@ class Slurmplan(Policy):
         if problem.num_jobs == 0:
             return self.empty(problem)
         p = self.params
-        est, source = expected_remaining_s(problem, p["prior_floor_s"])
+        index, prior = learned_priors(problem, p["prior_floor_s"], p["learn_lengths"])
+        est, source = expected_remaining_s(problem, index)  # to order by; the changes are priced with ``prior``
         running = self._running(problem)
         sla_floor = sla_floors(problem) if p["sla"] else np.zeros(problem.num_jobs)
         # ordering, with the stretch guard: on a share of a busy cluster (who runs), alone (who gets fast GPUs)
@@ -134,7 +136,7 @@ class Slurmplan(Policy):
         floors, catch = self._floors(problem, sla_floor, running)
         queue = queue_order(problem, est, floors, guarded, stretch, running, p)
         # selection, then matching and sizing, which change a running job only where that pays for itself
-        pays = paying_columns(problem, p["move_pay"], p["prior_floor_s"], floors > 0)
+        pays = paying_columns(problem, p["move_pay"], prior, floors > 0)
         pack, floors = self._select(problem, queue, floors, catch, guarded, running, pays)
         if p["match_types"]:
             choose = lambda j, floor: self._choices(problem, j, floor)  # noqa: E731
@@ -146,7 +148,8 @@ class Slurmplan(Policy):
         # do no harm: every change to a running job must pay its full restart cost
         cannot_wait = (floors > 0) | queue.overdue | queue.urgent
         choose = lambda j, floor: self._choices(problem, j, floor)  # noqa: E731
-        moves = guard_moves(problem, pack, queue, est, cannot_wait, p["move_pay"], p["prior_floor_s"], choose)
+        left = est if index is prior else expected_remaining_s(problem, prior)[0]
+        moves = guard_moves(problem, pack, queue, left, cannot_wait, p["move_pay"], prior, choose)
         notes = self._notes(problem, pack, queue, est, source, floors, guarded, stretch, running, moves)
         x = pack.x()
         unmet = int(((sla_floor > 0) & ((x * problem.throughput).sum(axis=1) < sla_floor - 1e-9)).sum())

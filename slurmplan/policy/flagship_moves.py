@@ -37,7 +37,7 @@ class Guarded:
     unpriced: dict[int, str] = field(default_factory=dict)
 
 
-def remaining_where_running(problem: AllocationProblem, floor_s: float) -> np.ndarray:
+def remaining_where_running(problem: AllocationProblem, floor_s: float | np.ndarray) -> np.ndarray:
     """Each running job's expected seconds left in its current column (``pricing.remaining_prior``)."""
     n = problem.num_jobs
     cur = np.asarray(problem.current if problem.current is not None else np.full(n, -1), dtype=int)
@@ -52,7 +52,7 @@ def remaining_where_running(problem: AllocationProblem, floor_s: float) -> np.nd
 
 
 def paying_columns(
-    problem: AllocationProblem, factor: float, floor_s: float, exempt: np.ndarray | None = None
+    problem: AllocationProblem, factor: float, floor_s: float | np.ndarray, exempt: np.ndarray | None = None
 ) -> np.ndarray | None:
     """Jobs x columns: where each job may be placed without a change that does not pay for itself. A running
     job with a restart cost may stay, or go where ``remaining x (1 - thr_cur / thr_new) > factor x cost`` (its own
@@ -83,7 +83,7 @@ def guard_moves(
     est: np.ndarray,
     urgent: np.ndarray,
     factor: float,
-    floor_s: float,
+    floor_s: float | np.ndarray,
     choices: Callable[[int, float], list[int]],
 ) -> Guarded:
     """Undo, in ``pack``, every change to a running job that does not pay (see the module docstring).

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from slurmplan.domain import AllocationProblem, JobClass
+from slurmplan.mechanism import lengths
 from slurmplan.mechanism.pricing import PRIOR_FLOOR_S, remaining_prior
 
 
@@ -32,8 +33,11 @@ def known_steps(problem: AllocationProblem) -> np.ndarray:
     return np.ones(n, bool) if problem.steps_known is None else np.asarray(problem.steps_known, bool)
 
 
-def expected_remaining_s(problem: AllocationProblem, floor_s: float = PRIOR_FLOOR_S) -> tuple[np.ndarray, list[str]]:
-    """Per job: expected seconds left on its fastest column, and where that figure comes from (for the note)."""
+def expected_remaining_s(
+    problem: AllocationProblem, floor_s: float | np.ndarray = PRIOR_FLOOR_S
+) -> tuple[np.ndarray, list[str]]:
+    """Per job: expected seconds left on its fastest column, and where that figure comes from (for the note).
+    ``floor_s``: the prior's floor, or per job the prior learned from finished jobs (``learned_prior``)."""
     best = np.asarray(problem.throughput, dtype=float).max(axis=1, initial=0.0)
     return remaining_prior(
         problem.column("steps_remaining"), best, known_steps(problem), problem.column("attained_time"),
@@ -165,3 +169,17 @@ def projected_stretch(
     unknown = (age + ahead_s) / (attained + ahead_s)
     plain = np.where(ok, ahead / np.where(ok, alone, 1.0), np.where(known, 1.0, unknown))
     return plain / np.maximum(1.0, gpus * problem.num_jobs / total), plain
+
+
+def learned_priors(
+    problem: AllocationProblem, floor_s: float, min_finished: int
+) -> tuple[float | np.ndarray, float | np.ndarray]:
+    """The priors for jobs that told no step count, to order them and to price their changes: per job, its
+    Gittins index and its expected remaining time by the site's finished jobs' run lengths (``mechanism.lengths``,
+    ``learn_lengths``); or ``floor_s`` for both (as long again as it has run, at least that) while fewer than
+    ``min_finished`` jobs have finished."""
+    finished, attained = problem.finished_lengths, problem.column("attained_time")
+    index = lengths.learned_prior(finished, attained, floor_s, min_finished, index=True)
+    if index is None:
+        return floor_s, floor_s
+    return index, lengths.learned_prior(finished, attained, floor_s, min_finished)  # type: ignore[return-value]

@@ -11,6 +11,7 @@ bad value is refused with the field named. Steps that read them:
   ``deadline_floor``;
 - type matching (``flagship_match.py``): ``match_types``, ``stay_bonus``, ``short_bias_s``, ``stretch_weight``;
 - sizing (``flagship_sizing.py``): ``grow``, ``scale_up``, ``grow_first``, ``climb_by``, ``climb_floor_s``;
+- expected remaining time (``flagship_order.py``, ``mechanism/lengths.py``): ``prior_floor_s``, ``learn_lengths``;
 - move pricing and hysteresis (``flagship_moves.py``, ``mechanism/pricing.py``): ``move_pay``, ``prior_floor_s``
   (the hold time and restart costs are the tick's: ``TickConfig.move_hold_rounds``, measured costs).
 """
@@ -131,5 +132,14 @@ PARAMS: dict[str, Param] = {
         "a positive number of seconds: a job that told no step count is expected to run as long again as it has "
         "run so far, at least this long (mechanism/pricing.py; its time limit only caps the figure)",
         positive,
+    ),
+    "learn_lengths": Param(
+        int,
+        0,
+        "an integer >= 0: once this many jobs have finished, a job that told no step count is expected to run as "
+        "long as the finished jobs' run lengths say a job of its age still runs (mechanism/lengths.py: least "
+        "attained service on heavy tails, first come first served where long-running jobs are near their end), "
+        "instead of the prior_floor_s rule (0: never)",
+        non_negative,
     ),
 }

@@ -40,6 +40,8 @@ def _state() -> SchedulerState:
         extra["last_tick"] = 99.5
     if "epoch_start" in names:
         extra["epoch_start"] = 640.0
+    if "finished_lengths" in names:  # issue 23: what the expected remaining time is learned from
+        extra["finished_lengths"] = (600.0, 3630.5)
     return SchedulerState(
         round_index=17,
         last_round_start=1000.0,
@@ -70,6 +72,7 @@ def test_state_round_trip(tmp_path: Path) -> None:
         back = load_state(j)
     assert back.round_index == 17 and back.last_round_start == 1000.0
     assert getattr(back, "epoch_start", 640.0) == 640.0
+    assert getattr(back, "finished_lengths", (600.0, 3630.5)) == (600.0, 3630.5)
     assert back.jobs == state.jobs
     if hasattr(state, "allocation"):
         assert back.allocation is not None

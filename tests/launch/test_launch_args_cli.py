@@ -47,13 +47,13 @@ def test_partial_variables_follow_the_gpu_count() -> None:
 
 
 def test_megatron_deepspeed_never_gets_the_megatron_lm_virtual_stage_flag() -> None:
-    plan = Plan(dp=1, pp=2, virtual_stages=2)
+    plan = Plan(dp=1, pp=3, grad_accum=3, virtual_stages=2)
     with pytest.raises(ValidationError, match="num_layers"):
         megatron_deepspeed_args(plan, "ds.json")
     args = megatron_deepspeed_args(plan, "ds.json", num_layers=24)
     assert "--num-virtual-stages-per-pipeline-rank" not in args
-    assert args[args.index("--num-layers-per-virtual-pipeline-stage") + 1] == "6"
-    proc = _launch_args("megatron-deepspeed", SLURMPLAN_DP="1", SLURMPLAN_PP="2", SLURMPLAN_VIRTUAL_STAGES="2")
+    assert args[args.index("--num-layers-per-virtual-pipeline-stage") + 1] == "4"  # 24 layers / (3 stages * 2)
+    proc = _launch_args("megatron-deepspeed", SLURMPLAN_DP="1", SLURMPLAN_PP="3", SLURMPLAN_VIRTUAL_STAGES="2")
     assert proc.returncode == 1 and "--num-layers" in proc.stderr
 
 
