@@ -20,9 +20,9 @@ against main 0c34d6c: CPU 165.0 -> 159.8, 170.3 -> 163.3, 188.6 -> 186.3 s (medi
 (per-tick loops, decisions identical), three pairs against main e191013: CPU 181.7 -> 173.3, 204.8 -> 200.4,
 219.4 -> 210.6 s (-4.6, -2.1, -4.0 %); 25,137 ticks, avg JCT 2.8977 h both. Eleventh session (a job's problem row
 carried between ticks, kept jobs placed at once, decisions identical), three pairs against main dfdf00a: CPU
-186.5 -> 180.6, 171.6 -> 170.4, 157.4 -> 144.0 s (-3.2, -0.7, -8.5 %; median pair -3.2 %); ``--days 2`` 21.9 -> 20.7,
-21.4 -> 20.1, 20.2 -> 19.0 s (-6 %); 25,137 ticks, avg JCT 2.8977 h both. The goal is not met (about 3x short);
-``slurmplan/sim/RESULTS.md`` sections 4.2-4.3 say where the time goes and what the rest needs.
+186.5 -> 180.6, 171.6 -> 170.4, 157.4 -> 144.0 s (-3.2, -0.7, -8.5 %), and against main 7bee0ac on an idle machine
+160.5 -> 150.9 s (-6.0 %); ``--days 2`` -6 % to -12 %; 25,137 ticks, avg JCT 2.8977 h both. The goal is not met
+(2.5-3x short); ``slurmplan/sim/RESULTS.md`` sections 4.2-4.3 say where the time goes and what the rest needs.
 """
 
 from __future__ import annotations
