@@ -8,7 +8,7 @@ tick's input and the previous state.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import fields, replace
 
 import numpy as np
@@ -129,10 +129,8 @@ def replay(
     info: RunningInfo,
     config: TickConfig,
     deficit: np.ndarray | None = None,
-    hook: Callable[[AllocationProblem, np.ndarray, np.ndarray], np.ndarray] | None = None,
 ) -> RoundChoice:
-    """Between rounds: the round's decisions stand; GPUs freed since are refilled from the round's X. ``hook``: a
-    policy's own rule for the arrivals' rows (its ``between_rounds``; only the flagship has one)."""
+    """Between rounds: the round's decisions stand; GPUs freed since are refilled from the round's X."""
     p = ctx.problem
     n = p.num_jobs
     col_of = ctx.col
@@ -152,8 +150,7 @@ def replay(
             fixed[j] = info.running[j] or (target >= 0 and planned.reason in _CHOSEN_REASONS)
             col[j] = target if planned.reason in _CHOSEN_REASONS else -1
             reasons[j], details[j] = planned.reason, planned.detail
-    x_arrivals = with_arrivals(p, x, states, ~fixed & ~info.running) if config.start_arrivals else x
-    x = x_arrivals if hook is None else hook(p, x, x_arrivals)
+    x = with_arrivals(p, x, states, ~fixed & ~info.running) if config.start_arrivals else x
     eligible = ~fixed & ~info.running & (x.sum(axis=1) > EPS) if p.cells else np.zeros(n, dtype=bool)
     if eligible.any():
         free = gpus_left((p.cells[c] for c in col[fixed & (col >= 0)].tolist()), p.capacity)
@@ -338,7 +335,7 @@ def decide(inp: TickInput, policy: Policy, state: SchedulerState) -> TickOutput:
     if new_round:
         choice = plan_round(problem, x, pri, info, config, deficit=owed)
     else:
-        choice = replay(ctx, x, pri, states, info, config, owed, getattr(policy, "between_rounds", None))
+        choice = replay(ctx, x, pri, states, info, config, owed)
     choice, placed = place_round(ctx, choice, x, pri, states, info, config)
     assignments = assign(ctx, choice, placed, x, states, info)
     assignments = with_policy_notes(assignments, allocation, problem)

@@ -75,7 +75,7 @@ from slurmplan.domain import Allocation, AllocationProblem
 from slurmplan.policy.base import Policy, PolicyConfig
 from slurmplan.policy.crius import Crius
 from slurmplan.policy.flagship_match import match_types
-from slurmplan.policy.flagship_moves import Guarded, _adopt, guard_moves, paying_columns
+from slurmplan.policy.flagship_moves import Guarded, guard_moves, paying_columns
 from slurmplan.policy.flagship_notes import queue_notes
 from slurmplan.policy.flagship_order import (
     Queue,
@@ -87,7 +87,6 @@ from slurmplan.policy.flagship_order import (
     sla_floors,
 )
 from slurmplan.policy.flagship_params import PARAMS
-from slurmplan.policy.flagship_reserve import Reservation, allowed_columns, arrivals_held, reserve
 from slurmplan.policy.flagship_sizing import catch_up, catch_up_floors, climb_idle, deadline_floors, grow
 from slurmplan.policy.greedy import Packing, reference_throughput
 
@@ -106,45 +105,6 @@ class _Search(Crius):
         return None if step is None or self.protected[step[0]] else step
 
 
-class _Easy:
-    """The selection's EASY reservation (``reserve_gang``): which running jobs still hold GPUs outside the packing,
-    the reservation once the first waiting gang job does not fit, and what a later job may take."""
-
-    def __init__(self, problem: AllocationProblem, pack: Packing, running: np.ndarray, left: np.ndarray) -> None:
-        self.problem, self.pack, self.running, self.left = problem, pack, running, left
-        cur = np.asarray(problem.current if problem.current is not None else np.full(problem.num_jobs, -1), int)
-        self.cur = cur
-        self.holders = {
-            int(k): (int(pack.cell_type[cur[k]]), float(pack.cell_gpus[cur[k]])) for k in np.flatnonzero(running)
-        }
-        self.res: Reservation | None = None
-
-    def _own(self, j: int) -> float:
-        """GPUs of the reserved type job j holds where it runs (a change that keeps them takes nothing new)."""
-        c = self.cur[j]
-        return float(self.pack.cell_gpus[c]) if self.running[j] and self.pack.cell_type[c] == self.res.type else 0.0
-
-    def allows(self, j: int, c: int) -> bool:
-        if self.res is None or j == self.res.job or self.pack.cell_type[c] != self.res.type:
-            return True
-        return self.res.allows(float(self.left[j]), float(self.pack.cell_gpus[c]) - self._own(j))
-
-    def allows_taking(self, j: int, gpus: float) -> bool:
-        return self.res is None or j == self.res.job or self.res.allows(float(self.left[j]), gpus - self._own(j))
-
-    def placed(self, j: int, choices: list[int]) -> None:
-        """After job j's turn: the reservation, if j is the first waiting gang job left out; else the spare it took."""
-        p, pack = self.problem, self.pack
-        if self.res is None:
-            req = -1 if p.requested is None else int(p.requested[j])
-            if req < 0 or self.running[j] or pack.col[j] >= 0 or p.cells[req].gpus < 2:
-                return
-            cols = [c for c in choices if p.cells[c].gpus == p.cells[req].gpus]
-            self.res = reserve(pack, j, cols, self.holders, self.left)
-        elif j != self.res.job and pack.col[j] >= 0 and pack.cell_type[pack.col[j]] == self.res.type:
-            self.res.take(float(self.left[j]), float(pack.gpus_of(j)) - self._own(j))
-
-
 class Slurmplan(Policy):
     """Lowest due time first (see the module docstring); one whole column per job."""
 
@@ -159,9 +119,6 @@ class Slurmplan(Policy):
         # daemon, so the guard may come late for such a job, never early). Only read by ``stretch_guard``.
         self._alone_s: dict = {}
         self._blocked = np.zeros(0, dtype=bool)  # GPU types reserved this round (see _select)
-        self._reservation: Reservation | None = None  # this round's EASY reservation (reserve_gang)
-        self._reserved_ids: tuple = ()
-        self._reserved_type = ""
 
     def allocate(self, problem: AllocationProblem) -> Allocation:
         if problem.num_jobs == 0:
@@ -180,21 +137,18 @@ class Slurmplan(Policy):
         queue = queue_order(problem, est, floors, guarded, stretch, running, p)
         # selection, then matching and sizing, which change a running job only where that pays for itself
         pays = paying_columns(problem, p["move_pay"], prior, floors > 0)
-        left = est if index is prior else expected_remaining_s(problem, prior)[0]
-        pack, floors = self._select(
-            problem, queue, floors, catch, guarded, running, pays, left if p["reserve_gang"] else None
-        )
-        sizing = self._sizing_mask(problem, pack, pays, left)
+        pack, floors = self._select(problem, queue, floors, catch, guarded, running, pays)
         if p["match_types"]:
             choose = lambda j, floor: self._choices(problem, j, floor)  # noqa: E731
-            match_types(problem, pack, floors, est, fast_first, self._blocked, p, choose, sizing)
+            match_types(problem, pack, floors, est, fast_first, self._blocked, p, choose, pays)
         if p["grow"] and (not p["scale_up"] or p["grow_first"]):
-            grow(problem, pack, queue.order, sizing)
+            grow(problem, pack, queue.order, pays)
         if p["scale_up"]:
-            climb_idle(problem, pack, est, p["climb_by"], p["climb_floor_s"], sizing)
+            climb_idle(problem, pack, est, p["climb_by"], p["climb_floor_s"], pays)
         # do no harm: every change to a running job must pay its full restart cost
         cannot_wait = (floors > 0) | queue.overdue | queue.urgent
         choose = lambda j, floor: self._choices(problem, j, floor)  # noqa: E731
+        left = est if index is prior else expected_remaining_s(problem, prior)[0]
         moves = guard_moves(problem, pack, queue, left, cannot_wait, p["move_pay"], prior, choose)
         notes = self._notes(problem, pack, queue, est, source, floors, guarded, stretch, running, moves)
         x = pack.x()
@@ -203,23 +157,6 @@ class Slurmplan(Policy):
         return Allocation(alloc.job_ids, alloc.cells, alloc.x, alloc.policy, alloc.objective, alloc.status, notes)
 
     # ------------------------------------------------------------------------------------------------ steps
-
-    def _sizing_mask(self, problem: AllocationProblem, pack: Packing, pays, left: np.ndarray) -> np.ndarray | None:
-        """The columns matching and sizing may use: those that pay (``pays``) and keep the reservation's GPUs."""
-        held = allowed_columns(problem, pack, self._reservation, left)
-        if held is None:
-            return pays
-        return held if pays is None else pays & held
-
-    def between_rounds(self, problem: AllocationProblem, x_round: np.ndarray, x: np.ndarray) -> np.ndarray:
-        """Hook of ``mechanism.engine.replay`` (only this policy has it): the arrivals that would take the reserved
-        GPUs between rounds wait unless they are expected to end before the reserved start (``reserve_gang``)."""
-        res = self._reservation
-        if res is None or not self.params["reserve_gang"] or res.job >= len(self._reserved_ids):
-            return x
-        index, prior = learned_priors(problem, self.params["prior_floor_s"], self.params["learn_lengths"])
-        left = expected_remaining_s(problem, prior)[0]
-        return arrivals_held(problem, x_round, x, self._reserved_ids[res.job], self._reserved_type, left)
 
     def _floors(
         self, problem: AllocationProblem, floors: np.ndarray, running: np.ndarray
@@ -248,15 +185,13 @@ class Slurmplan(Policy):
         guarded: np.ndarray,
         running: np.ndarray,
         pays: np.ndarray | None = None,
-        left: np.ndarray | None = None,
     ) -> tuple[Packing, np.ndarray]:
         """Who runs: in queue order, each job its first column with room (a running job within ``hold_s`` keeps
         its own), else Crius's search (``search_depth``). A job past its guard or its wait bound that does not
         fit reserves the GPU types it could use, so that no job after it starts there (backfill alone starves a
         gang job behind one-GPU jobs; a job already running there keeps its GPUs). Returns the packing and the
         floors after the guaranteed jobs' catch-up. With ``pays`` (restart costs), a running job's first choice is its
-        own column unless a move pays for itself. With ``left`` (expected remaining times; ``reserve_gang``), the
-        first waiting gang job that does not fit gets an EASY reservation (``flagship_reserve.py``)."""
+        own column unless a move pays for itself."""
         pack = Packing.empty(problem)
         # The search may shrink or move a running job to seat a waiting one, as Crius does; the guard then keeps
         # that change only where it pays (issue 23: protecting running jobs from it left new and stopped jobs
@@ -266,10 +201,7 @@ class Slurmplan(Policy):
         blocked = np.zeros(len(pack.free), dtype=bool)
         first = guarded | queue.overdue
         caught = False
-        easy = _Easy(problem, pack, running, left) if left is not None else None
         for j in queue.order.tolist():
-            if easy is not None:
-                easy.holders.pop(j, None)
             if not caught and floors[j] <= 0:  # every guaranteed job placed at its SLA: now make up waits
                 choose = lambda k, floor: self._choices(problem, k, floor)  # noqa: E731
                 floors, caught = catch_up(problem, pack, queue.order, floors, catch, choose), True
@@ -277,45 +209,28 @@ class Slurmplan(Policy):
             if pays is not None and running[j]:
                 choices = [c for c in choices if pays[j, c]]
             fit = [c for c in choices if pack.fits(j, c)]
-            if easy is not None:
-                fit = [c for c in fit if easy.allows(j, c)]
             cur = int(problem.current[j]) if running[j] else -1
             if blocked.any() and not first[j]:
                 fit = [c for c in fit if c == cur or pack.cell_type[c] < 0 or not blocked[pack.cell_type[c]]]
                 if fit:
                     pack.assign(j, cur if hold > 0 and cur in fit else self._stay_or_move(problem, j, fit))
-            elif hold > 0 and cur in fit:
+                continue
+            if hold > 0 and cur in fit:
                 pack.assign(j, cur)
             elif search is not None and floors[j] <= 0:
-                self._search_within(easy, search, pack, j, score)
+                search._place(pack, j, score)
             elif fit:
                 pack.assign(j, self._stay_or_move(problem, j, fit))
-            if easy is not None:
-                easy.placed(j, choices)
             if first[j] and pack.col[j] < 0:
                 size = problem.cells[choices[0]].gpus if choices else 0
                 for c in choices:
                     if problem.cells[c].gpus == size and pack.cell_type[c] >= 0:
                         blocked[pack.cell_type[c]] = True
-        self._reservation = None if easy is None else easy.res
-        self._reserved_ids = tuple(problem.job_ids)
-        self._reserved_type = pack.types[easy.res.type] if easy is not None and easy.res is not None else ""
         self._blocked = blocked
         if not caught:
             choose = lambda k, floor: self._choices(problem, k, floor)  # noqa: E731
             floors = catch_up(problem, pack, queue.order, floors, catch, choose)
         return pack, floors
-
-    @staticmethod
-    def _search_within(easy: _Easy | None, search: _Search, pack: Packing, j: int, score) -> None:
-        """Crius's search for job j, kept only where it respects the reservation."""
-        if easy is None or easy.res is None:
-            search._place(pack, j, score)
-            return
-        trial = pack.copy()
-        search._place(trial, j, score)
-        if easy.allows_taking(j, float(pack.free[easy.res.type] - trial.free[easy.res.type])):
-            _adopt(pack, trial)
 
     def _search(self, problem: AllocationProblem, floors: np.ndarray) -> tuple[_Search | None, np.ndarray | None]:
         """Crius's placement search for jobs that do not fit (never moving a guaranteed job), and its scores."""

@@ -133,13 +133,6 @@ PARAMS: dict[str, Param] = {
         "run so far, at least this long (mechanism/pricing.py; its time limit only caps the figure)",
         positive,
     ),
-    "reserve_gang": Param(
-        bool,
-        False,
-        "true or false: the first waiting gang job that does not fit holds the GPUs it will need, EASY-backfill "
-        "style: a lower-priority start or growth there, at rounds and on arrival between rounds, goes ahead only "
-        "if it is expected to end before they are free (flagship_reserve.py)",
-    ),
     "learn_lengths": Param(
         int,
         0,
