@@ -32,15 +32,9 @@ class MoveVerdict:
     detail: str
 
 
-def horizon_s(round_s: float, remaining_s: float) -> float:
-    """Over how long a move is weighed: the job's expected remaining time (one round when that is unknown)."""
-    if not math.isfinite(remaining_s) or remaining_s <= 0:
-        return round_s
-    return remaining_s
-
-
 def horizons(round_s: float, remaining_s: np.ndarray) -> np.ndarray:
-    """``horizon_s`` for every row at once (the same values: every tick asks for every job)."""
+    """Over how long each job's move is weighed: its expected remaining time (one round when that is unknown,
+    infinite or not positive). Every row at once: every tick asks for every job."""
     remaining_s = np.asarray(remaining_s, dtype=float)
     return np.where(np.isfinite(remaining_s) & (remaining_s > 0), remaining_s, float(round_s))
 

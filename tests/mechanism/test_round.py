@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from slurmplan.domain import AllocationProblem, Cell, Reason
 from slurmplan.mechanism.priorities import pick_order, priorities
-from slurmplan.mechanism.reconfig import horizon_s, judge_move
+from slurmplan.mechanism.reconfig import horizons, judge_move
 from slurmplan.mechanism.round import RunningInfo, plan_round
 from slurmplan.tick import TickConfig
 
@@ -96,7 +96,7 @@ def test_rubick_rule_keeps_small_gains_and_moves_large_ones() -> None:
     big = judge_move(10.0, 30.0, 360.0, CONFIG)
     assert big.move and big.ratio > 1 / 0.97
     assert not judge_move(10.0, 30.0, 60.0, CONFIG).move  # a job that ends in 60 s never pays 78 s
-    assert horizon_s(360.0, 100.0) == 100.0 and horizon_s(360.0, float("inf")) == 360.0
+    assert horizons(360.0, np.array([100.0, float("inf")])).tolist() == [100.0, 360.0]
 
 
 def _running(current: int) -> RunningInfo:
