@@ -121,19 +121,21 @@ class _Free:
     def keep(self, req: PlacementRequest) -> Placed | None:
         """The preferred nodes, if they are all of the right type and still fit an equal split."""
         plan = self.plan(req)
-        if plan is None:
-            return None
-        unique, gpn, cpn, mpn, placed = plan
+        return plan[4] if plan is not None and self._take(plan) else None
+
+    def _take(self, plan: tuple) -> bool:
+        """Take what ``plan`` (``plan``'s answer) needs if every one of its nodes still has it; False if not."""
+        unique, gpn, cpn, mpn, _ = plan
         g, c, m = self.g, self.c, self.m
         for i in unique:
             if g[i] < gpn or c[i] < cpn or m[i] < mpn:
-                return None
+                return False
         for i in unique:  # a node named twice is taken once, as numpy's fancy ``-=`` would
             g[i] -= gpn
             c[i] -= cpn
             m[i] -= mpn
         self.stale = True
-        return placed
+        return True
 
     def keep_all(self, requests: Sequence[PlacementRequest], out: dict[int, Placed | Unplaced]) -> list:
         """``keep`` for every request with preferred nodes, in order (the results go into ``out``); returns the
@@ -142,38 +144,30 @@ class _Free:
         First every request takes its nodes at once. When no node went below zero, every ``keep`` in order would
         have found its nodes free (what each took is a part of the total, none negative), so the answer is the
         same as one ``keep`` after the other; otherwise the free lists start again from the pool (this is called
-        first: nothing was taken before) and that is done. Most ticks keep every running job where it runs, so
-        the first pass is the answer."""
-        later: list[PlacementRequest] = []
-        plans: list[tuple[int, tuple]] = []
+        first: nothing was taken before) and the plans are taken one after the other. Most ticks keep every
+        running job where it runs, so the first pass is the answer."""
         plan_of = self.plan
-        for req in requests:
-            plan = plan_of(req) if req.preferred else None
-            if plan is None:
-                later.append(req)
-            else:
-                plans.append((req.row, plan))
+        plans = [plan_of(req) if req.preferred else None for req in requests]
         g, c, m = self.g, self.c, self.m
         short = False
-        for _, (unique, gpn, cpn, mpn, _) in plans:
+        for plan in plans:
+            if plan is None:
+                continue
+            unique, gpn, cpn, mpn, _ = plan
             for i in unique:
                 g[i] -= gpn
                 c[i] -= cpn
                 m[i] -= mpn
                 short = short or g[i] < 0 or c[i] < 0 or m[i] < 0
         self.stale = True
-        if not short:
-            for row, plan in plans:
-                out[row] = plan[4]
-            return later
-        self.g, self.c, self.m = self.pool.gpus.tolist(), self.pool.cpus.tolist(), self.pool.memory_mb.tolist()
-        later = []
-        for req in requests:
-            kept = self.keep(req) if req.preferred else None
-            if kept is None:
-                later.append(req)
+        if short:
+            self.g, self.c, self.m = self.pool.gpus.tolist(), self.pool.cpus.tolist(), self.pool.memory_mb.tolist()
+        later: list[PlacementRequest] = []
+        for req, plan in zip(requests, plans, strict=True):
+            if plan is not None and (not short or self._take(plan)):
+                out[req.row] = plan[4]
             else:
-                out[req.row] = kept
+                later.append(req)
         return later
 
     def plan(self, req: PlacementRequest) -> tuple | None:
