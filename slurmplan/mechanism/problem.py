@@ -371,8 +371,8 @@ def _assemble(
     col_of = column_index(cells)
     fixed = [_fixed_row(mj, by_shape) for mj in rows]
     got = [states.get(mj.job.job_id) for mj in rows]
-    ids = column_ids(cells)
-    current = [current_column(mj, st, by_shape, col_of, ids) for mj, st in zip(rows, got, strict=True)]
+    col_ids = column_ids(cells)
+    current = [current_column(mj, st, by_shape, col_of, col_ids) for mj, st in zip(rows, got, strict=True)]
     (ids, requested, unit, submit, accounts, job_class, known_steps, steps_total, deadline_at, limit, started,
      least_gpus) = zip(*fixed, strict=True) if fixed else ((),) * 12  # fmt: skip
     requested = np.array(requested, dtype=np.int64).reshape(n)
