@@ -82,6 +82,7 @@ from slurmplan.policy.flagship_moves import Guarded, guard_moves, paying_columns
 from slurmplan.policy.flagship_notes import queue_notes
 from slurmplan.policy.flagship_order import (
     Queue,
+    below_running,
     expected_remaining_s,
     known_steps,
     learned_priors,
@@ -137,7 +138,9 @@ class Slurmplan(Policy):
         guarded = (stretch >= cap) if cap > 0 else np.zeros(problem.num_jobs, bool)
         fast_first = np.where((plain >= cap) & (cap > 0), plain, 0.0)
         floors, catch = self._floors(problem, sla_floor, running)
-        queue = queue_order(problem, est, floors, guarded, stretch, running, p)
+        soft = below_running(problem, guarded, stretch, running, p)
+        guarded &= ~soft
+        queue = queue_order(problem, est, floors, guarded, stretch, running, p, soft)
         # selection, then matching and sizing, which change a running job only where that pays for itself
         pays = paying_columns(problem, p["move_pay"], prior, floors > 0)
         pack, floors = self._select(problem, queue, floors, catch, guarded, running, pays)

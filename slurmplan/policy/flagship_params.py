@@ -6,7 +6,8 @@ bad value is refused with the field named. Steps that read them:
 
 - ordering (``flagship_order.py``): ``length_weight``, ``max_wait_s``, ``hold_s``, ``stretch_guard`` (with restart
   costs and ``hold_s`` also the hysteresis among jobs past it: a running one's stretch counts this many times,
-  ``guard_rank``), ``guard_ahead_s``, ``prior_floor_s``, ``sla``;
+  ``guard_rank``; and with ``guard_below``, towards the running jobs below it, ``below_running``),
+  ``guard_ahead_s``, ``prior_floor_s``, ``sla``;
 - selection and placement search (``flagship.py``): ``search_depth``, ``move_gain``, ``sla_catch_up``,
   ``deadline_floor``;
 - type matching (``flagship_match.py``): ``match_types``, ``stay_bonus``, ``short_bias_s``, ``stretch_weight``;
@@ -112,6 +113,12 @@ PARAMS: dict[str, Param] = {
         "a number >= 0: a job whose finish-time ratio (time in the system + time left, over its time alone on "
         "its fastest GPU) would pass this goes first, on its fastest GPU (0: off)",
         non_negative,
+    ),
+    "guard_below": Param(
+        bool,
+        False,
+        "true (with restart costs, a waiting job past its stretch guard goes ahead of the other waiting jobs, "
+        "but ahead of the running ones only once stretch_guard times past it) or false (ahead of both)",
     ),
     "guard_ahead_s": Param(
         float,

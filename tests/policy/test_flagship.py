@@ -568,3 +568,40 @@ def test_do_no_harm_says_when_a_slower_move_goes_unpriced():
     assert pack.col.tolist() == [2, 0, 0, 1]  # nothing undone
     assert moves.unpriced == {0: "slower, not priced: running jobs that took its GPUs cannot simply go back"}
     assert not moves.undone and 0 not in moves.kept and 1 not in moves.unpriced  # job 1's move is faster
+
+
+def test_a_waiting_job_just_past_its_guard_goes_behind_running_jobs_with_guard_below() -> None:
+    # Issue 23, twelfth session: a job of unknown length past its stretch guard went ahead of running jobs (and
+    # stopped them) after half a round of waiting, 5 of 44 unseen traces behind plain Slurm. With guard_below it
+    # goes ahead of the waiting jobs only, and ahead of running ones once stretch_guard times past the guard.
+    from types import SimpleNamespace
+
+    from slurmplan.policy.flagship_order import below_running, queue_order
+
+    n = 4  # job 0 runs; 1 just past the guard (1.6 < 1.5^2); 2 waits, not past it; 3 is far past it (2.5)
+    p = one_gpu_problem([[10.0]] * n, {"a100": 1}, steps_remaining=np.ones(n), steps_known=np.zeros(n, bool),
+                        attained_time=np.array([600.0, 0.0, 0.0, 0.0]), current=np.array([0, -1, -1, -1]),
+                        submit_time=np.array([0.0, 300.0, 100.0, 200.0]), restart_cost_s=np.full(n, 100.0),
+                        time_since_start=np.array([600.0, 300.0, 500.0, 400.0]))  # fmt: skip
+    est = np.array([3600.0, 3600.0, 3600.0, 3600.0])
+    stretch = np.array([1.0, 1.6, 1.2, 2.5])
+    running = np.array([True, False, False, False])
+    params = {"length_weight": 1.0, "max_wait_s": 7 * 86400.0, "hold_s": 60.0, "stretch_guard": 1.5}
+
+    def order(below: bool, problem=p) -> list[int]:
+        guarded = stretch >= 1.5
+        soft = below_running(problem, guarded, stretch, running, {**params, "guard_below": below})
+        return queue_order(problem, est, np.zeros(n), guarded & ~soft, stretch, running, params, soft).order.tolist()
+
+    assert order(False) == [3, 1, 0, 2]  # the old rule: both guarded jobs ahead of the running one
+    assert order(True) == [3, 0, 1, 2]  # job 1 behind the running job, still ahead of job 2 (due sooner)
+    free = replace(p, restart_cost_s=np.zeros(n))  # Gavel's rules (no restart cost): as before
+    assert order(True, free) == order(False, free) == [3, 1, 0, 2]
+    assert not below_running(SimpleNamespace(restart_cost_s=None, num_jobs=n), stretch >= 1.5, stretch, running,
+                             {**params, "guard_below": True}).any()  # fmt: skip
+
+
+def test_guard_below_is_in_the_preset_and_refuses_a_bad_value() -> None:
+    assert load_policy("slurmplan").params["guard_below"] is True
+    with pytest.raises(ValidationError, match="guard_below"):
+        flagship(guard_below="often")
