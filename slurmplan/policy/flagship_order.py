@@ -104,8 +104,9 @@ def queue_order(
 ) -> Queue:
     """Overdue jobs (longest wait first), guaranteed jobs, jobs at their stretch guard (most stretched first),
     then everyone by due time; a running job counts ``hold_s`` earlier (only a job due that much sooner
-    displaces it). A ``soft`` job (``guard_below``) is due no later than every running job and goes, most
-    stretched first, ahead of the waiting jobs due after that."""
+    displaces it). A ``soft`` job (``guard_below``) counts due when the running job due last is (ahead of it,
+    most stretched first): it goes ahead of every waiting job due after that and may take that running job's
+    GPUs, but no other running job's (sorting it behind that job as well measured worse: RESULTS.md 7)."""
     n = problem.num_jobs
     due, urgent = due_times(problem, est, params["length_weight"])
     waited = np.maximum(0.0, problem.column("time_since_start") - problem.column("attained_time"))
@@ -119,7 +120,6 @@ def queue_order(
         (
             np.arange(n),
             np.where(soft, -stretch, 0.0),
-            soft,  # behind the running job due last
             key,
             np.where(guarded, -guard_rank(problem, stretch, running, params), 0.0),
             ~guarded,
@@ -146,11 +146,12 @@ def guard_rank(problem: AllocationProblem, stretch: np.ndarray, running: np.ndar
 def below_running(
     problem: AllocationProblem, guarded: np.ndarray, stretch: np.ndarray, running: np.ndarray, params: dict
 ) -> np.ndarray:
-    """The waiting jobs past their stretch guard that go ahead of the other waiting jobs but behind the running
-    ones (``guard_below``, with restart costs and ``hold_s`` only, as ``guard_rank``): those less than
-    ``stretch_guard`` times past it. ``guard_rank``'s hysteresis (a waiting job displaces a running one only
-    when ``stretch_guard`` times as stretched) extended to the running jobs below the guard, whose stretch is
-    below ``stretch_guard``: a waiting job takes their GPUs only past ``stretch_guard`` squared. Issue 23: a job
+    """The waiting jobs past their stretch guard that go ahead of the other waiting jobs but not ahead of the
+    running ones, bar the one due last (``guard_below``, with restart costs and ``hold_s`` only, as
+    ``guard_rank``; ``queue_order``): those less than ``stretch_guard`` times past it. ``guard_rank``'s
+    hysteresis (a waiting job displaces a running one only when ``stretch_guard`` times as stretched) extended
+    to the running jobs below the guard, whose stretch is below ``stretch_guard``: past ``stretch_guard``
+    squared a waiting job goes ahead of them all. Issue 23: a job
     of unknown length that had waited half a round went ahead of running jobs and stopped them; this left 5
     traces of 44 behind plain Slurm (2 with this rule, sim/RESULTS.md section 7)."""
     cap = params["stretch_guard"]

@@ -573,19 +573,21 @@ def test_do_no_harm_says_when_a_slower_move_goes_unpriced():
 def test_a_waiting_job_just_past_its_guard_goes_behind_running_jobs_with_guard_below() -> None:
     # Issue 23, twelfth session: a job of unknown length past its stretch guard went ahead of running jobs (and
     # stopped them) after half a round of waiting, 5 of 44 unseen traces behind plain Slurm. With guard_below it
-    # goes ahead of the waiting jobs only, and ahead of running ones once stretch_guard times past the guard.
+    # goes ahead of the waiting jobs, and of the running job due last only, until stretch_guard times past it.
     from types import SimpleNamespace
 
     from slurmplan.policy.flagship_order import below_running, queue_order
 
-    n = 4  # job 0 runs; 1 just past the guard (1.6 < 1.5^2); 2 waits, not past it; 3 is far past it (2.5)
-    p = one_gpu_problem([[10.0]] * n, {"a100": 1}, steps_remaining=np.ones(n), steps_known=np.zeros(n, bool),
-                        attained_time=np.array([600.0, 0.0, 0.0, 0.0]), current=np.array([0, -1, -1, -1]),
-                        submit_time=np.array([0.0, 300.0, 100.0, 200.0]), restart_cost_s=np.full(n, 100.0),
-                        time_since_start=np.array([600.0, 300.0, 500.0, 400.0]))  # fmt: skip
-    est = np.array([3600.0, 3600.0, 3600.0, 3600.0])
-    stretch = np.array([1.0, 1.6, 1.2, 2.5])
-    running = np.array([True, False, False, False])
+    # jobs 0 and 4 run (4 due last); 1 is just past the guard (1.6 < 1.5^2); 2 waits, not past it, due after 4;
+    # 3 is far past it (2.5)
+    n = 5
+    p = one_gpu_problem([[10.0]] * n, {"a100": 2}, steps_remaining=np.ones(n), steps_known=np.zeros(n, bool),
+                        attained_time=np.array([600.0, 0.0, 0.0, 0.0, 60.0]), current=np.array([0, -1, -1, -1, 0]),
+                        submit_time=np.array([0.0, 300.0, 500.0, 200.0, 540.0]), restart_cost_s=np.full(n, 100.0),
+                        time_since_start=np.array([600.0, 300.0, 500.0, 400.0, 60.0]))  # fmt: skip
+    est = np.full(n, 3600.0)
+    stretch = np.array([1.0, 1.6, 1.2, 2.5, 1.0])
+    running = np.array([True, False, False, False, True])
     params = {"length_weight": 1.0, "max_wait_s": 7 * 86400.0, "hold_s": 60.0, "stretch_guard": 1.5}
 
     def order(below: bool, problem=p) -> list[int]:
@@ -593,10 +595,10 @@ def test_a_waiting_job_just_past_its_guard_goes_behind_running_jobs_with_guard_b
         soft = below_running(problem, guarded, stretch, running, {**params, "guard_below": below})
         return queue_order(problem, est, np.zeros(n), guarded & ~soft, stretch, running, params, soft).order.tolist()
 
-    assert order(False) == [3, 1, 0, 2]  # the old rule: both guarded jobs ahead of the running one
-    assert order(True) == [3, 0, 1, 2]  # job 1 behind the running job, still ahead of job 2 (due sooner)
+    assert order(False) == [3, 1, 0, 4, 2]  # the old rule: both guarded jobs ahead of every running one
+    assert order(True) == [3, 0, 1, 4, 2]  # job 1 behind running job 0, ahead of job 4 (due last) and job 2
     free = replace(p, restart_cost_s=np.zeros(n))  # Gavel's rules (no restart cost): as before
-    assert order(True, free) == order(False, free) == [3, 1, 0, 2]
+    assert order(True, free) == order(False, free) == [3, 1, 0, 4, 2]
     assert not below_running(SimpleNamespace(restart_cost_s=None, num_jobs=n), stretch >= 1.5, stretch, running,
                              {**params, "guard_below": True}).any()  # fmt: skip
 
