@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from slurmplan.domain import (
     Action,
@@ -140,6 +140,8 @@ class SimBackend:
         self._used = [n.gpus_used for n in self.nodes]
         self._node_cache: list[Node] = list(self.nodes)
         self._dirty: set[int] = set()
+        self._cluster: Cluster | None = None
+        """The last snapshot's cluster, handed out again while no node's usage changed (it is frozen)."""
         self._by_type: dict[GpuType | None, list[int]] = {}
         for i, n in enumerate(self.nodes):
             self._by_type.setdefault(n.gpu_type, []).append(i)
@@ -174,14 +176,17 @@ class SimBackend:
 
     def snapshot(self) -> Snapshot:
         """The cluster and the active jobs now; unchanged nodes and jobs are reused, not rebuilt."""
-        for i in self._dirty:
-            self._node_cache[i] = replace(self.nodes[i], gpus_used=self._used[i])
-        self._dirty.clear()
-        jobs = tuple(self._job_value(j) for j in self.jobs.values())
+        if self._dirty or self._cluster is None:
+            for i in self._dirty:
+                self._node_cache[i] = _with_used(self.nodes[i], self._used[i])
+            self._dirty.clear()
+            self._cluster = Cluster(tuple(self._node_cache))  # unchanged nodes: the same Cluster value again
+        value = self._job_value
+        jobs = tuple([value(j) for j in self.jobs.values()])
         if self.keep_finished_s > 0:
             since = self.now - self.keep_finished_s
-            jobs += tuple(self._job_value(j) for j in self.finished.values() if (j.finish_time or 0.0) >= since)
-        return Snapshot(time=self.now, cluster=Cluster(tuple(self._node_cache)), jobs=jobs)
+            jobs += tuple(value(j) for j in self.finished.values() if (j.finish_time or 0.0) >= since)
+        return Snapshot(time=self.now, cluster=self._cluster, jobs=jobs)
 
     def _job_value(self, job: SimJob) -> Job:
         if job.cached is None:
@@ -415,6 +420,8 @@ class SimBackend:
 
     def schedule_pending(self) -> int:
         """Slurm's own pass: start released pending jobs in submit order wherever they fit; returns how many."""
+        if len(self.running) == len(self.jobs):
+            return 0  # every active job runs (``running`` holds exactly the active jobs that run): none waits
         started = 0
         for job in sorted(
             (j for j in self.jobs.values() if j.state is JobState.PENDING and not j.held),
@@ -505,6 +512,18 @@ class SimBackend:
 
     def work_snapshot(self) -> Mapping[JobId, float]:
         return {j.job_id: j.work_done for j in self.jobs.values()}
+
+
+_NODE = Node.__new__
+
+
+def _with_used(node: Node, gpus_used: int) -> Node:
+    """``replace(node, gpus_used=...)`` without ``replace``'s per-field work (Node is a frozen dataclass without
+    ``__post_init__``): every node a tick's starts and stops touched, every tick."""
+    out = _NODE(Node)
+    out.__dict__.update(node.__dict__)
+    out.__dict__["gpus_used"] = gpus_used
+    return out
 
 
 _HANDLERS: dict[ActionKind, Callable[[SimBackend, SimJob, Action], str]] = {
