@@ -246,13 +246,15 @@ def assign(
     rows, at = np.arange(len(cols)), np.maximum(choice.col, 0)
     thr_at = p.throughput[rows, at].tolist() if cells else [0.0] * len(cols)
     x_at = x[rows, at].tolist() if cells else [0.0] * len(cols)
+    # Each row's total share, summed once for all rows (a C-ordered row's sum is the same pairwise sum either way)
+    x_sum = np.ascontiguousarray(x).sum(axis=1).tolist()
     for j, job_id in enumerate(p.job_ids):
         c = cols[j]
         reason, detail, pri = choice.reason[j], choice.detail[j], pris[j]
         if c < 0:
             if running[j] and reason is Reason.WAITING:
                 reason = Reason.PREEMPTED  # running outside every column, and not chosen: it must stop
-            out.append(Assignment(job_id, reason, priority=pri, share=float(x[j].sum()), detail=detail))
+            out.append(Assignment(job_id, reason, priority=pri, share=x_sum[j], detail=detail))
             continue
         cand = candidates[j][c] if candidates else None
         where = placed[j]

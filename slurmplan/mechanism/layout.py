@@ -149,7 +149,8 @@ def place_round(
     """Nodes for the round's choice; GPUs left by chosen jobs that found none are refilled by priority."""
     delay = config.requeue_delay_s > 0
     requests = requests_for(ctx, choice.col, states, info, delay)
-    waiting = [r.row for r in requests if not info.running[r.row]]
+    running = info.running.tolist()  # a list: numpy's per-element read costs several times a list's
+    waiting = [r.row for r in requests if not running[r.row]]
     frozen = frozen_rows(info.qos, config.qos_preemption, info.running, waiting)
     placed = place_with_repack(ctx, requests, frozen)
     stay = [r.row for r in requests if _stays_put(placed[r.row], r.row, info)]
