@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import fields, replace
+from dataclasses import replace
 
 import numpy as np
 
@@ -18,8 +18,10 @@ from slurmplan.domain import (
     AllocationProblem,
     Assignment,
     Candidate,
+    Cell,
     JobClass,
     JobId,
+    Plan,
     Policy,
     Reason,
     SlurmplanError,
@@ -294,15 +296,32 @@ def assign(
 
 
 _new = object.__new__
-_ASSIGNMENT_FIELDS = tuple(f.name for f in fields(Assignment))
 
 
-def _assignment(*values: object) -> Assignment:
-    """``Assignment(*values)`` with every field given, without the frozen dataclass's per-field setattr calls
-    (Assignment has no ``__post_init__``): one per running job per tick."""
+def _assignment(
+    job_id: JobId,
+    reason: Reason,
+    cell: Cell,
+    plan: Plan | None,
+    nodes: tuple[str, ...],
+    gpus_per_node: int,
+    throughput: float,
+    priority: float,
+    share: float,
+    detail: str,
+) -> Assignment:
+    """``Assignment(...)`` with every field given, without the frozen dataclass's per-field setattr calls
+    (Assignment has no ``__post_init__``): one per running job per tick, so its fields are one dict display."""
     out = _new(Assignment)
-    out.__dict__.update(zip(_ASSIGNMENT_FIELDS, values, strict=True))
+    _set_dict(out, "__dict__", {
+        "job_id": job_id, "reason": reason, "cell": cell, "plan": plan, "nodes": nodes,
+        "gpus_per_node": gpus_per_node, "throughput": throughput, "priority": priority, "share": share,
+        "detail": detail,
+    })  # fmt: skip
     return out
+
+
+_set_dict = object.__setattr__
 
 
 def _spread_note(nodes: int, cand: Candidate | None) -> str:

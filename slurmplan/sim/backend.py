@@ -141,6 +141,8 @@ class SimBackend:
         self._node_cache: list[Node] = list(self.nodes)
         self._dirty: set[int] = set()
         self._cluster: Cluster | None = None
+        self._due_at: tuple[float, tuple[float, SimJob | None]] | None = None
+        """(now, ``_due()``) as ``next_completion`` found it; forgotten by anything that changes a job."""
         """The last snapshot's cluster, handed out again while no node's usage changed (it is frozen)."""
         self._by_type: dict[GpuType | None, list[int]] = {}
         for i, n in enumerate(self.nodes):
@@ -157,6 +159,7 @@ class SimBackend:
 
     def start_at(self, t: float) -> None:
         """Set the clock before anything happened (the run starts at the first arrival, not at 0)."""
+        self._due_at = None
         if self.jobs or self.finished:
             raise ValueError("start_at() only before the first job")
         self.now = t
@@ -219,6 +222,7 @@ class SimBackend:
     # ---------------------------------------------------------------------------------------------- submit
 
     def submit(self, job: SimJob) -> None:
+        self._due_at = None
         job.held = self.submit_held
         job.last_update = self.now
         self.jobs[job.job_id] = job
@@ -230,6 +234,7 @@ class SimBackend:
 
     def apply(self, actions: list[Action]) -> list[ActionResult]:
         """Apply in order, one result each; then start whatever pending, released job now fits (Slurm's pass)."""
+        self._due_at = None
         results = [self._apply_one(a) for a in actions]
         self.schedule_pending()
         return results
@@ -420,6 +425,7 @@ class SimBackend:
 
     def schedule_pending(self) -> int:
         """Slurm's own pass: start released pending jobs in submit order wherever they fit; returns how many."""
+        self._due_at = None
         if len(self.running) == len(self.jobs):
             return 0  # every active job runs (``running`` holds exactly the active jobs that run): none waits
         started = 0
@@ -457,7 +463,9 @@ class SimBackend:
         return self._next_eligible()
 
     def next_completion(self) -> float:
-        return self._due()[0]
+        due = self._due()
+        self._due_at = (self.now, due)  # ``advance``'s first look when nothing changed in between (the run loop)
+        return due[0]
 
     def _due(self) -> tuple[float, SimJob | None]:
         """The running job that finishes first (ties: lowest job id) and when; (inf, None) when none will.
@@ -485,8 +493,10 @@ class SimBackend:
         if t < self.now:
             raise ValueError(f"time cannot go back: {t} < {self.now}")
         done = []
+        hint, self._due_at = self._due_at, None
         while True:
-            eta, due = self._due()
+            eta, due = hint[1] if hint is not None and hint[0] == self.now else self._due()
+            hint = None
             eligible = self._next_eligible()
             if eligible <= t and (due is None or eligible < eta):
                 self.now = max(self.now, eligible)  # a requeued job's begin time: Slurm's pass may start it
