@@ -334,9 +334,7 @@ def _spread_note(nodes: int, cand: Candidate | None) -> str:
 def _next_state(st: JobState, a: Assignment, running: bool, new_round: bool) -> JobState:
     """``evolve(st, planned=a, current=..., rounds_scheduled=..., reconfigurations=...)``, written out: it runs
     for every job every tick."""
-    out = _new(JobState)
-    d = out.__dict__
-    d.update(st.__dict__)
+    d = st.__dict__.copy()
     d["planned"] = a
     if running and a.reason is Reason.KEPT:
         d["current"] = a
@@ -345,6 +343,8 @@ def _next_state(st: JobState, a: Assignment, running: bool, new_round: bool) -> 
             d["rounds_scheduled"] = st.rounds_scheduled + 1
         if running and a.reason in _MOVES:
             d["reconfigurations"] = st.reconfigurations + 1
+    out = _new(JobState)
+    _set_dict(out, "__dict__", d)
     return out
 
 
