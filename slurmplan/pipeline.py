@@ -238,7 +238,8 @@ def _managed_job(job: Job, hints: Hints, candidates: tuple[Candidate, ...], step
     """``ManagedJob(job, hints, candidates, steps_done)`` without the frozen dataclass's per-field setattr (it has
     no ``__post_init__``): a running job's progress moves every tick, so every running job gets a new one."""
     out = object.__new__(ManagedJob)
-    out.__dict__.update(job=job, hints=hints, candidates=candidates, steps_done=steps_done)
+    values = {"job": job, "hints": hints, "candidates": candidates, "steps_done": steps_done}
+    object.__setattr__(out, "__dict__", values)
     return out
 
 

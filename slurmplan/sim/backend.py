@@ -530,9 +530,10 @@ _NODE = Node.__new__
 def _with_used(node: Node, gpus_used: int) -> Node:
     """``replace(node, gpus_used=...)`` without ``replace``'s per-field work (Node is a frozen dataclass without
     ``__post_init__``): every node a tick's starts and stops touched, every tick."""
+    values = node.__dict__.copy()
+    values["gpus_used"] = gpus_used
     out = _NODE(Node)
-    out.__dict__.update(node.__dict__)
-    out.__dict__["gpus_used"] = gpus_used
+    object.__setattr__(out, "__dict__", values)
     return out
 
 

@@ -159,6 +159,7 @@ def test_speed_paths_do_not_move_a_decision(table, monkeypatch):
             mech_actions._kept_as_written.clear()
             lp_module._host_rows.clear()
             mech_placement._kept_rows.clear()
+            mech_placement._kept_plans.clear()
             mech_layout._kept_requests.clear()
             return step()
 
