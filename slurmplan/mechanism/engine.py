@@ -65,6 +65,10 @@ def align(allocation: Allocation | None, problem: AllocationProblem) -> np.ndarr
         return x.copy()
     out = np.zeros(shape)
     src_r = [(i, rows[j]) for i, j in enumerate(problem.job_ids) if j in rows]
+    if src_r and allocation.cells == problem.cells:  # only the rows moved (jobs came or went): whole rows
+        dr, sr = map(list, zip(*src_r, strict=True))
+        out[dr] = x[sr]
+        return out
     src_c = _columns_from(cols, problem.cells)
     if src_r and src_c:
         dr, sr = map(list, zip(*src_r, strict=True))
