@@ -135,8 +135,13 @@ def replay(
     info: RunningInfo,
     config: TickConfig,
     deficit: Callable[[], np.ndarray] | None = None,
+    hook: Callable[[AllocationProblem, np.ndarray, np.ndarray], np.ndarray] | None = None,
 ) -> RoundChoice:
     """Between rounds: the round's decisions stand; GPUs freed since are refilled from the round's X.
+
+    ``hook``: a policy's own rows for the jobs free to start between rounds (its ``between_rounds``: given the
+    tick's problem, X with the arrivals' rows and which jobs are free to start; called only with
+    ``start_arrivals`` and a free GPU; only the flagship has one).
 
     ``deficit`` gives the deficits (``priorities.deficits``) that break the refill's ties; it is called only
     when some job may be refilled: most ticks between rounds refill nobody, and they need no deficits."""
@@ -166,9 +171,15 @@ def replay(
     col = np.array(col, dtype=np.int64).reshape(n)
     fixed = np.array(fixed, dtype=bool).reshape(n)
     x = with_arrivals(p, x, states, ~fixed & ~info.running) if config.start_arrivals else x
+    free = None
+    if hook is not None and config.start_arrivals and p.cells:
+        free = gpus_left((p.cells[c] for c in col[fixed & (col >= 0)].tolist()), p.capacity)
+        if any(v > 0 for v in free.values()):  # only a free GPU can start anyone: most ticks skip the policy
+            x = hook(p, x, ~fixed & ~info.running)
     eligible = ~fixed & ~info.running & (x.sum(axis=1) > EPS) if p.cells else np.zeros(n, dtype=bool)
     if eligible.any():
-        free = gpus_left((p.cells[c] for c in col[fixed & (col >= 0)].tolist()), p.capacity)
+        if free is None:
+            free = gpus_left((p.cells[c] for c in col[fixed & (col >= 0)].tolist()), p.capacity)
         owed = deficit() if deficit is not None else None
         refill = plan_round(p, x, pri, info, config, eligible=eligible, capacity=free, deficit=owed)
         for j in np.flatnonzero(eligible & (refill.col >= 0)).tolist():
@@ -374,7 +385,8 @@ def decide(inp: TickInput, policy: Policy, state: SchedulerState) -> TickOutput:
     if new_round:
         choice = plan_round(problem, x, pri, info, config, deficit=deficits(problem, states))
     else:
-        choice = replay(ctx, x, pri, states, info, config, lambda: deficits(problem, states))
+        hook = getattr(policy, "between_rounds", None)
+        choice = replay(ctx, x, pri, states, info, config, lambda: deficits(problem, states), hook)
     choice, placed = place_round(ctx, choice, x, pri, states, info, config)
     assignments = assign(ctx, choice, placed, x, states, info)
     assignments = with_policy_notes(assignments, allocation, problem)

@@ -58,7 +58,9 @@ change that does not pay is undone, and the job runs on as plain Slurm would hav
 
 The steps, each in its own module: ordering (``flagship_order.py``), selection with the reservation and Crius's
 search (``_select`` here), matching (``flagship_match.py``), sizing (``flagship_sizing.py``), move pricing and
-hysteresis (``flagship_moves.py``), notes (``flagship_notes.py``); every parameter in ``flagship_params.py``.
+hysteresis (``flagship_moves.py``), notes (``flagship_notes.py``), and between rounds the refill of freed GPUs
+with the waiting jobs that never ran (``flagship_fill.py``, ``between_rounds``); every parameter in
+``flagship_params.py``.
 
 Not modelled: account weights (the earlier LP flagship's water filling); sites that need them use
 ``hierarchical``.
@@ -74,6 +76,7 @@ import numpy as np
 from slurmplan.domain import Allocation, AllocationProblem
 from slurmplan.policy.base import Policy, PolicyConfig
 from slurmplan.policy.crius import Crius
+from slurmplan.policy.flagship_fill import freed_rows
 from slurmplan.policy.flagship_match import match_types
 from slurmplan.policy.flagship_moves import Guarded, guard_moves, paying_columns
 from slurmplan.policy.flagship_notes import queue_notes
@@ -155,6 +158,13 @@ class Slurmplan(Policy):
         unmet = int(((sla_floor > 0) & ((x * problem.throughput).sum(axis=1) < sla_floor - 1e-9)).sum())
         alloc = self.result(problem, x, float((pack.col >= 0).sum()), f"sla-unmet:{unmet}" if unmet else "optimal")
         return Allocation(alloc.job_ids, alloc.cells, alloc.x, alloc.policy, alloc.objective, alloc.status, notes)
+
+    def between_rounds(self, problem: AllocationProblem, x: np.ndarray, free: np.ndarray) -> np.ndarray:
+        """Between rounds (``mechanism.engine.replay``): with ``fill_freed``, GPUs freed since the round also go
+        to the waiting jobs that never ran, in due order (``flagship_fill.py``); else the arrivals' rows only."""
+        if not self.params["fill_freed"]:
+            return x
+        return freed_rows(problem, x, free, self.params["prior_floor_s"], self.params["length_weight"])
 
     # ------------------------------------------------------------------------------------------------ steps
 

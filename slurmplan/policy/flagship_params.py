@@ -12,6 +12,7 @@ bad value is refused with the field named. Steps that read them:
 - type matching (``flagship_match.py``): ``match_types``, ``stay_bonus``, ``short_bias_s``, ``stretch_weight``;
 - sizing (``flagship_sizing.py``): ``grow``, ``scale_up``, ``grow_first``, ``climb_by``, ``climb_floor_s``;
 - expected remaining time (``flagship_order.py``, ``mechanism/lengths.py``): ``prior_floor_s``, ``learn_lengths``;
+- between rounds (``flagship_fill.py``): ``fill_freed``;
 - move pricing and hysteresis (``flagship_moves.py``, ``mechanism/pricing.py``): ``move_pay``, ``prior_floor_s``
   (the hold time and restart costs are the tick's: ``TickConfig.move_hold_rounds``, measured costs).
 """
@@ -141,5 +142,12 @@ PARAMS: dict[str, Param] = {
         "attained service on heavy tails, first come first served where long-running jobs are near their end), "
         "instead of the prior_floor_s rule (0: never)",
         non_negative,
+    ),
+    "fill_freed": Param(
+        bool,
+        False,
+        "true (between rounds, GPUs freed since the round start the waiting jobs that never ran, in due order, on "
+        "their requested size, as plain Slurm starts the next job at each completion) or false (they stay idle "
+        "until the next round unless a job arrived since the round)",
     ),
 }
