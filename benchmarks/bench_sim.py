@@ -22,7 +22,11 @@ against main 0c34d6c: CPU 165.0 -> 159.8, 170.3 -> 163.3, 188.6 -> 186.3 s (medi
 carried between ticks, kept jobs placed at once, decisions identical), three pairs against main dfdf00a: CPU
 186.5 -> 180.6, 171.6 -> 170.4, 157.4 -> 144.0 s (-3.2, -0.7, -8.5 %), and against main 7bee0ac on an idle machine
 160.5 -> 150.9 s (-6.0 %); ``--days 2`` -6 % to -12 %; 25,137 ticks, avg JCT 2.8977 h both. The goal is not met
-(2.5-3x short); ``slurmplan/sim/RESULTS.md`` sections 4.2-4.3 say where the time goes and what the rest needs.
+(2.5-3x short). Twelfth session (the LP's model built from arrays, kept jobs' requests and plans remembered,
+decisions identical), four pairs against main bf8e094 on a machine shared at load 2.4-5.5: CPU 159.5 -> 154.3,
+206.9 -> 201.3, 186.9 -> 179.9, 180.3 -> 174.0 s (-3.3, -2.7, -3.7, -3.5 %); ``--days 2`` -3.7 % to -6.3 %;
+25,137 ticks, avg JCT 2.8977 h both. ``slurmplan/sim/RESULTS.md`` sections 4.2-4.4 say where the time goes and
+what the rest needs.
 """
 
 from __future__ import annotations

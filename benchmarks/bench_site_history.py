@@ -17,8 +17,10 @@ Measured (issue 27, ninth session; main 5f2e180 and branch i27 side by side, one
 CPU 48.0 s -> 47.0 s against main 0c34d6c, one pair. Tenth session (per-tick loops, decisions identical), one pair
 against main e191013: CPU 53.3 s -> 52.9 s (-0.8 %: the flagship's time is in its own policy code), 3,235 ticks,
 6.1514 h both. Eleventh session (a job's problem row carried between ticks, kept jobs placed at once, decisions
-identical), one pair against main dfdf00a: CPU 43.0 s -> 39.8 s (-7.4 %), 3,206 ticks, 6.1017 h both. The month is
-about 20 CPU minutes (30 x 39.8 s): the goal is not met (``slurmplan/sim/RESULTS.md`` 4.3 says what it needs).
+identical), one pair against main dfdf00a: CPU 43.0 s -> 39.8 s (-7.4 %), 3,206 ticks, 6.1017 h both. Twelfth session
+(decisions identical), one pair against main bf8e094 at load 5: CPU 53.7 s -> 52.0 s (-3.2 %), the same ticks and JCT.
+The month is about 20 CPU minutes (30 x 39.8 s on an idle machine): the goal is not met (``slurmplan/sim/RESULTS.md``
+4.3-4.4 say what it needs).
 """
 
 from __future__ import annotations

@@ -227,11 +227,20 @@ def managed_jobs(
             log.warning("job %d: cannot price its hints: %s", ob.job.job_id, exc)
             refused.append(Observed(ob.job, None, one_line(f"{type(exc).__name__}: {exc}")))
             continue
-        mj = ManagedJob(job=job, hints=hints, candidates=cands, steps_done=steps)
+        mj = _managed_job(job, hints, cands, steps)
         if memo is not None:
             memo[ob.job.job_id] = (ob.job, steps, mj)
         out.append(mj)
     return out, refused
+
+
+def _managed_job(job: Job, hints: Hints, candidates: tuple[Candidate, ...], steps_done: float) -> ManagedJob:
+    """``ManagedJob(job, hints, candidates, steps_done)`` without the frozen dataclass's per-field setattr (it has
+    no ``__post_init__``): a running job's progress moves every tick, so every running job gets a new one."""
+    out = object.__new__(ManagedJob)
+    values = {"job": job, "hints": hints, "candidates": candidates, "steps_done": steps_done}
+    object.__setattr__(out, "__dict__", values)
+    return out
 
 
 def prune(

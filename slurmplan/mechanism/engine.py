@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import fields, replace
+from dataclasses import replace
 
 import numpy as np
 
@@ -18,8 +18,10 @@ from slurmplan.domain import (
     AllocationProblem,
     Assignment,
     Candidate,
+    Cell,
     JobClass,
     JobId,
+    Plan,
     Policy,
     Reason,
     SlurmplanError,
@@ -63,6 +65,10 @@ def align(allocation: Allocation | None, problem: AllocationProblem) -> np.ndarr
         return x.copy()
     out = np.zeros(shape)
     src_r = [(i, rows[j]) for i, j in enumerate(problem.job_ids) if j in rows]
+    if src_r and allocation.cells == problem.cells:  # only the rows moved (jobs came or went): whole rows
+        dr, sr = map(list, zip(*src_r, strict=True))
+        out[dr] = x[sr]
+        return out
     src_c = _columns_from(cols, problem.cells)
     if src_r and src_c:
         dr, sr = map(list, zip(*src_r, strict=True))
@@ -257,13 +263,15 @@ def assign(
     rows, at = np.arange(len(cols)), np.maximum(choice.col, 0)
     thr_at = p.throughput[rows, at].tolist() if cells else [0.0] * len(cols)
     x_at = x[rows, at].tolist() if cells else [0.0] * len(cols)
+    # Each row's total share, summed once for all rows (a C-ordered row's sum is the same pairwise sum either way)
+    x_sum = np.ascontiguousarray(x).sum(axis=1).tolist()
     for j, job_id in enumerate(p.job_ids):
         c = cols[j]
         reason, detail, pri = choice.reason[j], choice.detail[j], pris[j]
         if c < 0:
             if running[j] and reason is Reason.WAITING:
                 reason = Reason.PREEMPTED  # running outside every column, and not chosen: it must stop
-            out.append(Assignment(job_id, reason, priority=pri, share=float(x[j].sum()), detail=detail))
+            out.append(Assignment(job_id, reason, priority=pri, share=x_sum[j], detail=detail))
             continue
         cand = candidates[j][c] if candidates else None
         where = placed[j]
@@ -303,15 +311,32 @@ def assign(
 
 
 _new = object.__new__
-_ASSIGNMENT_FIELDS = tuple(f.name for f in fields(Assignment))
 
 
-def _assignment(*values: object) -> Assignment:
-    """``Assignment(*values)`` with every field given, without the frozen dataclass's per-field setattr calls
-    (Assignment has no ``__post_init__``): one per running job per tick."""
+def _assignment(
+    job_id: JobId,
+    reason: Reason,
+    cell: Cell,
+    plan: Plan | None,
+    nodes: tuple[str, ...],
+    gpus_per_node: int,
+    throughput: float,
+    priority: float,
+    share: float,
+    detail: str,
+) -> Assignment:
+    """``Assignment(...)`` with every field given, without the frozen dataclass's per-field setattr calls
+    (Assignment has no ``__post_init__``): one per running job per tick, so its fields are one dict display."""
     out = _new(Assignment)
-    out.__dict__.update(zip(_ASSIGNMENT_FIELDS, values, strict=True))
+    _set_dict(out, "__dict__", {
+        "job_id": job_id, "reason": reason, "cell": cell, "plan": plan, "nodes": nodes,
+        "gpus_per_node": gpus_per_node, "throughput": throughput, "priority": priority, "share": share,
+        "detail": detail,
+    })  # fmt: skip
     return out
+
+
+_set_dict = object.__setattr__
 
 
 def _spread_note(nodes: int, cand: Candidate | None) -> str:
@@ -324,9 +349,7 @@ def _spread_note(nodes: int, cand: Candidate | None) -> str:
 def _next_state(st: JobState, a: Assignment, running: bool, new_round: bool) -> JobState:
     """``evolve(st, planned=a, current=..., rounds_scheduled=..., reconfigurations=...)``, written out: it runs
     for every job every tick."""
-    out = _new(JobState)
-    d = out.__dict__
-    d.update(st.__dict__)
+    d = st.__dict__.copy()
     d["planned"] = a
     if running and a.reason is Reason.KEPT:
         d["current"] = a
@@ -335,6 +358,8 @@ def _next_state(st: JobState, a: Assignment, running: bool, new_round: bool) -> 
             d["rounds_scheduled"] = st.rounds_scheduled + 1
         if running and a.reason in _MOVES:
             d["reconfigurations"] = st.reconfigurations + 1
+    out = _new(JobState)
+    _set_dict(out, "__dict__", d)
     return out
 
 

@@ -16,14 +16,14 @@ from dataclasses import replace
 
 import numpy as np
 
-from slurmplan.domain import JobId, Reason
+from slurmplan.domain import Candidate, Cell, JobId, Reason
 from slurmplan.mechanism.placement import Placed, PlacementRequest, Unplaced, place, placed_gpus
 from slurmplan.mechanism.priorities import EPS
 from slurmplan.mechanism.problem import ProblemContext
 from slurmplan.mechanism.qos import frozen_rows
 from slurmplan.mechanism.repack import evict_fewest
 from slurmplan.mechanism.round import RoundChoice, RunningInfo, gpus_left, plan_round
-from slurmplan.tick_types import JobState, TickConfig
+from slurmplan.tick_types import JobState, ManagedJob, TickConfig
 
 log = logging.getLogger(__name__)
 
@@ -57,10 +57,13 @@ def requests_for(
             continue
         mj, cell = ctx.jobs[j], p.cells[c]
         cand = p.candidates[j][c] if p.candidates else None
+        run = running[j]
+        if run and c == current[j] and not signalled[j]:  # kept where it runs: most rows, the same as last tick
+            kept.append(_kept_request(j, cell, cand, mj))
+            continue
         st = states[mj.job.job_id]
         planned = st.planned
         preferred: tuple[str, ...] = ()
-        run = running[j]
         if run and c == current[j]:
             preferred = tuple(mj.job.nodes)
         elif planned is not None and planned.cell == cell and planned.nodes:
@@ -76,6 +79,30 @@ def requests_for(
         )  # fmt: skip
         (kept if run and not signalled[j] else others).append(req)
     return kept + others
+
+
+def _kept_request(j: int, cell: Cell, cand: Candidate | None, mj: ManagedJob) -> PlacementRequest:
+    """The request of a job kept in the column it runs in, not signalled: its own nodes preferred, none avoided.
+    Remembered per job while its row, Cell, candidate, node tuple and hints are the very same (a pure memo: it
+    holds them, so their ids stay theirs); a running job asks every tick, and these rarely change."""
+    job, hints = mj.job, mj.hints
+    hit = _kept_requests.get(job.job_id)
+    same = hit is not None and hit[0] == j and hit[1] is cell and hit[2] is cand
+    if same and hit[3] is job.nodes and hit[4] is hints:
+        return hit[5]
+    most = max(1, cand.nodes) if cand is not None and cand.nodes else 0
+    req = PlacementRequest.of(
+        j, cell, cand.cpus if cand else 0, cand.host_memory_mb if cand else 0, tuple(job.nodes), (), False,
+        hints.max_nodes, most,
+    )  # fmt: skip
+    if len(_kept_requests) > 20_000:
+        _kept_requests.clear()
+    _kept_requests[job.job_id] = (j, cell, cand, job.nodes, hints, req)
+    return req
+
+
+_kept_requests: dict[JobId, tuple] = {}
+"""``_kept_request``'s memo: a pure function of the objects it holds (by identity) and the row, bounded."""
 
 
 def place_with_repack(
@@ -122,7 +149,8 @@ def place_round(
     """Nodes for the round's choice; GPUs left by chosen jobs that found none are refilled by priority."""
     delay = config.requeue_delay_s > 0
     requests = requests_for(ctx, choice.col, states, info, delay)
-    waiting = [r.row for r in requests if not info.running[r.row]]
+    running = info.running.tolist()  # a list: numpy's per-element read costs several times a list's
+    waiting = [r.row for r in requests if not running[r.row]]
     frozen = frozen_rows(info.qos, config.qos_preemption, info.running, waiting)
     placed = place_with_repack(ctx, requests, frozen)
     stay = [r.row for r in requests if _stays_put(placed[r.row], r.row, info)]

@@ -82,6 +82,11 @@ _kept_rows: dict[int, tuple[tuple[str, ...], dict[str, int], str, int, tuple | N
 index, keyed by the names' identity (hashing a long node tuple every tick cost as much as the lookup it saves)."""
 
 
+_kept_plans: dict[int, tuple[PlacementRequest, dict[str, int], tuple | None]] = {}
+"""``keep_all``'s memo of ``_Free.plan``: a pure function of the request (frozen) and the pool layout's index (the
+nodes' names and types), keyed by the request's identity."""
+
+
 def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
@@ -146,8 +151,21 @@ class _Free:
         same as one ``keep`` after the other; otherwise the free lists start again from the pool (this is called
         first: nothing was taken before) and the plans are taken one after the other. Most ticks keep every
         running job where it runs, so the first pass is the answer."""
-        plan_of = self.plan
-        plans = [plan_of(req) if req.preferred else None for req in requests]
+        plan_of, index = self.plan, self.index
+        plans = []
+        for req in requests:  # a kept job's request is the same object tick after tick (``layout._kept_request``)
+            if not req.preferred:
+                plans.append(None)
+                continue
+            hit = _kept_plans.get(id(req))
+            if hit is not None and hit[0] is req and hit[1] is index:
+                plans.append(hit[2])
+                continue
+            plan = plan_of(req)
+            if len(_kept_plans) > 20_000:
+                _kept_plans.clear()
+            _kept_plans[id(req)] = (req, index, plan)  # holds both: their ids stay theirs
+            plans.append(plan)
         g, c, m = self.g, self.c, self.m
         short = False
         for plan in plans:

@@ -36,18 +36,25 @@ def _per_column(
     rows: list[int] = []
     cols: list[int] = []
     values: list[float] = []
+    # Bound methods held in locals: this reads every job's mapping every tick, and the loop's own steps are its cost.
+    get, by_id, by_cell = states.get, ids.get, col.get
+    add_row, add_col, add_value = rows.append, cols.append, values.append
     for j, job_id in enumerate(problem.job_ids):
-        st = states.get(job_id)
+        st = get(job_id)
         if st is None:
             continue
-        for cell, seconds in seconds_by_cell(st).items():
-            c = ids.get(id(cell))
+        mapping = seconds_by_cell(st)
+        if not mapping:  # no seconds yet (a deficit before the first reset, a job that has not run this epoch)
+            continue
+        for cell, seconds in mapping.items():
+            c = by_id(id(cell))
             if c is None:
-                c = col.get(cell)
-            if c is not None:
-                rows.append(j)
-                cols.append(c)
-                values.append(seconds)
+                c = by_cell(cell)
+                if c is None:
+                    continue
+            add_row(j)
+            add_col(c)
+            add_value(seconds)
     if rows:  # one fancy assignment: numpy's per-element ``out[j, c] = v`` costs more than the loop itself
         out[rows, cols] = values
     return out

@@ -211,17 +211,26 @@ def plan_round(
     reasons: list[Reason] = []
     details: list[str] = []
     takers = _Takers(problem, col, info, pri)
+    # Per-row facts as Python lists, read once: a numpy element read costs several times a list's, every row
+    # reads several, and a C-ordered row's sum is the same pairwise sum as the whole matrix's row sums.
+    rows = _RowFacts(
+        np.ascontiguousarray(x).sum(axis=1).tolist() if problem.cells else [0.0] * n,
+        info.running.tolist(),
+        info.current.tolist(),
+        info.signalled.tolist(),
+    )
     for j, chosen, ok in zip(range(n), col.tolist(), eligible.tolist(), strict=True):
         if not ok:  # never picked (col -1); its caller keeps its own reason: no words to compose for it
             reasons.append(Reason.WAITING)
             details.append("")
             continue
+        running = rows.running[j]
         note = notes.get(j, "") if chosen >= 0 else _outranked(problem, j, x, priority, left)
-        if chosen < 0 and not info.running[j] and notes.get(j, "").startswith("waits: "):  # held back by QOS
+        if chosen < 0 and not running and notes.get(j, "").startswith("waits: "):  # held back by QOS
             note = notes[j]
-        if chosen < 0 and info.running[j]:
+        if chosen < 0 and running:
             note = _preempted(problem, j, takers, info, note)
-        reason, detail = _explain(problem, j, chosen, bool(kept[j]), x, info, note)
+        reason, detail = _explain(problem, j, chosen, bool(kept[j]), x, rows, note)
         reasons.append(reason)
         details.append(detail)
     return RoundChoice(col, tuple(reasons), tuple(details), np.where(pri == -np.inf, 0.0, pri))
@@ -291,17 +300,27 @@ def _preempted(problem: AllocationProblem, j: int, takers: _Takers, info: Runnin
     return f"its {gpu_type} GPUs went to {named}{more}; {why}"
 
 
+@dataclass(frozen=True)
+class _RowFacts:
+    """What ``_explain`` reads of every row, as lists: its total share, running, current column, signalled."""
+
+    share: list[float]
+    running: list[bool]
+    current: list[int]
+    signalled: list[bool]
+
+
 def _explain(
-    problem: AllocationProblem, j: int, c: int, kept: bool, x: np.ndarray, info: RunningInfo, note: str
+    problem: AllocationProblem, j: int, c: int, kept: bool, x: np.ndarray, rows: _RowFacts, note: str
 ) -> tuple[Reason, str]:
-    share = float(x[j].sum()) if problem.cells else 0.0
-    running, cur = bool(info.running[j]), int(info.current[j])
+    share = rows.share[j]
+    running, cur = rows.running[j], rows.current[j]
     if c < 0:
         if running:
             return Reason.PREEMPTED, note
         return Reason.WAITING, ("the policy gave it no share of time this round" if share <= EPS else note)
     cell = problem.cells[c]
-    if running and info.signalled[j]:
+    if running and rows.signalled[j]:
         return Reason.SCHEDULED, f"restarts as {cell.short()} after its checkpoint"
     if running and c == cur:
         if note:

@@ -15,6 +15,7 @@ from slurmplan.tick_types import JobState, ManagedJob, SchedulerState, TickInput
 
 _FIELDS = frozenset(f.name for f in fields(JobState))
 _new = object.__new__
+_set = object.__setattr__
 
 
 def evolve(st: JobState, **changes: object) -> JobState:
@@ -25,10 +26,10 @@ def evolve(st: JobState, **changes: object) -> JobState:
     """
     if not changes.keys() <= _FIELDS:
         raise TypeError(f"JobState has no field(s) {sorted(set(changes) - _FIELDS)}")
-    out = _new(JobState)
-    d = out.__dict__
-    d.update(st.__dict__)
+    d = st.__dict__.copy()
     d.update(changes)
+    out = _new(JobState)
+    _set(out, "__dict__", d)  # the copied dict becomes the instance's own (faster than filling a fresh one)
     return out
 
 
@@ -102,9 +103,7 @@ def _ran(st: JobState, current: Assignment, nodes: tuple[str, ...], ran: float) 
     """``evolve(st, current=..., attained_s=..., attained_by_cell=..., epoch_by_cell=..., ran_on=...,
     requeued_at=None)`` for a running job that ran ``ran`` seconds in ``current``, written out: it runs for
     every running job every tick (the same additions in the same order as before, so the same floats)."""
-    out = _new(JobState)
-    d = out.__dict__
-    d.update(st.__dict__)
+    d = st.__dict__.copy()
     cell = current.cell
     if ran > 0 and cell is not None:
         by_cell, epoch = dict(st.attained_by_cell), dict(st.epoch_by_cell)
@@ -113,6 +112,8 @@ def _ran(st: JobState, current: Assignment, nodes: tuple[str, ...], ran: float) 
         d["attained_by_cell"], d["epoch_by_cell"] = by_cell, epoch
     d["current"], d["attained_s"], d["requeued_at"] = current, st.attained_s + ran, None
     d["ran_on"] = tuple(nodes) or st.ran_on
+    out = _new(JobState)
+    _set(out, "__dict__", d)
     return out
 
 

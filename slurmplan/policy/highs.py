@@ -119,20 +119,23 @@ class HighsModel:
         self.n = len(c)
         self.m = a_ub.shape[0]
         a = sp.csc_matrix(a_ub)
-        lp = highspy.HighsLp()
-        lp.num_col_ = self.n
-        lp.num_row_ = self.m
-        lp.col_cost_ = np.asarray(c, dtype=float)
-        lp.col_lower_ = np.where(np.isfinite(lo), lo, -highspy.kHighsInf)
-        lp.col_upper_ = np.where(np.isfinite(hi), hi, highspy.kHighsInf)
-        lp.row_lower_ = np.full(self.m, -highspy.kHighsInf)
-        lp.row_upper_ = np.asarray(b_ub, dtype=float)
-        lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-        lp.a_matrix_.start_ = a.indptr
-        lp.a_matrix_.index_ = a.indices
-        lp.a_matrix_.value_ = a.data
+        # Rows first (empty), then the columns with their entries: the same column-wise LP that a HighsLp with
+        # these arrays passes, through HiGHS's array calls. Setting a HighsLp's vectors converted every element
+        # through Python (about 1.5 ms on a 3,000-column LP, 8 % of LAS's solve time); these read the buffers.
+        inf = highspy.kHighsInf
+        no_int, no_float = np.zeros(0, dtype=np.int32), np.zeros(0)
         self._h = _quiet_highs()
-        self._h.passModel(lp)
+        self._h.addRows(self.m, np.full(self.m, -inf), np.asarray(b_ub, dtype=float), 0, no_int, no_int, no_float)
+        self._h.addCols(
+            self.n,
+            np.asarray(c, dtype=float),
+            np.where(np.isfinite(lo), lo, -inf).astype(float),
+            np.where(np.isfinite(hi), hi, inf).astype(float),
+            a.nnz,
+            a.indptr[:-1].astype(np.int32),
+            a.indices.astype(np.int32),
+            a.data.astype(float),
+        )
         self._runs = 0
 
     def set_cost(self, c: np.ndarray) -> None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from slurmplan.domain import (
     Action,
@@ -140,6 +140,10 @@ class SimBackend:
         self._used = [n.gpus_used for n in self.nodes]
         self._node_cache: list[Node] = list(self.nodes)
         self._dirty: set[int] = set()
+        self._cluster: Cluster | None = None
+        self._due_at: tuple[float, tuple[float, SimJob | None]] | None = None
+        """(now, ``_due()``) as ``next_completion`` found it; forgotten by anything that changes a job."""
+        """The last snapshot's cluster, handed out again while no node's usage changed (it is frozen)."""
         self._by_type: dict[GpuType | None, list[int]] = {}
         for i, n in enumerate(self.nodes):
             self._by_type.setdefault(n.gpu_type, []).append(i)
@@ -155,6 +159,7 @@ class SimBackend:
 
     def start_at(self, t: float) -> None:
         """Set the clock before anything happened (the run starts at the first arrival, not at 0)."""
+        self._due_at = None
         if self.jobs or self.finished:
             raise ValueError("start_at() only before the first job")
         self.now = t
@@ -174,14 +179,17 @@ class SimBackend:
 
     def snapshot(self) -> Snapshot:
         """The cluster and the active jobs now; unchanged nodes and jobs are reused, not rebuilt."""
-        for i in self._dirty:
-            self._node_cache[i] = replace(self.nodes[i], gpus_used=self._used[i])
-        self._dirty.clear()
-        jobs = tuple(self._job_value(j) for j in self.jobs.values())
+        if self._dirty or self._cluster is None:
+            for i in self._dirty:
+                self._node_cache[i] = _with_used(self.nodes[i], self._used[i])
+            self._dirty.clear()
+            self._cluster = Cluster(tuple(self._node_cache))  # unchanged nodes: the same Cluster value again
+        value = self._job_value
+        jobs = tuple([value(j) for j in self.jobs.values()])
         if self.keep_finished_s > 0:
             since = self.now - self.keep_finished_s
-            jobs += tuple(self._job_value(j) for j in self.finished.values() if (j.finish_time or 0.0) >= since)
-        return Snapshot(time=self.now, cluster=Cluster(tuple(self._node_cache)), jobs=jobs)
+            jobs += tuple(value(j) for j in self.finished.values() if (j.finish_time or 0.0) >= since)
+        return Snapshot(time=self.now, cluster=self._cluster, jobs=jobs)
 
     def _job_value(self, job: SimJob) -> Job:
         if job.cached is None:
@@ -214,6 +222,7 @@ class SimBackend:
     # ---------------------------------------------------------------------------------------------- submit
 
     def submit(self, job: SimJob) -> None:
+        self._due_at = None
         job.held = self.submit_held
         job.last_update = self.now
         self.jobs[job.job_id] = job
@@ -225,6 +234,7 @@ class SimBackend:
 
     def apply(self, actions: list[Action]) -> list[ActionResult]:
         """Apply in order, one result each; then start whatever pending, released job now fits (Slurm's pass)."""
+        self._due_at = None
         results = [self._apply_one(a) for a in actions]
         self.schedule_pending()
         return results
@@ -415,6 +425,9 @@ class SimBackend:
 
     def schedule_pending(self) -> int:
         """Slurm's own pass: start released pending jobs in submit order wherever they fit; returns how many."""
+        self._due_at = None
+        if len(self.running) == len(self.jobs):
+            return 0  # every active job runs (``running`` holds exactly the active jobs that run): none waits
         started = 0
         for job in sorted(
             (j for j in self.jobs.values() if j.state is JobState.PENDING and not j.held),
@@ -450,7 +463,9 @@ class SimBackend:
         return self._next_eligible()
 
     def next_completion(self) -> float:
-        return self._due()[0]
+        due = self._due()
+        self._due_at = (self.now, due)  # ``advance``'s first look when nothing changed in between (the run loop)
+        return due[0]
 
     def _due(self) -> tuple[float, SimJob | None]:
         """The running job that finishes first (ties: lowest job id) and when; (inf, None) when none will.
@@ -478,8 +493,10 @@ class SimBackend:
         if t < self.now:
             raise ValueError(f"time cannot go back: {t} < {self.now}")
         done = []
+        hint, self._due_at = self._due_at, None
         while True:
-            eta, due = self._due()
+            eta, due = hint[1] if hint is not None and hint[0] == self.now else self._due()
+            hint = None
             eligible = self._next_eligible()
             if eligible <= t and (due is None or eligible < eta):
                 self.now = max(self.now, eligible)  # a requeued job's begin time: Slurm's pass may start it
@@ -505,6 +522,19 @@ class SimBackend:
 
     def work_snapshot(self) -> Mapping[JobId, float]:
         return {j.job_id: j.work_done for j in self.jobs.values()}
+
+
+_NODE = Node.__new__
+
+
+def _with_used(node: Node, gpus_used: int) -> Node:
+    """``replace(node, gpus_used=...)`` without ``replace``'s per-field work (Node is a frozen dataclass without
+    ``__post_init__``): every node a tick's starts and stops touched, every tick."""
+    values = node.__dict__.copy()
+    values["gpus_used"] = gpus_used
+    out = _NODE(Node)
+    object.__setattr__(out, "__dict__", values)
+    return out
 
 
 _HANDLERS: dict[ActionKind, Callable[[SimBackend, SimJob, Action], str]] = {

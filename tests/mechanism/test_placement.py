@@ -255,3 +255,16 @@ def test_the_kept_first_pass_is_one_keep_after_the_other(free: list[int], jobs: 
         for row, (gpus, node_i, cpus) in enumerate(jobs)
     ]
     assert place(p, reqs) == _one_keep_after_the_other(p, reqs)
+
+
+def test_the_same_kept_request_on_another_node_layout_is_planned_afresh() -> None:
+    """``keep_all`` remembers a request's plan by the request and the pool layout's index: the very same request
+    object on a pool whose nodes differ (one gone, another type) keeps where it can and is re-placed where not."""
+    req = PlacementRequest(0, Cell("a100", 4), preferred=("n1",))
+    assert place(pool({"n0": 8, "n1": 8}), [req])[0] == Placed(("n1",), 4)
+    assert place(pool({"n0": 8, "n1": 8}), [req])[0] == Placed(("n1",), 4)  # remembered
+    assert place(pool({"n0": 8, "n2": 8}), [req])[0] == Placed(("n0",), 4)  # n1 gone: fit elsewhere
+    assert place(pool({"n1": 8}, gpu_type="h100"), [req])[0] == Unplaced(
+        "no schedulable a100 node: every one is down, drained or absent"
+    )
+    assert place(pool({"n0": 8, "n1": 8}), [req])[0] == Placed(("n1",), 4)

@@ -215,3 +215,25 @@ def test_every_start_pays_the_start_latency_holding_its_gpus():
     assert act(b, ActionKind.SIGNAL, 1, signal="USR2")
     act(b, ActionKind.RELEASE, 1)
     assert b.next_completion() == pytest.approx(55.0 + 5.0 + 78.0 + 50.0)
+
+
+def test_advance_reuses_the_completion_it_was_just_told_only_while_nothing_changed():
+    """``next_completion`` hands its answer to the next ``advance`` (the run loop asks both with nothing between);
+    an action, a submission or Slurm's pass in between makes ``advance`` look again."""
+    b = backend()
+    submit(b, 1)
+    act(b, ActionKind.RELEASE, 1)
+    submit(b, 2, gpu_type="k80", gpus=1, work=500.0)
+    act(b, ActionKind.RELEASE, 2)
+    assert b.next_completion() == pytest.approx(50.0)  # job 2: 500 units at 10/s
+    done = b.advance(60.0)
+    assert [j.job_id for j in done] == [2]
+    assert b.next_completion() == pytest.approx(100.0)  # job 1
+    assert act(b, ActionKind.CANCEL, 1)  # changes what finishes first: the remembered answer is stale
+    assert b.advance(200.0) == [] and 1 not in b.running
+    submit(b, 3, work=100.0)
+    act(b, ActionKind.RELEASE, 3)
+    assert b.next_completion() == pytest.approx(210.0)
+    submit(b, 4, gpu_type="k80", gpus=1, work=10.0)  # submitted held: nothing runs sooner
+    act(b, ActionKind.RELEASE, 4)  # now job 4 ends first, at 201 s
+    assert [j.job_id for j in b.advance(205.0)] == [4]

@@ -124,6 +124,7 @@ def test_speed_paths_do_not_move_a_decision(table, monkeypatch):
     from slurmplan.mechanism import actions as mech_actions
     from slurmplan.mechanism import columns as mech_columns
     from slurmplan.mechanism import engine as mech_engine
+    from slurmplan.mechanism import layout as mech_layout
     from slurmplan.mechanism import placement as mech_placement
     from slurmplan.mechanism import problem as mech_problem
     from slurmplan.policy import las as las_module
@@ -158,6 +159,8 @@ def test_speed_paths_do_not_move_a_decision(table, monkeypatch):
             mech_actions._kept_as_written.clear()
             lp_module._host_rows.clear()
             mech_placement._kept_rows.clear()
+            mech_placement._kept_plans.clear()
+            mech_layout._kept_requests.clear()
             return step()
 
         return step_without_memos
