@@ -36,7 +36,9 @@ per job from the first round the policy saw it (steps left / fastest throughput 
 step count, time in the system over time it held GPUs stands in (a waiting job passes the guard within rounds).
 A job past its guard (or its wait bound) that does not fit reserves the GPU types it could use: no job after it
 starts there (gang jobs were starved by one-GPU backfill). When the matching LP's shares do not round to whole
-columns (gang jobs), the jobs are matched greedily by the same values instead (the guarded first).
+columns (gang jobs), the jobs are matched greedily by the same values instead (the guarded first). With restart
+costs and ``guard_below`` (issue 23, RESULTS.md section 7), a waiting job less than ``stretch_guard`` times past
+its guard goes ahead of the waiting jobs only, and of the running job due last (``below_running``).
 
 Elastic jobs and restarts (``hold_s``, ``search_depth``, ``scale_up``; measured on the LLM trace, RESULTS.md
 section 5): a running job keeps its column unless a job due ``hold_s`` sooner needs the GPUs (re-deciding every
