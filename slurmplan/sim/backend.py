@@ -141,9 +141,9 @@ class SimBackend:
         self._node_cache: list[Node] = list(self.nodes)
         self._dirty: set[int] = set()
         self._cluster: Cluster | None = None
+        """The last snapshot's cluster, handed out again while no node's usage changed (it is frozen)."""
         self._due_at: tuple[float, tuple[float, SimJob | None]] | None = None
         """(now, ``_due()``) as ``next_completion`` found it; forgotten by anything that changes a job."""
-        """The last snapshot's cluster, handed out again while no node's usage changed (it is frozen)."""
         self._by_type: dict[GpuType | None, list[int]] = {}
         for i, n in enumerate(self.nodes):
             self._by_type.setdefault(n.gpu_type, []).append(i)
