@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
@@ -578,3 +578,18 @@ class Measurement:
     stack: str | None = None
     """The framework that ran the plan (``formats.STACKS``; None: not said): the model's refit predicts the
     measurement under it, so a fit never absorbs the framework (``perf.calibration``)."""
+
+
+_V = TypeVar("_V")
+
+
+def frozen_from(cls: type[_V], values: dict[str, Any]) -> _V:
+    """An instance of the frozen dataclass ``cls`` whose fields are ``values``: every field, and ``cls`` without
+    ``__post_init__``. ``values`` becomes the instance's own ``__dict__``, so pass a fresh dict.
+
+    What the generated ``__init__`` (or ``dataclasses.replace``) would build, without its one ``object.__setattr__``
+    per field: the tick makes several such values for every job every tick (issue 27's speed work), and this one
+    place is where that shortcut lives. ``tests/mechanism/test_fast_values.py`` pins each use to the constructor."""
+    out = object.__new__(cls)
+    object.__setattr__(out, "__dict__", values)
+    return out

@@ -38,6 +38,7 @@ from slurmplan.domain import (
     JobState,
     SlurmplanError,
     Snapshot,
+    frozen_from,
 )
 from slurmplan.mechanism.lengths import remember_finished
 from slurmplan.mechanism.state import finished_runs
@@ -237,10 +238,7 @@ def managed_jobs(
 def _managed_job(job: Job, hints: Hints, candidates: tuple[Candidate, ...], steps_done: float) -> ManagedJob:
     """``ManagedJob(job, hints, candidates, steps_done)`` without the frozen dataclass's per-field setattr (it has
     no ``__post_init__``): a running job's progress moves every tick, so every running job gets a new one."""
-    out = object.__new__(ManagedJob)
-    values = {"job": job, "hints": hints, "candidates": candidates, "steps_done": steps_done}
-    object.__setattr__(out, "__dict__", values)
-    return out
+    return frozen_from(ManagedJob, {"job": job, "hints": hints, "candidates": candidates, "steps_done": steps_done})
 
 
 def prune(

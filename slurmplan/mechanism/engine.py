@@ -26,6 +26,7 @@ from slurmplan.domain import (
     Reason,
     SlurmplanError,
     ValidationError,
+    frozen_from,
 )
 from slurmplan.mechanism.actions import RoundStamp, plan_actions
 from slurmplan.mechanism.layout import Placement, place_round
@@ -236,10 +237,7 @@ def with_policy_notes(
 def _with_detail(a: Assignment, detail: str) -> Assignment:
     """``replace(a, detail=detail)`` without ``replace``'s per-field work (Assignment has no ``__post_init__``):
     one per job per tick under a policy that writes notes."""
-    out = _new(Assignment)
-    out.__dict__.update(a.__dict__)
-    out.__dict__["detail"] = detail
-    return out
+    return frozen_from(Assignment, {**a.__dict__, "detail": detail})
 
 
 def assign(
@@ -310,9 +308,6 @@ def assign(
     return out
 
 
-_new = object.__new__
-
-
 def _assignment(
     job_id: JobId,
     reason: Reason,
@@ -327,16 +322,11 @@ def _assignment(
 ) -> Assignment:
     """``Assignment(...)`` with every field given, without the frozen dataclass's per-field setattr calls
     (Assignment has no ``__post_init__``): one per running job per tick, so its fields are one dict display."""
-    out = _new(Assignment)
-    _set_dict(out, "__dict__", {
+    return frozen_from(Assignment, {
         "job_id": job_id, "reason": reason, "cell": cell, "plan": plan, "nodes": nodes,
         "gpus_per_node": gpus_per_node, "throughput": throughput, "priority": priority, "share": share,
         "detail": detail,
     })  # fmt: skip
-    return out
-
-
-_set_dict = object.__setattr__
 
 
 def _spread_note(nodes: int, cand: Candidate | None) -> str:
@@ -358,9 +348,7 @@ def _next_state(st: JobState, a: Assignment, running: bool, new_round: bool) -> 
             d["rounds_scheduled"] = st.rounds_scheduled + 1
         if running and a.reason in _MOVES:
             d["reconfigurations"] = st.reconfigurations + 1
-    out = _new(JobState)
-    _set_dict(out, "__dict__", d)
-    return out
+    return frozen_from(JobState, d)
 
 
 def decide(inp: TickInput, policy: Policy, state: SchedulerState) -> TickOutput:

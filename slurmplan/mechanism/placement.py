@@ -19,7 +19,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from slurmplan.domain import Cell
+from slurmplan.domain import Cell, frozen_from
 from slurmplan.mechanism.problem import NodePool
 
 
@@ -48,9 +48,7 @@ class PlacementRequest:
     def of(cls, *values: object) -> PlacementRequest:
         """``PlacementRequest(*values)`` with every field given, without the frozen dataclass's per-field
         setattr (it has no ``__post_init__``): one per chosen job per tick."""
-        out = object.__new__(cls)
-        out.__dict__.update(zip(_REQUEST_FIELDS, values, strict=True))
-        return out
+        return frozen_from(cls, dict(zip(_REQUEST_FIELDS, values, strict=True)))
 
 
 _REQUEST_FIELDS = tuple(f.name for f in fields(PlacementRequest))
@@ -65,9 +63,7 @@ class Placed:
     def of(cls, nodes: tuple[str, ...], gpus_per_node: int) -> Placed:
         """``Placed(nodes, gpus_per_node)`` without the frozen dataclass's per-field setattr: every kept job
         is placed anew every tick."""
-        out = object.__new__(cls)
-        out.__dict__.update(nodes=nodes, gpus_per_node=gpus_per_node)
-        return out
+        return frozen_from(cls, {"nodes": nodes, "gpus_per_node": gpus_per_node})
 
 
 @dataclass(frozen=True)

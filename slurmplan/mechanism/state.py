@@ -9,28 +9,24 @@ from __future__ import annotations
 
 from dataclasses import fields, replace
 
-from slurmplan.domain import Assignment, Cell, JobId, Reason
+from slurmplan.domain import Assignment, Cell, JobId, Reason, frozen_from
 from slurmplan.mechanism.problem import PENDING_STATES, RUNNING_STATES
 from slurmplan.tick_types import JobState, ManagedJob, SchedulerState, TickInput
 
 _FIELDS = frozenset(f.name for f in fields(JobState))
-_new = object.__new__
-_set = object.__setattr__
 
 
 def evolve(st: JobState, **changes: object) -> JobState:
     """``dataclasses.replace`` for JobState, several times faster (it runs for every job, several times a tick).
 
-    JobState is a frozen dataclass without ``__post_init__``: copying its ``__dict__`` into a bare instance
-    is what ``__init__`` would do, without the per-field ``object.__setattr__`` calls.
+    JobState is a frozen dataclass without ``__post_init__``, so a copy of its ``__dict__`` with the changes is
+    the new value whole (``domain.frozen_from``).
     """
     if not changes.keys() <= _FIELDS:
         raise TypeError(f"JobState has no field(s) {sorted(set(changes) - _FIELDS)}")
     d = st.__dict__.copy()
     d.update(changes)
-    out = _new(JobState)
-    _set(out, "__dict__", d)  # the copied dict becomes the instance's own (faster than filling a fresh one)
-    return out
+    return frozen_from(JobState, d)
 
 
 def running_cell(mj: ManagedJob, st: JobState) -> Assignment:
@@ -112,9 +108,7 @@ def _ran(st: JobState, current: Assignment, nodes: tuple[str, ...], ran: float) 
         d["attained_by_cell"], d["epoch_by_cell"] = by_cell, epoch
     d["current"], d["attained_s"], d["requeued_at"] = current, st.attained_s + ran, None
     d["ran_on"] = tuple(nodes) or st.ran_on
-    out = _new(JobState)
-    _set(out, "__dict__", d)
-    return out
+    return frozen_from(JobState, d)
 
 
 def _requeue_wait_over(st: JobState, now: float, delay_s: float) -> JobState:

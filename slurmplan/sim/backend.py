@@ -30,6 +30,7 @@ from slurmplan.domain import (
     JobState,
     Node,
     Snapshot,
+    frozen_from,
 )
 from slurmplan.rules import NEWEST, SlurmRules
 from slurmplan.tick_types import TickConfig
@@ -524,17 +525,10 @@ class SimBackend:
         return {j.job_id: j.work_done for j in self.jobs.values()}
 
 
-_NODE = Node.__new__
-
-
 def _with_used(node: Node, gpus_used: int) -> Node:
     """``replace(node, gpus_used=...)`` without ``replace``'s per-field work (Node is a frozen dataclass without
     ``__post_init__``): every node a tick's starts and stops touched, every tick."""
-    values = node.__dict__.copy()
-    values["gpus_used"] = gpus_used
-    out = _NODE(Node)
-    object.__setattr__(out, "__dict__", values)
-    return out
+    return frozen_from(Node, {**node.__dict__, "gpus_used": gpus_used})
 
 
 _HANDLERS: dict[ActionKind, Callable[[SimBackend, SimJob, Action], str]] = {
