@@ -21,9 +21,9 @@ from __future__ import annotations
 import numpy as np
 
 from slurmplan.domain import AllocationProblem
+from slurmplan.mechanism.priorities import EPS
 from slurmplan.policy.flagship_order import expected_remaining_s, sla_floors
 
-EPS = 1e-9
 TOP = 0.5
 """The first waiting job's row weight: below an arrival's (1.0), so a job that arrived since the round and found a
 free GPU keeps it, as before."""
