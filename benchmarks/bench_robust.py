@@ -5,7 +5,7 @@
     python benchmarks/bench_robust.py --json          # machine-readable rows and family medians
     python benchmarks/bench_robust.py --unseen        # the loss hunt: families never used in development
     python benchmarks/bench_robust.py --unseen --quick  # one seed (101), the first load, small traces (~2 min)
-    python benchmarks/bench_robust.py --unseen --seeds 201,202  # a fresh held-out set: the same families, new seeds
+    python benchmarks/bench_robust.py --unseen --seeds 401,402  # a fresh held-out set: the same families, new seeds
 
 Families (traces generated here, seeded; none is in the repository):
 - gavel-single and gavel-multiple on 8/8/8 (``v100:8,p100:8,k80:8``; Gavel's table jobs);
@@ -32,8 +32,9 @@ table, what was found and fixed, and what still loses: ``slurmplan/sim/RESULTS.m
 
 ``--seeds`` (thirteenth session) replaces every chosen family's seeds with new ones and keeps its shape, loads and
 job mix. The unseen families' seeds 101 and 102 have been tuned against for three sessions, so they are
-development traces now; a check on workloads the preset has not seen draws seeds no session has used (201 and 202
-were first drawn in the thirteenth session; take others for the next check). With ``--quick`` the first new seed.
+development traces now; a check on workloads the preset has not seen draws seeds no session has used (201, 202, 301
+and 302 were drawn, and their losses looked into, in the thirteenth session: take 401 and up for the next check).
+With ``--quick`` the first new seed.
 """
 
 from __future__ import annotations
