@@ -99,14 +99,16 @@ class RngContext:
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> RngContext:
+        # A checkpoint is loaded onto the job's GPU (``map_location``: weights land where they train), and these
+        # tensors come along; generator states and NumPy's keys are read on the CPU only.
         name, keys, *rest = state["numpy"]
         if isinstance(keys, torch.Tensor):
-            keys = keys.numpy().astype(np.uint32)
+            keys = keys.cpu().numpy().astype(np.uint32)
         return cls(
             tuple(state["python"]),
             (name, keys, *rest),
-            state["torch_cpu"],
-            tuple(state.get("torch_cuda", ())),
+            state["torch_cpu"].cpu(),
+            tuple(t.cpu() for t in state.get("torch_cuda", ())),
         )
 
 

@@ -66,9 +66,10 @@ def test_a_worker_resumed_on_another_device_index_keeps_its_stream() -> None:
     assert torch.equal(_draws("cuda:0"), expected)
 
 
-def test_training_on_the_gpu_resumes_bit_identical(tmp_path: Path) -> None:
+def test_training_on_the_gpu_resumes_bit_identical(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """One process, NCCL, four logical workers with dropout on the GPU: stopped at step 3 and resumed, the
     parameters equal the uninterrupted run's (the saved worker contexts carry the GPU streams)."""
+    monkeypatch.setenv("LAUNCH_TEST_START_METHOD", "spawn")  # CUDA, once started here, does not survive a fork
     reference, resumed = tmp_path / "reference", tmp_path / "resumed"
     train(1, STEPS, reference)
     train(1, 3, resumed)
