@@ -1,9 +1,10 @@
 """The flagship's column choices read from the round's kept arrays give what the plain per-call code gave.
 
 ``Slurmplan._choices`` is asked about twice per job per round; it reads the problem's throughput and the columns'
-GPU counts from a memo kept per problem (``flagship._columns_of``) and compares sizes as one array operation
-(issue 27). The plain computation below is the code before that change; both must give the same lists on the
-problems of a real simulated run, for floors of none, an SLA's and a catch-up's (infinite).
+GPU counts from a memo kept per problem (``flagship._columns_of``), compares sizes as one array operation, and
+remembers its answers per job and floor for the same problem (issue 27). The plain computation below is the code
+before that change; both must give the same lists on the problems of a real simulated run, for floors of none, an
+SLA's and a catch-up's (infinite), asked once and again.
 """
 
 from __future__ import annotations
@@ -59,7 +60,11 @@ def test_the_kept_columns_give_the_plain_choices() -> None:
         for j in range(problem.num_jobs):
             sla = float(np.asarray(problem.throughput[j]).max()) / 2
             for floor in (0.0, sla, math.inf):
-                assert Slurmplan._choices(problem, j, floor) == _plain_choices(problem, j, floor)
+                want = _plain_choices(problem, j, floor)
+                first = Slurmplan._choices(problem, j, floor)
+                assert first == want
+                first.append(-1)  # a caller's change to its list must not reach the next caller's
+                assert Slurmplan._choices(problem, j, floor) == want  # the remembered answer
                 compared += 1
     # other sizes than the requested one were in play (else the size test would not be exercised)
     assert any(len({c.gpus for c in p.cells}) > 1 for p in problems)
