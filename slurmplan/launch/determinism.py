@@ -55,18 +55,29 @@ class RngContext:
 
     @classmethod
     def capture(cls) -> RngContext:
-        cuda = tuple(torch.cuda.get_rng_state_all()) if torch.cuda.is_available() else ()
+        """The global RNGs now; on a GPU only the current device's generator, the one this process's kernels draw
+        from (``dist.init`` makes the process's GPU current).
+
+        A logical worker may resume in a process on another device index, or in one that sees fewer GPUs (a
+        4-GPU job resized to 2: srun shows every task all the node's GPUs). Every device's states, restored
+        there, would give the worker another device's untouched stream (different dropout masks after the
+        resize) or fail on an index the process does not have.
+        """
+        cuda = (torch.cuda.get_rng_state(),) if torch.cuda.is_available() else ()
         return cls(random.getstate(), np.random.get_state(), torch.get_rng_state(), cuda)
 
     @classmethod
     def seeded(cls, seed: int) -> RngContext:
         """The context a fresh worker starts from; leaves the process's current RNG states untouched."""
         saved = cls.capture()
+        every_gpu = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
         random.seed(seed)
         np.random.seed(seed)
         torch.manual_seed(seed)  # also seeds every CUDA device
         ctx = cls.capture()
         saved.restore()
+        if every_gpu is not None:
+            torch.cuda.set_rng_state_all(every_gpu)
         return ctx
 
     def restore(self) -> None:
@@ -74,7 +85,7 @@ class RngContext:
         np.random.set_state(self.numpy)
         torch.set_rng_state(self.torch_cpu)
         if self.torch_cuda and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all(list(self.torch_cuda))
+            torch.cuda.set_rng_state(_current_device_state(self.torch_cuda))
 
     def to_state(self) -> dict[str, Any]:
         # NumPy's key array as a tensor: checkpoints are loaded weights-only, which refuses NumPy objects
@@ -88,12 +99,27 @@ class RngContext:
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> RngContext:
+        # A checkpoint is loaded onto the job's GPU (``map_location``: weights land where they train), and these
+        # tensors come along; generator states and NumPy's keys are read on the CPU only.
         name, keys, *rest = state["numpy"]
         if isinstance(keys, torch.Tensor):
-            keys = keys.numpy().astype(np.uint32)
+            keys = keys.cpu().numpy().astype(np.uint32)
         return cls(
             tuple(state["python"]),
             (name, keys, *rest),
-            state["torch_cpu"],
-            tuple(state.get("torch_cuda", ())),
+            state["torch_cpu"].cpu(),
+            tuple(t.cpu() for t in state.get("torch_cuda", ())),
         )
+
+
+def _current_device_state(states: tuple[torch.Tensor, ...]) -> torch.Tensor:
+    """The state a context restores on the current GPU.
+
+    One state: the worker's own (what ``capture`` keeps). Several: a checkpoint written before ``capture`` kept one
+    holds every device of the process that wrote it, whose own was its local rank's. This process's current index
+    picks that one when the job resumes as it ran (and no longer fails where this process sees fewer GPUs than the
+    writer did); the last one where it sees more.
+    """
+    if len(states) == 1:
+        return states[0]
+    return states[min(torch.cuda.current_device(), len(states) - 1)]

@@ -105,6 +105,13 @@ def init(env: DistEnv, backend: str | None = None, timeout_s: float = 600.0) -> 
 
     backend = backend or default_backend()
     if backend == "nccl":
+        visible = torch.cuda.device_count()
+        if env.local_rank >= visible:  # CUDA's own word for it is "invalid device ordinal", raised mid-start
+            allowed = (
+                f"below the {visible} GPU(s) this process sees: start one process per GPU of the node"
+                " (srun --ntasks-per-node, or --nproc, at most the GPUs; or the gloo backend for a CPU run)"
+            )
+            raise ValidationError("LOCAL_RANK", env.local_rank, allowed, "launcher (NCCL)")
         torch.cuda.set_device(env.local_rank)
     tdist.init_process_group(
         backend,

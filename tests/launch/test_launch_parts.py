@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from slurmplan.domain import Measurement, Plan, ValidationError
 from slurmplan.launch.dist import DistEnv, first_host
+from slurmplan.launch.dist import init as dist_init
 from slurmplan.launch.ests import WorkerSampler, assign_workers
 from slurmplan.launch.reports import Progress, ThroughputMeter, append_report, measurement_to_dict, report_path
 from slurmplan.launch.requeue import requeue_command, requeue_job
@@ -174,6 +175,18 @@ def test_dist_env_from_torchrun_srun_and_batch() -> None:
     assert one_node.master_addr == "127.0.0.1"
     two_nodes = {**step, "SLURM_LAUNCH_NODE_IPADDR": "10.1.2.3", "SLURM_STEP_NUM_NODES": "2"}
     assert DistEnv.from_env(two_nodes).master_addr == "10.1.2.3"
+
+
+def test_nccl_refuses_a_local_rank_without_its_gpu_before_touching_cuda() -> None:
+    """Two processes on a node where this one sees fewer GPUs (``--nproc 2`` on a one-GPU machine, seen on an
+    H200): a clear error naming LOCAL_RANK, not CUDA's "invalid device ordinal" from ``set_device``. Here on the
+    CPU (no GPU) any local rank is past the GPUs; nothing is joined."""
+    import torch
+
+    env = DistEnv(rank=1, world_size=2, local_rank=torch.cuda.device_count(), master_port=1)
+    with pytest.raises(ValidationError, match="LOCAL_RANK.*one process per GPU"):
+        dist_init(env, "nccl")
+    assert not torch.distributed.is_initialized()
 
 
 @pytest.mark.parametrize(("nodelist", "host"), [("n1", "n1"), ("node[001-004]", "node001"), ("a[7],b", "a7")])
