@@ -25,7 +25,13 @@ import numpy as np
 try:  # scipy >= 1.15 keeps its HiGHS here; older scipys do not (the caller then uses linprog)
     import scipy.optimize._highspy._core as _h
     from scipy.optimize._highspy._core import simplex_constants as _s_c
-except ImportError:  # pragma: no cover - depends on the installed scipy
+
+    # everything used below, looked up once: a scipy that renamed one falls back to linprog instead of failing
+    _USED = (
+        _h._Highs, _h.HighsLp, _h.HighsOptions, _h.HighsDebugLevel.kHighsDebugLevelNone, _h.MatrixFormat.kColwise,
+        _h.HighsStatus.kError, _h.HighsModelStatus.kOptimal, _h.kHighsInf, _s_c.SimplexStrategy.kSimplexStrategyDual,
+    )  # fmt: skip
+except (ImportError, AttributeError):  # pragma: no cover - depends on the installed scipy
     _h = None
     _s_c = None
 
