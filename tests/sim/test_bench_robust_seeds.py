@@ -1,0 +1,46 @@
+"""``bench_robust.py --seeds``: a held-out draw keeps each family's shape, loads and job mix and changes only the
+seeds, so the traces are new workloads of the same kind (issue 23, thirteenth session)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def _bench():
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_robust.py"
+    spec = importlib.util.spec_from_file_location("bench_robust", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("bench_robust", module)  # its dataclasses look their module up by name
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_new_seeds_keep_each_family_and_draw_other_traces() -> None:
+    bench = _bench()
+    drawn = bench.with_seeds(bench.UNSEEN, "201,202")
+    assert [f.name for f in drawn] == [f.name for f in bench.UNSEEN]
+    for old, new in zip(bench.UNSEEN, drawn, strict=True):
+        assert new.seeds == (201, 202)
+        assert (new.cluster, new.loads, new.jobs, new.kind, new.config) == (
+            old.cluster,
+            old.loads,
+            old.jobs,
+            old.kind,
+            old.config,
+        )
+    family = next(f for f in drawn if f.name == "u-replay-tiny")
+    old = next(f for f in bench.UNSEEN if f.name == "u-replay-tiny")
+    fresh = bench.make_trace(family, 6.0, 201, 16)
+    seen = bench.make_trace(old, 6.0, 101, 16)
+    assert [(j.arrival_s, j.gpus) for j in fresh] != [(j.arrival_s, j.gpus) for j in seen]
+    assert bench.with_seeds(bench.UNSEEN, None) is bench.UNSEEN
+
+
+def test_a_bad_seed_list_names_the_option() -> None:
+    with pytest.raises(SystemExit, match="--seeds"):
+        _bench().with_seeds(_bench().UNSEEN, "201,x")
