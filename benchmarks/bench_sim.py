@@ -25,8 +25,10 @@ carried between ticks, kept jobs placed at once, decisions identical), three pai
 (2.5-3x short). Twelfth session (the LP's model built from arrays, kept jobs' requests and plans remembered,
 decisions identical), four pairs against main bf8e094 on a machine shared at load 2.4-5.5: CPU 159.5 -> 154.3,
 206.9 -> 201.3, 186.9 -> 179.9, 180.3 -> 174.0 s (-3.3, -2.7, -3.7, -3.5 %); ``--days 2`` -3.7 % to -6.3 %;
-25,137 ticks, avg JCT 2.8977 h both. ``slurmplan/sim/RESULTS.md`` sections 4.2-4.4 say where the time goes and
-what the rest needs.
+25,137 ticks, avg JCT 2.8977 h both. Thirteenth session (the flagship's code only; decisions identical), two pairs
+against main 49bdcb3 at load 4-7: CPU 240.6 -> 243.4, 191.0 -> 192.4 s, unchanged; ``benchmarks/tick_kinds.py``
+splits a run by kind of tick: between rounds 59 % of the ticks' time with 96 % of those rows steady running jobs,
+rounds 41 %. ``slurmplan/sim/RESULTS.md`` sections 4.2-4.5 say where the time goes and what the rest needs.
 """
 
 from __future__ import annotations

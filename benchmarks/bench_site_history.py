@@ -19,8 +19,11 @@ against main e191013: CPU 53.3 s -> 52.9 s (-0.8 %: the flagship's time is in it
 6.1514 h both. Eleventh session (a job's problem row carried between ticks, kept jobs placed at once, decisions
 identical), one pair against main dfdf00a: CPU 43.0 s -> 39.8 s (-7.4 %), 3,206 ticks, 6.1017 h both. Twelfth session
 (decisions identical), one pair against main bf8e094 at load 5: CPU 53.7 s -> 52.0 s (-3.2 %), the same ticks and JCT.
-The month is about 20 CPU minutes (30 x 39.8 s on an idle machine): the goal is not met (``slurmplan/sim/RESULTS.md``
-4.3-4.4 say what it needs).
+Thirteenth session (the matching LP sent to scipy's HiGHS without ``linprog``, the column choices remembered per
+round; decisions identical), three pairs against main 49bdcb3: CPU 66.6 -> 63.6, 63.2 -> 64.5, 47.2 -> 47.8 s
+(within the noise), -11.7 % instructions on the flagship's ``decision_hash.py --days 0.3``; 3,152 ticks, 6.1064 h
+both. The month is about 24-32 CPU minutes on this loaded machine (30 x 47-64 s): the goal is not met
+(``slurmplan/sim/RESULTS.md`` 4.3-4.5 say what it needs).
 """
 
 from __future__ import annotations

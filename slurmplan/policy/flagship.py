@@ -290,15 +290,20 @@ class Slurmplan(Policy):
     def _choices(problem: AllocationProblem, j: int, floor: float) -> list[int]:
         """Usable columns of job j, best first: (for a guaranteed job) those that give its SLA, then its own
         size (the requested GPU count) before other sizes, fastest first."""
-        row = np.asarray(problem.throughput[j], dtype=float)
+        thr, gpus, seen = _columns_of(problem)  # asked twice per job per round (issue 27: 4 % of the flagship's time)
+        hit = seen.get((j, floor))
+        if hit is not None:
+            return list(hit)
+        row = thr[j]
         usable = np.nonzero(row > 0)[0]
         req = -1 if problem.requested is None else int(problem.requested[j])
-        size = problem.cells[req].gpus if req >= 0 else None
-        other = np.array([size is not None and problem.cells[c].gpus != size for c in usable], dtype=bool)
-        if math.isinf(floor):  # a guaranteed job catching up on its wait (sla_catch_up): fastest of any size
-            other[:] = False
+        # other sizes after the requested one; not for a guaranteed job catching up on its wait (infinite floor)
+        sized = req >= 0 and not math.isinf(floor)
+        other = gpus[usable] != gpus[req] if sized else np.zeros(usable.size, dtype=bool)
         below = row[usable] < floor - 1e-12 if floor > 0 else np.zeros(usable.size, dtype=bool)
-        return usable[np.lexsort((-row[usable], other, below))].tolist()
+        out = usable[np.lexsort((-row[usable], other, below))].tolist()
+        seen[(j, floor)] = tuple(out)
+        return out
 
     def _stay_or_move(self, problem: AllocationProblem, j: int, fit: list[int]) -> int:
         """The fastest fitting column, unless the job runs in a fitting one that is nearly as fast."""
@@ -309,3 +314,25 @@ class Slurmplan(Policy):
             if thr[best] <= thr[cur] * (1.0 + self.params["move_gain"]):
                 return cur
         return best
+
+
+class _LastColumns:
+    """``(problem, throughput as floats, each column's GPU count, the choices found)`` of the last ``_columns_of``."""
+
+    value: tuple[AllocationProblem, np.ndarray, np.ndarray, dict] | None = None
+
+
+_last_columns = _LastColumns()
+
+
+def _columns_of(problem: AllocationProblem) -> tuple[np.ndarray, np.ndarray, dict[tuple[int, float], tuple]]:
+    """The problem's throughput as floats, its columns' GPU counts and ``_choices``'s answers so far (by job and
+    floor; half the calls of a round repeat one), kept for the round's many ``_choices`` calls: a pure memo keyed
+    by the problem's identity (it holds the problem; the arrays are only read, the answers handed out as copies)."""
+    last = _last_columns.value  # read once: another thread may replace it, never change it
+    if last is not None and last[0] is problem:
+        return last[1], last[2], last[3]
+    thr = np.asarray(problem.throughput, dtype=float)
+    gpus = np.array([c.gpus for c in problem.cells], dtype=np.int64)
+    _last_columns.value = (problem, thr, gpus, {})
+    return thr, gpus, _last_columns.value[3]

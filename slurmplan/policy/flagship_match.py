@@ -15,25 +15,50 @@ import numpy as np
 
 from slurmplan.domain import AllocationProblem
 from slurmplan.mechanism.pricing import PRIOR_FLOOR_S
+from slurmplan.policy import linprog_direct
 from slurmplan.policy.greedy import Packing
 
 
 def transport(rows: np.ndarray, cols: np.ndarray, value: np.ndarray, pack: Packing, chosen: np.ndarray):
     """max sum value*y  s.t. each chosen job's shares sum to 1, each type's GPUs within its free capacity."""
-    from scipy.optimize import linprog
-    from scipy.sparse import coo_matrix
-
-    nv = rows.size
     job_pos = {j: i for i, j in enumerate(chosen.tolist())}
-    a_eq = coo_matrix((np.ones(nv), ([job_pos[j] for j in rows.tolist()], np.arange(nv))), shape=(chosen.size, nv))
+    pos = np.array([job_pos[j] for j in rows.tolist()], dtype=np.int64)
     types = pack.cell_type[cols]
     cap = pack.free.copy()
     for j in chosen.tolist():
         cap[pack.cell_type[pack.col[j]]] += pack.cell_gpus[pack.col[j]]
-    a_ub = coo_matrix((pack.cell_gpus[cols], (types, np.arange(nv))), shape=(cap.size, nv))
-    res = linprog(-value, A_ub=a_ub.tocsr(), b_ub=cap + 1e-9, A_eq=a_eq.tocsr(), b_eq=np.ones(chosen.size),
+    solve = _transport_direct if linprog_direct.available() else _transport_linprog
+    return solve(types, pos, pack.cell_gpus[cols], -value, cap, chosen.size)
+
+
+def _transport_linprog(
+    types: np.ndarray, pos: np.ndarray, gpus: np.ndarray, c: np.ndarray, cap: np.ndarray, jobs: int
+) -> np.ndarray | None:
+    """``transport``'s LP through ``scipy.optimize.linprog`` (as before issue 27's direct path; its reference)."""
+    from scipy.optimize import linprog
+    from scipy.sparse import coo_matrix
+
+    nv = c.size
+    a_eq = coo_matrix((np.ones(nv), (pos, np.arange(nv))), shape=(jobs, nv))
+    a_ub = coo_matrix((gpus, (types, np.arange(nv))), shape=(cap.size, nv))
+    res = linprog(c, A_ub=a_ub.tocsr(), b_ub=cap + 1e-9, A_eq=a_eq.tocsr(), b_eq=np.ones(jobs),
                   bounds=(0.0, 1.0), method="highs")  # fmt: skip
     return res.x if res.status == 0 else None
+
+
+def _transport_direct(
+    types: np.ndarray, pos: np.ndarray, gpus: np.ndarray, c: np.ndarray, cap: np.ndarray, jobs: int
+) -> np.ndarray | None:
+    """``transport``'s LP as linprog hands it to HiGHS (``linprog_direct``: linprog's answer, bit for bit, without
+    its Python). Every variable has one entry in its type's ``<=`` row (its GPUs) and one in its job's ``==`` row
+    (1), so each CSC column is those two, the type's row first, as ``csc_array`` of the stacked blocks has them."""
+    nv = c.size
+    indices = np.empty(2 * nv, dtype=np.int32)
+    indices[0::2], indices[1::2] = types, cap.size + pos
+    data = np.empty(2 * nv)
+    data[0::2], data[1::2] = gpus, 1.0
+    indptr = np.arange(0, 2 * nv + 1, 2, dtype=np.int32)
+    return linprog_direct.solve_stacked(c, indptr, indices, data, cap + 1e-9, np.ones(jobs))
 
 
 def match_types(

@@ -1,0 +1,134 @@
+"""Where a simulation's CPU goes, by kind of tick and by stage: what issue 27's speed work measures first.
+
+    python benchmarks/tick_kinds.py --days 2                     # bench_sim's trace under LAS
+    python benchmarks/tick_kinds.py --days 1 --site              # bench_site_history's month, first day, flagship
+
+Every tick of the run is put in one of four kinds: a round (the policy's LP or search ran), a tick between rounds
+that sent actions (an arrival started, a freed GPU refilled), one that sent none, and one between rounds whose
+jobs are the same as the tick before's and that sent nothing (nothing at all changed). For each kind it prints
+the ticks, their CPU seconds (``time.process_time``: what a machine shared with other work inflates least) and
+the CPU of each stage inside and around ``decide``, timed by wrapping the stage functions where the tick calls
+them (``replay`` includes the ``plan_round`` and ``deficits`` it calls for refills). Then how many of the rows
+between rounds were *steady*: a running job kept on the same Cell and nodes as the tick before, with no action
+(the rows a tick that took only the changed jobs would not touch).
+The timers add about a microsecond a call, so the stages' sum is a little above the run's CPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections import Counter, defaultdict
+
+import slurmplan.mechanism.engine as engine
+import slurmplan.pipeline as pipeline
+from slurmplan.domain import Reason
+from slurmplan.policy.registry import load_policy
+from slurmplan.sim.cluster import CRIUS_CLUSTER, parse_cluster
+from slurmplan.sim.engine import SimOptions, Simulation
+from slurmplan.sim.generate import LlmTraceConfig, llm_trace, perf_feasible
+from slurmplan.sim.workload import build_workloads
+from slurmplan.tick_types import TickOutput
+
+_ENGINE_STAGES = (
+    "advance", "build_problem", "running_info", "_allocate", "start_epoch", "align", "received_share", "priorities",
+    "plan_round", "replay", "place_round", "assign", "with_policy_notes", "plan_actions", "deficits", "_next_state",
+)  # fmt: skip
+_PIPELINE_STAGES = ("managed_jobs", "prune", "shape_actions")
+_SITE_CLUSTER = "a100:50x8,a40:100x4,v100:25x8"  # bench_site_history.SITE_CLUSTER
+
+
+class _Timers:
+    """CPU seconds per stage label for the tick now running."""
+
+    def __init__(self) -> None:
+        self.now: Counter[str] = Counter()
+
+    def wrap(self, owner: object, name: str, label: str | None = None) -> None:
+        inner, key, now = getattr(owner, name), label or name, self.now
+
+        def timed(*args, **kwargs):
+            t = time.process_time()
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                now[key] += time.process_time() - t
+
+        setattr(owner, name, timed)
+
+
+def _simulation(days: float, site: bool, policy: str) -> Simulation:
+    cluster, per_day = (_SITE_CLUSTER, 50_000 / 30) if site else (CRIUS_CLUSTER, 13_000 / 14)
+    config = LlmTraceConfig(num_jobs=int(per_day * days), rate_per_h=per_day / 24, seed=0)
+    spec = parse_cluster(cluster)
+    workloads = build_workloads(llm_trace(config, perf_feasible(cluster)), spec, None)
+    options = SimOptions(round_s=360.0 if site else 300.0, tick_s=30.0)
+    return Simulation(workloads, spec, load_policy(policy), options)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--days", type=float, default=2.0)
+    parser.add_argument("--site", action="store_true", help="bench_site_history's cluster and rate")
+    parser.add_argument("--policy", default=None, help="default: las, or the flagship with --site")
+    args = parser.parse_args()
+    timers = _Timers()
+    for name in _ENGINE_STAGES:
+        timers.wrap(engine, name)
+    for name in _PIPELINE_STAGES:
+        timers.wrap(pipeline, name)
+    sim = _simulation(args.days, args.site, args.policy or ("slurmplan" if args.site else "las"))
+    timers.wrap(sim.backend, "snapshot", "sim snapshot")
+    timers.wrap(sim.journal, "apply", "apply (journal + sim)")
+    kinds: dict[str, list] = defaultdict(lambda: [0, 0.0, Counter(), 0])
+    rows: Counter[str] = Counter()
+    step, last = sim.step, {"ids": None, "out": {}}
+
+    def timed_step() -> TickOutput:
+        timers.now.clear()
+        t = time.process_time()
+        out = step()
+        spent = time.process_time() - t
+        ids = tuple(a.job_id for a in out.assignments)
+        kind = "round" if out.new_round else "between, actions" if out.actions else "between, no action"
+        if kind == "between, no action" and ids == last["ids"]:
+            kind = "between, nothing changed"
+        if not out.new_round:
+            _count_rows(out, last["out"], rows)
+        last["ids"], last["out"] = ids, {a.job_id: a for a in out.assignments}
+        entry = kinds[kind]
+        entry[0] += 1
+        entry[1] += spent
+        entry[2].update(timers.now)
+        entry[3] += len(ids)
+        return out
+
+    sim.step = timed_step  # type: ignore[method-assign]
+    cpu = time.process_time()
+    result = sim.run()
+    total = time.process_time() - cpu
+    in_ticks = sum(k[1] for k in kinds.values())
+    print(f"{result.ticks} ticks, {result.rounds} rounds, CPU {total:.1f} s (in ticks {in_ticks:.1f} s)")
+    for kind, (n, spent, stages, jobs) in sorted(kinds.items()):
+        share, per_tick = 100 * spent / total, 1000 * spent / n
+        print(f"\n{kind}: {n} ticks, {spent:.2f} s CPU ({share:.0f} %), {per_tick:.2f} ms a tick, ", end="")
+        print(f"{jobs / n:.0f} jobs a tick")
+        for label, s in stages.most_common():
+            if s >= 0.005 * spent:
+                print(f"   {label:24s} {s:7.2f} s  {1000 * s / n:6.3f} ms a tick")
+    steady = rows["steady"]
+    print(f"\nrows between rounds: {rows['all']}, steady {steady} ({100 * steady / max(1, rows['all']):.1f} %)")
+
+
+def _count_rows(out: TickOutput, before: dict, rows: Counter[str]) -> None:
+    """Count the tick's rows, and the steady ones: kept on the same Cell and nodes as the tick before, no action."""
+    acted = {a.job_id for a in out.actions}
+    for a in out.assignments:
+        rows["all"] += 1
+        b = before.get(a.job_id)
+        same = b is not None and b.reason is Reason.KEPT and b.cell == a.cell and b.nodes == a.nodes
+        rows["steady"] += a.reason is Reason.KEPT and same and a.job_id not in acted
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,58 @@
+"""The flagship's type-matching LP solved through scipy's HiGHS directly gives linprog's answer, bit for bit.
+
+``flagship_match._transport_direct`` (``policy/linprog_direct.py``) skips ``linprog``'s Python but must end on the
+very same vertex, or the flagship's decisions move (issue 27 allows no other change). Its reference is the old
+path, ``_transport_linprog``: both solve random LPs of the transport's form, many with tied values (where another
+solve order would pick another vertex of the same optimum), and must return the same bytes or both refuse.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from slurmplan.policy import linprog_direct
+from slurmplan.policy.flagship_match import _transport_direct, _transport_linprog
+
+pytestmark = pytest.mark.skipif(not linprog_direct.available(), reason="this scipy keeps its HiGHS elsewhere")
+
+
+def _instance(rng: np.random.Generator, tied: bool) -> tuple:
+    """A transport LP like the flagship's: jobs of 1-8 GPUs, each with a variable on 1-3 of 3 GPU types."""
+    jobs, n_types = int(rng.integers(2, 60)), 3
+    types, pos, gpus = [], [], []
+    for j in range(jobs):
+        size = int(rng.choice([1, 1, 2, 4, 8]))
+        for t in sorted(rng.choice(n_types, size=int(rng.integers(1, n_types + 1)), replace=False).tolist()):
+            types.append(t)
+            pos.append(j)
+            gpus.append(size)
+    nv = len(types)
+    values = rng.choice([0.5, 1.0, 1.0005], size=nv) if tied else rng.uniform(0.1, 3.0, size=nv)
+    need = np.bincount(types, weights=gpus, minlength=n_types)
+    cap = np.maximum(0, (need * rng.uniform(0.2, 0.9, size=n_types)).astype(np.int64))
+    return np.array(types), np.array(pos), np.array(gpus), -values, cap, jobs
+
+
+@pytest.mark.parametrize("tied", [False, True])
+def test_the_direct_solve_ends_on_linprogs_vertex(tied: bool) -> None:
+    rng = np.random.default_rng(27)
+    solved = refused = 0
+    for _ in range(150):
+        args = _instance(rng, tied)
+        want, got = _transport_linprog(*args), _transport_direct(*args)
+        if want is None:
+            assert got is None
+            refused += 1
+            continue
+        assert got is not None
+        assert got.tobytes() == want.tobytes()
+        solved += 1
+    assert solved > 50  # the comparison covered real solves, not only refusals
+
+
+def test_an_infeasible_lp_is_refused_by_both() -> None:
+    """Two one-GPU jobs, one GPU type with room for one: no answer either way."""
+    args = (np.array([0, 0]), np.array([0, 1]), np.array([1, 1]), np.array([-1.0, -1.0]), np.array([1]), 2)
+    assert _transport_linprog(*args) is None
+    assert _transport_direct(*args) is None
