@@ -14,13 +14,19 @@ samples, its HiGHS solve a fifth of that). This passes the same LP to the same s
   ``sqrt(1e-9) * 10``), so an "optimal" answer linprog would refuse is refused here too.
 
 So the answer is linprog's, bit for bit (``tests/policy/test_linprog_direct.py`` compares the two on random LPs
-of this form, and the flagship's decision hash does on every round). scipy's module is private: if it is not
-where this scipy keeps it, ``available()`` is False and the caller uses ``linprog``.
+of this form, and the flagship's decision hash does on every round). scipy's module is private and its wrapper's
+options may change between releases, so this is used only on the scipy releases it was checked against
+(``CHECKED``); on any other, or where a name it uses is missing, ``available()`` is False and the caller uses
+``linprog`` (the same decisions, at linprog's cost), until the test has been run there and the release added.
 """
 
 from __future__ import annotations
 
 import numpy as np
+import scipy
+
+CHECKED = ("1.17",)
+"""scipy releases (major.minor) whose ``linprog(method="highs")`` this was compared with, byte for byte."""
 
 try:  # scipy >= 1.15 keeps its HiGHS here; older scipys do not (the caller then uses linprog)
     import scipy.optimize._highspy._core as _h
@@ -41,7 +47,7 @@ _TOL = float(np.sqrt(1e-9) * 10)
 
 def available() -> bool:
     """True when scipy's own HiGHS can be driven directly (else use ``scipy.optimize.linprog``)."""
-    return _h is not None
+    return _h is not None and ".".join(scipy.__version__.split(".")[:2]) in CHECKED
 
 
 def _options():
