@@ -40,7 +40,7 @@ from torch.nn import functional as F
 
 from slurmplan.domain import Plan
 from slurmplan.launch.checkpoint import CheckpointStore
-from slurmplan.perf.hardware import GpuSpec, default_catalog
+from slurmplan.perf.hardware import GpuSpec, default_catalog, gpu_type_of_device
 from slurmplan.perf.memory import GB, plan_memory
 from slurmplan.perf.models import ModelSpec
 from slurmplan.perf.search import predict_plan
@@ -104,15 +104,9 @@ class ThroughputPoint:
 
 
 def gpu_spec(name: str) -> GpuSpec | None:
-    """The catalog entry a device name names (``NVIDIA H100 80GB HBM3`` -> h100, ``NVIDIA A100-SXM4-40GB`` ->
-    a100), through the catalog's aliases; None for a GPU it does not know."""
-    catalog = default_catalog()
-    for word in name.lower().split():
-        for key in (word, word.split("-")[0]):
-            found = catalog.resolve(key)
-            if found is not None:
-                return catalog.get(found)
-    return None
+    """The catalog entry of the device PyTorch names (``perf.hardware.gpu_type_of_device``), None if unknown."""
+    found = gpu_type_of_device(name)
+    return None if found is None else default_catalog().get(found)
 
 
 def measure_throughput(spec: ModelSpec, micro_batch: int, gpu: GpuSpec, steps: int) -> ThroughputPoint:

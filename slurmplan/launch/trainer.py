@@ -32,6 +32,7 @@ from slurmplan.launch.reports import Progress, ThroughputMeter, append_report, p
 from slurmplan.launch.requeue import RequeueMode, requeue_job
 from slurmplan.launch.signals import StopFlag, resolve_signal
 from slurmplan.launch.spec import Outcome, TrainResult, TrainSpec
+from slurmplan.perf.hardware import gpu_type_of_device
 from slurmplan.perf.stacks import stack_for_adapter
 
 log = logging.getLogger(__name__)
@@ -261,9 +262,7 @@ class Trainer:
         return self.step
 
     def measurement(self, rate: float) -> Measurement:
-        gpu_type = self.assigned.gpu_type or (
-            "cpu" if self.device.type == "cpu" else torch.cuda.get_device_name(self.device).lower()
-        )
+        gpu_type = self.assigned.gpu_type or ("cpu" if self.device.type == "cpu" else _device_type(self.device))
         job = os.environ.get("SLURM_JOB_ID")
         return Measurement(
             model=self.assigned.model or self.spec.model_name,  # the hint's name: what the daemon looks up
@@ -277,6 +276,16 @@ class Trainer:
             time=time.time(),
             stack=TRAINER_STACK,
         )
+
+
+def _device_type(device: torch.device) -> str:
+    """The GPU type a job without a plan reports: the catalog's name where it knows the device, else its own."""
+    name = torch.cuda.get_device_name(device)
+    try:
+        return gpu_type_of_device(name) or name.lower()
+    except (SlurmplanError, OSError) as exc:  # a site catalog that does not load must not stop the training
+        log.warning("GPU catalog unreadable (%s): reporting the device as %r", exc, name.lower())
+        return name.lower()
 
 
 def check_workers(spec: TrainSpec, assigned: AssignedPlan, denv: dist.DistEnv) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from functools import lru_cache
@@ -180,6 +181,25 @@ def default_catalog() -> GpuCatalog:
 def get_gpu(name: str) -> GpuSpec:
     """The spec of a GPU type (aliases accepted); ValidationError listing the known names otherwise."""
     return default_catalog().get(name)
+
+
+def gpu_type_of_device(device_name: str) -> GpuType | None:
+    """The catalog's name for the GPU PyTorch names (``NVIDIA H100 80GB HBM3`` -> h100, ``NVIDIA A100-SXM4-80GB``
+    -> a100-80g, ``Tesla V100-SXM2-16GB`` -> v100), through the aliases; None for a GPU the catalog does not know.
+
+    A job the daemon gave no plan reports its GPU by this name; the fit ignores a type it cannot resolve, so the
+    raw device name would make the job's measurements useless. A memory size in the name picks the catalog's
+    variant of that size where there is one (``a100-80g``), else the base type.
+    """
+    catalog = default_catalog()
+    tokens = re.split(r"[\s_-]+", str(device_name).lower())
+    memory = next((m.group(1) for t in tokens if (m := re.fullmatch(r"(\d+)gb", t))), None)
+    for token in tokens:
+        base = catalog.resolve(token)
+        if base is not None:
+            variant = catalog.resolve(f"{token}-{memory}g") if memory else None
+            return variant or base
+    return None
 
 
 def list_gpus() -> tuple[GpuType, ...]:

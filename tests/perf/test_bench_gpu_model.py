@@ -44,8 +44,6 @@ def test_the_trained_gpt_predicts_the_next_token_causally(bench) -> None:
     assert not torch.allclose(a[0, 10:], b[0, 10:])
 
 
-def test_device_names_map_onto_the_catalog(bench) -> None:
+def test_device_names_map_onto_the_catalog_entries(bench) -> None:
     assert bench.gpu_spec("NVIDIA H200").name == "h200"
-    assert bench.gpu_spec("NVIDIA H100 80GB HBM3").name == "h100"
-    assert bench.gpu_spec("Tesla V100-SXM2-16GB").name == "v100"
     assert bench.gpu_spec("NVIDIA GeForce RTX 4090") is None

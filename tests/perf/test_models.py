@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from slurmplan.domain import ValidationError
-from slurmplan.perf.hardware import get_gpu, list_gpus, load_catalog
+from slurmplan.perf.hardware import get_gpu, gpu_type_of_device, list_gpus, load_catalog
 from slurmplan.perf.models import get_model, list_models, load_model_file
 
 # Narayanan thesis Table 4.1: (catalog name, parameters in billions as printed, heads, hidden, layers).
@@ -111,6 +111,27 @@ def test_gpu_catalog_names_aliases_and_sources() -> None:
     with pytest.raises(ValidationError, match="gpu_type") as err:
         get_gpu("rtx9090")
     assert "a100" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("device", "gpu_type"),
+    [
+        ("NVIDIA H200", "h200"),
+        ("NVIDIA H100 80GB HBM3", "h100"),
+        ("NVIDIA A100-SXM4-40GB", "a100"),
+        ("NVIDIA A100-SXM4-80GB", "a100-80g"),
+        ("NVIDIA A100 80GB PCIe", "a100-80g"),
+        ("Tesla V100-SXM2-16GB", "v100"),
+        ("Tesla V100-SXM2-32GB", "v100-32g"),
+        ("Tesla T4", "t4"),
+        ("NVIDIA L40S", "l40s"),
+        ("Tesla K80", "k80"),
+        ("NVIDIA GeForce RTX 4090", None),
+    ],
+)
+def test_a_device_name_as_pytorch_gives_it_resolves_to_the_catalog_type(device: str, gpu_type: str | None) -> None:
+    """What a job without a plan reports (``launch.trainer``): the raw name would be ignored by the fit."""
+    assert gpu_type_of_device(device) == gpu_type
 
 
 def test_site_catalog_overrides_and_adds(tmp_path: Path) -> None:
