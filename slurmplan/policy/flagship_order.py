@@ -146,14 +146,15 @@ def guard_rank(problem: AllocationProblem, stretch: np.ndarray, running: np.ndar
 def below_running(
     problem: AllocationProblem, guarded: np.ndarray, stretch: np.ndarray, running: np.ndarray, params: dict
 ) -> np.ndarray:
-    """The waiting jobs past their stretch guard that go ahead of the other waiting jobs but not ahead of the
-    running ones, bar the one due last (``guard_below``, with restart costs and ``hold_s`` only, as
-    ``guard_rank``; ``queue_order``): those less than ``stretch_guard`` times past it. ``guard_rank``'s
-    hysteresis (a waiting job displaces a running one only when ``stretch_guard`` times as stretched) extended
-    to the running jobs below the guard, whose stretch is below ``stretch_guard``: past ``stretch_guard``
-    squared a waiting job goes ahead of them all. Issue 23: a job
-    of unknown length that had waited half a round went ahead of running jobs and stopped them; this left 5
-    traces of 44 behind plain Slurm (2 with this rule, sim/RESULTS.md section 7)."""
+    """The waiting jobs past their stretch guard, but less than ``stretch_guard`` times past it: they go ahead of
+    the other waiting jobs, and of no running job but the one due last (``guard_below``; ``queue_order``). Only
+    with restart costs and ``hold_s``, as ``guard_rank``.
+
+    It extends ``guard_rank``'s hysteresis (a waiting job displaces a running one only when ``stretch_guard`` times
+    as stretched) to the running jobs below the guard, whose stretch is below ``stretch_guard``: a waiting job goes
+    ahead of them all only once its stretch passes ``stretch_guard`` squared. Why (issue 23): a job of unknown
+    length that had waited half a round went ahead of running jobs and stopped them; that left 5 of 44 traces
+    behind plain Slurm, 2 with this rule (sim/RESULTS.md section 7)."""
     cap = params["stretch_guard"]
     cost = problem.restart_cost_s
     if not params["guard_below"] or params["hold_s"] <= 0 or cost is None or not (np.asarray(cost) > 0).any():
