@@ -157,7 +157,7 @@ class Slurmplan(Policy):
         cannot_wait = (floors > 0) | queue.overdue | queue.urgent
         choose = lambda j, floor: self._choices(problem, j, floor)  # noqa: E731
         left = est if index is prior else expected_remaining_s(problem, prior)[0]
-        moves = guard_moves(problem, pack, queue, left, cannot_wait, p["move_pay"], prior, choose)
+        moves = guard_moves(problem, pack, queue, left, cannot_wait, p["move_pay"], prior, choose, p["stop_gang"])
         notes = self._notes(problem, pack, queue, est, source, floors, guarded, stretch, running, moves)
         x = pack.x()
         unmet = int(((sla_floor > 0) & ((x * problem.throughput).sum(axis=1) < sla_floor - 1e-9)).sum())

@@ -85,13 +85,15 @@ def guard_moves(
     factor: float,
     floor_s: float | np.ndarray,
     choices: Callable[[int, float], list[int]],
+    gang: bool = False,
 ) -> Guarded:
     """Undo, in ``pack``, every change to a running job that does not pay (see the module docstring).
 
     ``queue``: the ordering step's result (changes are priced in its order, and the waiting jobs that a kept job
     pushes out are tried elsewhere, in its order, on their ``choices`` with room); ``est``: expected seconds left
     per job on its fastest column; ``urgent``: jobs whose start cannot wait (guaranteed, overdue, deadline):
-    making room for one always pays.
+    making room for one always pays; ``gang`` (``stop_gang``): a stopped job's own delay runs until enough of the
+    jobs that took its GPUs end for it to fit again (``_gpus_back_s``), not until the first of them ends.
     """
     undone: dict[int, str] = {}
     kept: dict[int, str] = {}
@@ -130,8 +132,12 @@ def guard_moves(
         # running jobs that moved onto its GPUs go back where they ran: their moves' own gains are lost too
         others += sum(max(0.0, left[k] * (1.0 - thr[k, cur[k]] / thr[k, pack.col[k]])) for k in back)
         new = int(pack.col[j])
-        # stopped: it restarts when they finish, behind the jobs that wait due before it
-        delay = min((est[k] for k in pushed), default=left[j])
+        # stopped: it restarts when they finish (the first, or with gang enough to fit), behind the jobs due before it
+        delay = (
+            _gpus_back_s(trial, pack, j, c0, pushed, est)
+            if gang and pushed
+            else min((est[k] for k in pushed), default=left[j])
+        )
         delay += _queue_ahead_s(problem, pack, cur, thr, queue.due, j, est, pushed) if new < 0 else 0.0
         price = price_change(left[j], thr[j, c0], thr[j, new] if new >= 0 else 0.0, cost[j], others, delay, factor)
         if price.pays:
@@ -142,6 +148,24 @@ def guard_moves(
         _adopt(pack, trial)
         undone[j] = price.detail
     return Guarded(undone, kept, unpriced)
+
+
+def _gpus_back_s(trial: Packing, pack: Packing, j: int, c0: int, pushed: list[int], est: np.ndarray) -> float:
+    """When a stopped job ``j`` has its old column's GPUs back (``stop_gang``, thirteenth session): the jobs that
+    took them end soonest first, and ``j`` needs all of its GPUs at once (a gang job cannot restart on one freed
+    GPU), so the wait runs until enough of them have ended for it to fit again: all of them for a 4-GPU job that
+    three newcomers split, the first for a one-GPU job. ``trial``: the packing with ``j`` and ``pushed`` released;
+    ``pack``: where the ``pushed`` jobs are placed this round."""
+    back = trial.copy()
+    for k in pushed:
+        back.assign(k, int(pack.col[k]))
+    wait = 0.0
+    for k in sorted(pushed, key=lambda k: est[k]):
+        if back.fits(j, c0):
+            break
+        back.release(k)
+        wait = float(est[k])
+    return wait
 
 
 def _queue_ahead_s(

@@ -14,8 +14,8 @@ bad value is refused with the field named. Steps that read them:
 - sizing (``flagship_sizing.py``): ``grow``, ``scale_up``, ``grow_first``, ``climb_by``, ``climb_floor_s``;
 - expected remaining time (``flagship_order.py``, ``mechanism/lengths.py``): ``prior_floor_s``, ``learn_lengths``;
 - between rounds (``flagship_fill.py``): ``fill_freed``;
-- move pricing and hysteresis (``flagship_moves.py``, ``mechanism/pricing.py``): ``move_pay``, ``prior_floor_s``
-  (the hold time and restart costs are the tick's: ``TickConfig.move_hold_rounds``, measured costs).
+- move pricing and hysteresis (``flagship_moves.py``, ``mechanism/pricing.py``): ``move_pay``, ``prior_floor_s``,
+  ``stop_gang`` (the hold time and restart costs are the tick's: ``TickConfig.move_hold_rounds``, measured costs).
 """
 
 from __future__ import annotations
@@ -156,5 +156,12 @@ PARAMS: dict[str, Param] = {
         "true (between rounds, GPUs freed since the round start the waiting jobs that never ran, in due order, on "
         "their requested size, as plain Slurm starts the next job at each completion) or false (they stay idle "
         "until the next round unless a job arrived since the round)",
+    ),
+    "stop_gang": Param(
+        bool,
+        False,
+        "true (a stopped job's own delay, when the guard prices its stop, runs until enough of the jobs that took its "
+        "GPUs have ended for it to fit again: all of them for a gang job whose GPUs they split) or false (until the "
+        "first of them ends; flagship_moves.py, sim/RESULTS.md section 7)",
     ),
 }
