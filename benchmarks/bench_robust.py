@@ -44,13 +44,18 @@ import argparse
 import json
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
-from slurmplan.domain import SLURM_REQUEUE_DELAY_S
+import yaml
+
+from slurmplan.domain import SLURM_REQUEUE_DELAY_S, ValidationError
 from slurmplan.perf.gavel_table import load_gavel_table
+from slurmplan.policy.registry import PRESET_DIR, load_policy
 from slurmplan.sim.cluster import parse_cluster
 from slurmplan.sim.engine import SimOptions
 from slurmplan.sim.generate import (
@@ -126,6 +131,30 @@ def with_seeds(families: tuple[Family, ...], seeds: str | None) -> tuple[Family,
     except ValueError:
         raise SystemExit(f"--seeds: comma-separated integers, got {seeds!r}") from None
     return tuple(replace(f, seeds=drawn) for f in families)
+
+
+def flagship_variant(params: str | None, folder: Path) -> str:
+    """The policy the ``slurmplan`` rows run: the shipped preset (``"slurmplan"``) when ``params`` is None, else
+    a copy of it in ``folder`` with ``params`` (a JSON object of flagship parameters) set on top, its path. A
+    candidate change to the preset is measured by the same command as the preset. Bad JSON, or a name or value
+    the flagship refuses, stops with a message naming ``--flagship-params``."""
+    if params is None:
+        return "slurmplan"
+    try:
+        extra = json.loads(params)
+    except json.JSONDecodeError as exc:
+        raise SystemExit(f"--flagship-params: a JSON object, got {params!r} ({exc.msg})") from None
+    if not isinstance(extra, dict):
+        raise SystemExit(f"--flagship-params: a JSON object of flagship parameters, got {params!r}")
+    preset = yaml.safe_load((PRESET_DIR / "slurmplan.yaml").read_text())
+    preset["params"] = {**preset["params"], **extra}
+    path = folder / "slurmplan.yaml"
+    path.write_text(yaml.safe_dump(preset))
+    try:
+        load_policy(str(path))
+    except ValidationError as exc:
+        raise SystemExit(f"--flagship-params: {exc}") from None
+    return str(path)
 
 
 def _fit_nodes(trace: list, cluster: str) -> list:
@@ -227,12 +256,20 @@ def _summary(spec: RunSpec) -> dict:
     return summarize(simulate(spec))
 
 
-def run_cases(cases: list[tuple[Family, float, int]], policies: tuple[str, ...], args) -> Iterator[dict[str, dict]]:
+def run_cases(
+    cases: list[tuple[Family, float, int]], policies: tuple[str, ...], args, flagship: str = "slurmplan"
+) -> Iterator[dict[str, dict]]:
     """Per (family, load, seed), in order: each policy's summary. Every run of every trace goes to one pool of
     ``args.workers`` processes, so a slow policy on one trace no longer leaves the other workers idle until it ends
-    (thirteenth session: a flagship + plain Slurm screening of ``--unseen`` took half the wall time)."""
+    (thirteenth session: a flagship + plain Slurm screening of ``--unseen`` took half the wall time). ``flagship``:
+    the policy the ``slurmplan`` rows run (``flagship_variant``)."""
     specs = [
-        RunSpec(tuple(make_trace(f, load, seed, f.quick_jobs if args.quick else f.jobs)), f.cluster, p, options())
+        RunSpec(
+            tuple(make_trace(f, load, seed, f.quick_jobs if args.quick else f.jobs)),
+            f.cluster,
+            flagship if p == "slurmplan" else p,
+            options(),
+        )
         for f, load, seed in cases
         for p in policies
     ]
@@ -262,7 +299,14 @@ def main() -> None:
     parser.add_argument("--families", default=None, help="comma-separated names (default: every family)")
     parser.add_argument("--policies", default=",".join(POLICIES))
     parser.add_argument("--seeds", default=None, help="comma-separated seeds replacing every family's (held-out)")
+    parser.add_argument(
+        "--flagship-params",
+        default=None,
+        help="JSON flagship parameters set on the preset, e.g. '{\"stop_gang\": true}'",
+    )
     args = parser.parse_args()
+    scratch = tempfile.TemporaryDirectory(prefix="bench_robust_")
+    flagship = flagship_variant(args.flagship_params, Path(scratch.name))
     families = with_seeds(UNSEEN if args.unseen else FAMILIES, args.seeds)
     wanted = set(args.families.split(",")) if args.families else {f.name for f in families}
     policies = tuple(args.policies.split(","))
@@ -275,7 +319,7 @@ def main() -> None:
         for load in (family.loads[:1] if args.quick else family.loads)
         for seed in (family.seeds[:1] if args.quick else family.seeds)
     ]
-    for (family, load, seed), summaries in zip(cases, run_cases(cases, policies, args), strict=True):
+    for (family, load, seed), summaries in zip(cases, run_cases(cases, policies, args, flagship), strict=True):
         rows.append(row(family, load, seed, summaries))
         print(_line(rows[-1]), file=sys.stderr if args.json else sys.stdout, flush=True)
     medians = {
@@ -289,7 +333,8 @@ def main() -> None:
     wall = time.perf_counter() - t0
     flagged = [f"{r['family']} load {r['load']} seed {r['seed']}: {' '.join(flags(r))}" for r in rows if flags(r)]
     if args.json:
-        json.dump({"rows": rows, "medians": medians, "flagged": flagged, "wall_s": wall}, sys.stdout, indent=1)
+        out = {"rows": rows, "medians": medians, "flagged": flagged, "wall_s": wall}
+        json.dump({**out, "flagship_params": args.flagship_params}, sys.stdout, indent=1)
         print()
         return
     for name, m in medians.items():

@@ -44,3 +44,25 @@ def test_new_seeds_keep_each_family_and_draw_other_traces() -> None:
 def test_a_bad_seed_list_names_the_option() -> None:
     with pytest.raises(SystemExit, match="--seeds"):
         _bench().with_seeds(_bench().UNSEEN, "201,x")
+
+
+def test_flagship_params_measure_a_candidate_on_top_of_the_preset(tmp_path: Path) -> None:
+    """``--flagship-params`` (fourteenth session): the ``slurmplan`` rows run the preset with the given parameters
+    set on top, every other preset parameter kept; without it, the shipped preset by name."""
+    from slurmplan.policy import load_policy
+
+    bench = _bench()
+    assert bench.flagship_variant(None, tmp_path) == "slurmplan"
+    path = bench.flagship_variant('{"stop_gang": true, "hold_s": 0}', tmp_path)
+    variant, preset = load_policy(path).params, load_policy("slurmplan").params
+    assert variant["stop_gang"] is True and preset["stop_gang"] is False
+    assert variant["hold_s"] == 0 and preset["hold_s"] == 3600
+    assert {k: v for k, v in variant.items() if k not in ("stop_gang", "hold_s")} == {
+        k: v for k, v in preset.items() if k not in ("stop_gang", "hold_s")
+    }
+
+
+@pytest.mark.parametrize("bad", ['{"stop_gang": 3}', '{"no_such": 1}', "[1]", "{x"])
+def test_a_bad_flagship_params_names_the_option(tmp_path: Path, bad: str) -> None:
+    with pytest.raises(SystemExit, match="--flagship-params"):
+        _bench().flagship_variant(bad, tmp_path)
