@@ -5,7 +5,8 @@
     python benchmarks/bench_robust.py --json          # machine-readable rows and family medians
     python benchmarks/bench_robust.py --unseen        # the loss hunt: families never used in development
     python benchmarks/bench_robust.py --unseen --quick  # one seed (101), the first load, small traces (~2 min)
-    python benchmarks/bench_robust.py --unseen --seeds 401,402  # a fresh held-out set: the same families, new seeds
+    python benchmarks/bench_robust.py --unseen --seeds 501,502  # a fresh held-out set: the same families, new seeds
+    python benchmarks/bench_robust.py --flagship-params '{"stop_gang": true}'  # a candidate: the preset + these
 
 Families (traces generated here, seeded; none is in the repository):
 - gavel-single and gavel-multiple on 8/8/8 (``v100:8,p100:8,k80:8``; Gavel's table jobs);
@@ -34,8 +35,11 @@ table, what was found and fixed, and what still loses: ``slurmplan/sim/RESULTS.m
 ``--seeds`` (thirteenth session) replaces every chosen family's seeds with new ones and keeps its shape, loads and
 job mix. The unseen families' seeds 101 and 102 have been tuned against for three sessions, so they are
 development traces now; a check on workloads the preset has not seen draws seeds no session has used (201, 202, 301
-and 302 were drawn, and their losses looked into, in the thirteenth session: take 401 and up for the next check).
-With ``--quick`` the first new seed.
+and 302 were drawn, and their losses looked into, in the thirteenth session; 401 and 402 in the fourteenth, to check
+``stop_gang``: take 501 and up for the next check). With ``--quick`` the first new seed.
+
+``--flagship-params`` (fourteenth session) runs the ``slurmplan`` rows with the preset plus these parameters (a JSON
+object; every other preset value kept), so a candidate change is measured by the same command as the preset.
 """
 
 from __future__ import annotations

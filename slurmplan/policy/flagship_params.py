@@ -162,6 +162,7 @@ PARAMS: dict[str, Param] = {
         False,
         "true (a stopped job's own delay, when the guard prices its stop, runs until enough of the jobs that took its "
         "GPUs have ended for it to fit again: all of them for a gang job whose GPUs they split) or false (until the "
-        "first of them ends; flagship_moves.py, sim/RESULTS.md section 7)",
+        "first of them ends; flagship_moves.py). The preset sets true (fourteenth session, sim/RESULTS.md section 7: "
+        "on 134 development and held-out traces no loss, worst ratio or Gavel figure changes, restart flags 6 -> 5)",
     ),
 }

@@ -11,6 +11,7 @@ import numpy as np
 from slurmplan.domain import AllocationProblem, Cell
 from slurmplan.policy import load_policy
 from slurmplan.policy.flagship_moves import _gpus_back_s, guard_moves
+from slurmplan.policy.flagship_params import PARAMS
 from slurmplan.policy.greedy import Packing
 
 ONE, TWO, FOUR = 0, 1, 2  # columns: a100 x1, x2, x4
@@ -81,7 +82,7 @@ def test_with_stop_gang_the_guard_undoes_a_gang_jobs_stop_that_pays_only_until_t
     assert cols == [FOUR, -1, -1, -1] and "-60 min for itself" in moves.undone[0]
 
 
-def test_stop_gang_leaves_a_one_gpu_jobs_stop_as_it_was_and_is_off_in_the_preset() -> None:
+def test_stop_gang_leaves_a_one_gpu_jobs_stop_as_it_was_and_is_in_the_preset_off_by_default() -> None:
     p = a100_problem(1, ONE, 1)
     est = np.array([1200.0, 600.0])
     queue = SimpleNamespace(order=np.array([1, 0]), due=np.zeros(2))
@@ -92,4 +93,5 @@ def test_stop_gang_leaves_a_one_gpu_jobs_stop_as_it_was_and_is_off_in_the_preset
         assert pack.col.tolist() == [-1, ONE]
         notes.append(moves.kept[0])
     assert notes[0] == notes[1] and "-10 min for itself" in notes[0]
-    assert load_policy("slurmplan").params["stop_gang"] is False
+    assert load_policy("slurmplan").params["stop_gang"] is True  # fourteenth session, sim/RESULTS.md section 7
+    assert PARAMS["stop_gang"].default is False

@@ -53,9 +53,9 @@ def test_flagship_params_measure_a_candidate_on_top_of_the_preset(tmp_path: Path
 
     bench = _bench()
     assert bench.flagship_variant(None, tmp_path) == "slurmplan"
-    path = bench.flagship_variant('{"stop_gang": true, "hold_s": 0}', tmp_path)
+    path = bench.flagship_variant('{"stop_gang": false, "hold_s": 0}', tmp_path)
     variant, preset = load_policy(path).params, load_policy("slurmplan").params
-    assert variant["stop_gang"] is True and preset["stop_gang"] is False
+    assert variant["stop_gang"] is False and preset["stop_gang"] is True
     assert variant["hold_s"] == 0 and preset["hold_s"] == 3600
     assert {k: v for k, v in variant.items() if k not in ("stop_gang", "hold_s")} == {
         k: v for k, v in preset.items() if k not in ("stop_gang", "hold_s")
