@@ -37,7 +37,8 @@ table, what was found and fixed, and what still loses: ``slurmplan/sim/RESULTS.m
 job mix. The unseen families' seeds 101 and 102 have been tuned against for three sessions, so they are
 development traces now; a check on workloads the preset has not seen draws seeds no session has used (201, 202, 301
 and 302 were drawn, and their losses looked into, in the thirteenth session; 401 and 402 in the fourteenth, to check
-``stop_gang``: take 501 and up for the next check). With ``--quick`` the first new seed.
+``stop_gang``; 501 and 502 for ``--shapes``: take 601 and up for the next check). With ``--quick`` the first new
+seed.
 
 ``--shapes`` (fourteenth session, held out by shape) swaps the families for ``SHAPES``: every held-out check
 before it changed only the seeds of families whose clusters, loads and job mixes had been looked at for many
@@ -54,9 +55,13 @@ GPUs at their nominal speed saturate near 17 jobs/h.
 - ``s-replay-3gen``: three generations with few fast GPUs, ``h100:1x8,a100:2x4,t4:4x2`` (24 GPUs), at 12 and 24;
 - ``s-replay-saturated``: ``a40:4x4`` (16 GPUs of a type no replay family had alone), near saturation, 16 and 20;
 - ``s-replay-light``: ``a100:3x4,v100:1x4`` (16 GPUs), light load, 3 and 5 jobs/h;
-- ``s-llm-3gen``: llm on the three-generation cluster (no LLM family had H100s next to T4s), 40 jobs at 4 and 8/h;
+- ``s-llm-3gen``: llm on the three-generation cluster (no LLM family had H100s next to T4s), 40 jobs at 4 and 8/h
+  (34-37 once jobs of more than 8 GPUs, more than any one type here has, are dropped);
 - ``s-gavel-multiple-nodes``: Gavel's multi-GPU jobs on ``v100:2x4,p100:2x4,k80:2x4`` (4-GPU nodes instead of
-  Gavel's one-GPU servers), 40 jobs at 1.0 and 1.5/h (above every load a Gavel family used, 0.3-1.0).
+  Gavel's one-GPU servers), 40 jobs at 1.0 and 1.5/h (above every load a gavel-multiple family used, 0.3-1.0).
+
+The results (run once, after the set above was committed): RESULTS.md section 7, "Fourteenth session, held out by
+shape".
 
 ``--flagship-params`` (fourteenth session) runs the ``slurmplan`` rows with the preset plus these parameters (a JSON
 object; every other preset value kept), so a candidate change is measured by the same command as the preset.
