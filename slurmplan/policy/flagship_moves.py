@@ -269,7 +269,8 @@ def keep_off_slow(problem: AllocationProblem, pack: Packing, est: np.ndarray, ex
     placed = pack.col >= 0
     rate = np.where(placed, thr[np.arange(n), np.maximum(pack.col, 0)], 0.0)
     ends = np.where(placed, np.minimum(est, 1e12) * thr.max(axis=1) / np.where(rate > 0, rate, 1.0), np.inf)
-    for j in np.flatnonzero(placed & (pack.col != cur) & ~np.asarray(exempt, bool)).tolist():
+    priced = np.asarray(problem.restart_cost_s, dtype=float) > 0  # zero cost (Gavel's rules): nothing priced
+    for j in np.flatnonzero(placed & (pack.col != cur) & priced & ~np.asarray(exempt, bool)).tolist():
         c = int(pack.col[j])
         size = pack.cell_gpus[c]
         here = float(ends[j])

@@ -15,7 +15,7 @@ from slurmplan.policy.greedy import Packing
 A100, T4 = 0, 1  # columns: one A100, one T4; the T4 runs every job at 0.1x
 
 
-def one_a100_one_t4(running_left_s: float) -> AllocationProblem:
+def one_a100_one_t4(running_left_s: float, cost_s: float = 183.0) -> AllocationProblem:
     """Job 0 runs on the only A100 (expected ``running_left_s`` left: it ran that long, length unknown); job 1
     (length unknown, so expected a round, 6 min, on the A100) waits; restart costs as measured."""
     return AllocationProblem(
@@ -27,14 +27,14 @@ def one_a100_one_t4(running_left_s: float) -> AllocationProblem:
         steps_known=np.zeros(2, bool),
         attained_time=np.array([running_left_s, 0.0]),
         current=np.array([A100, -1]),
-        restart_cost_s=np.full(2, 183.0),
+        restart_cost_s=np.full(2, cost_s),
         submit_time=np.zeros(2),
         time_since_start=np.array([running_left_s, 600.0]),
     )
 
 
-def decide(running_left_s: float, exempt: bool = False) -> tuple[list[int], dict[int, str]]:
-    p = one_a100_one_t4(running_left_s)
+def decide(running_left_s: float, exempt: bool = False, cost_s: float = 183.0) -> tuple[list[int], dict[int, str]]:
+    p = one_a100_one_t4(running_left_s, cost_s)
     pack = Packing.empty(p)
     pack.assign(0, A100)
     pack.assign(1, T4)  # what the steps before chose: the fastest free GPU
@@ -58,6 +58,7 @@ def test_a_job_starts_on_the_slow_type_when_the_wait_is_long() -> None:
 
 def test_exempt_and_running_jobs_keep_their_columns_and_the_preset_leaves_it_off() -> None:
     assert decide(600.0, exempt=True) == ([A100, T4], {})  # guaranteed or overdue: its start is a promise
+    assert decide(600.0, cost_s=0.0) == ([A100, T4], {})  # Gavel's rules (--zero-cost): nothing is priced
     p = one_a100_one_t4(600.0)
     pack = Packing.empty(p)
     pack.assign(0, A100)
