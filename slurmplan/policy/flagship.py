@@ -158,8 +158,8 @@ class Slurmplan(Policy):
         choose = lambda j, floor: self._choices(problem, j, floor)  # noqa: E731
         left = est if index is prior else expected_remaining_s(problem, prior)[0]
         moves = guard_moves(problem, pack, queue, left, cannot_wait, p["move_pay"], prior, choose, p["stop_gang"])
-        if p["slow_start"]:  # a start onto a far slower type only if waiting for a faster one finishes later
-            moves.slow.update(keep_off_slow(problem, pack, left, (floors > 0) | queue.overdue))
+        if p["slow_start"] > 0:  # a start onto a far slower type only if waiting for a faster one finishes later
+            moves.slow.update(keep_off_slow(problem, pack, left, (floors > 0) | queue.overdue, p["slow_start"]))
         notes = self._notes(problem, pack, queue, est, source, floors, guarded, stretch, running, moves)
         x = pack.x()
         unmet = int(((sla_floor > 0) & ((x * problem.throughput).sum(axis=1) < sla_floor - 1e-9)).sum())

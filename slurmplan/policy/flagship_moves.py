@@ -251,15 +251,17 @@ def _adopt(pack: Packing, trial: Packing) -> None:
         free[:] = tfree
 
 
-def keep_off_slow(problem: AllocationProblem, pack: Packing, est: np.ndarray, exempt: np.ndarray) -> dict[int, str]:
+def keep_off_slow(
+    problem: AllocationProblem, pack: Packing, est: np.ndarray, exempt: np.ndarray, below: float = 1.0
+) -> dict[int, str]:
     """``slow_start`` (fourteenth session, held out by shape): undo, in ``pack``, a start (or a move of a running
-    job) onto a column where the job runs slower than on another type of the same size, when waiting for that type
-    finishes it sooner: ``wait + est x best / thr_fast < est x best / thr_here``, ``est`` its expected seconds left
-    on its fastest column. The wait is until enough GPUs of the faster type free up, soonest-ending jobs first
-    (their expected remaining times, the estimate the move guard prices with). Why: past its stretch guard a
-    waiting job took the fastest *free* GPUs, which on ``h100:1x8,a100:2x4,t4:4x2`` were T4s: a job of 0.08 h on
-    A100s ran 10.6 h on t4x8. Only with restart costs (as the guard); ``exempt`` (guaranteed, overdue) jobs keep
-    their start. Returns the note per job kept off."""
+    job) onto a column where the job runs below ``below`` times its speed on another type of the same size, when
+    waiting for that type finishes it sooner: ``wait + est x best / thr_fast < est x best / thr_here``, ``est``
+    its expected seconds left on its fastest column. The wait is until enough GPUs of the faster type free up,
+    soonest-ending jobs first (their expected remaining times, the estimate the move guard prices with). Why: past
+    its stretch guard a waiting job took the fastest *free* GPUs, which on ``h100:1x8,a100:2x4,t4:4x2`` were T4s: a
+    job of 0.08 h on A100s ran 10.6 h on t4x8. Only with restart costs (as the guard); ``exempt`` (guaranteed,
+    overdue) jobs keep their start. Returns the note per job kept off."""
     out: dict[int, str] = {}
     if problem.restart_cost_s is None or problem.num_jobs == 0:
         return out
@@ -275,7 +277,8 @@ def keep_off_slow(problem: AllocationProblem, pack: Packing, est: np.ndarray, ex
         size = pack.cell_gpus[c]
         here = float(ends[j])
         best_s, best_t = math.inf, ""
-        for k in np.flatnonzero((pack.cell_gpus == size) & (thr[j] > thr[j, c]) & (pack.cell_type >= 0)).tolist():
+        faster = (pack.cell_gpus == size) & (thr[j] * below > thr[j, c]) & (pack.cell_type >= 0)
+        for k in np.flatnonzero(faster).tolist():
             wait = _type_free_s(pack, int(pack.cell_type[k]), size, ends, j)
             finish = wait + float(est[j]) * thr[j].max() / thr[j, k]
             if finish < best_s:

@@ -167,11 +167,12 @@ PARAMS: dict[str, Param] = {
         "on 134 development and held-out traces no loss, worst ratio or Gavel figure changes, restart flags 6 -> 5)",
     ),
     "slow_start": Param(
-        bool,
-        False,
-        "true (with restart costs, a job is not started or moved onto a type of its size on which it runs slower "
-        "than on another, when waiting for that type, until enough of the jobs there end, finishes it sooner; "
-        "flagship_moves.keep_off_slow) or false (it takes what the steps before chose). Off in the preset: "
+        float,
+        0.0,
+        "a number from 0 to 1: with restart costs, a job is not started or moved onto a type of its size on which it "
+        "runs below this times its speed on another, when waiting for that type (until enough of the jobs there "
+        "end) finishes it sooner (flagship_moves.keep_off_slow; 1: any slower type, 0: off). Off in the preset: "
         "measured in sim/RESULTS.md section 7, fourteenth session, 'a start onto a far slower type priced'",
+        lambda v: 0 <= v <= 1,
     ),
 }

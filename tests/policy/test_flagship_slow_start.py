@@ -33,13 +33,15 @@ def one_a100_one_t4(running_left_s: float, cost_s: float = 183.0) -> AllocationP
     )
 
 
-def decide(running_left_s: float, exempt: bool = False, cost_s: float = 183.0) -> tuple[list[int], dict[int, str]]:
+def decide(
+    running_left_s: float, exempt: bool = False, cost_s: float = 183.0, below: float = 1.0
+) -> tuple[list[int], dict[int, str]]:
     p = one_a100_one_t4(running_left_s, cost_s)
     pack = Packing.empty(p)
     pack.assign(0, A100)
     pack.assign(1, T4)  # what the steps before chose: the fastest free GPU
     est = np.array([running_left_s, 360.0])  # expected seconds left on each job's fastest column
-    notes = keep_off_slow(p, pack, est, np.array([False, exempt]))
+    notes = keep_off_slow(p, pack, est, np.array([False, exempt]), below)
     return pack.col.tolist(), notes
 
 
@@ -48,6 +50,8 @@ def test_a_job_waits_for_its_fast_type_when_it_frees_soon() -> None:
     cols, notes = decide(600.0)
     assert cols == [A100, -1]
     assert "waits for a100x1" in notes[1] and "0.10x its best speed" in notes[1]
+    assert decide(600.0, below=0.5)[0] == [A100, -1]  # 0.1x is far slower than half its speed: priced
+    assert decide(600.0, below=0.05) == ([A100, T4], {})  # only a type under 0.05x its speed would be priced
 
 
 def test_a_job_starts_on_the_slow_type_when_the_wait_is_long() -> None:
@@ -63,5 +67,5 @@ def test_exempt_and_running_jobs_keep_their_columns_and_the_preset_leaves_it_off
     pack = Packing.empty(p)
     pack.assign(0, A100)
     assert keep_off_slow(p, pack, np.array([600.0, 360.0]), np.zeros(2, bool)) == {}  # staying is no start
-    assert PARAMS["slow_start"].default is False
-    assert load_policy("slurmplan").params["slow_start"] is False  # measured, not taken (sim/RESULTS.md section 7)
+    assert PARAMS["slow_start"].default == 0.0 and not PARAMS["slow_start"].check(1.5)
+    assert load_policy("slurmplan").params["slow_start"] == 0.0  # measured, not taken (sim/RESULTS.md section 7)
