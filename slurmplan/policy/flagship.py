@@ -80,7 +80,7 @@ from slurmplan.policy.base import Policy, PolicyConfig
 from slurmplan.policy.crius import Crius
 from slurmplan.policy.flagship_fill import freed_rows
 from slurmplan.policy.flagship_match import match_types
-from slurmplan.policy.flagship_moves import Guarded, guard_moves, keep_off_slow, paying_columns
+from slurmplan.policy.flagship_moves import Guarded, guard_moves, paying_columns
 from slurmplan.policy.flagship_notes import queue_notes
 from slurmplan.policy.flagship_order import (
     Queue,
@@ -158,8 +158,6 @@ class Slurmplan(Policy):
         choose = lambda j, floor: self._choices(problem, j, floor)  # noqa: E731
         left = est if index is prior else expected_remaining_s(problem, prior)[0]
         moves = guard_moves(problem, pack, queue, left, cannot_wait, p["move_pay"], prior, choose, p["stop_gang"])
-        if p["slow_start"] > 0:  # a start onto a far slower type only if waiting for a faster one finishes later
-            moves.slow.update(keep_off_slow(problem, pack, left, (floors > 0) | queue.overdue, p["slow_start"]))
         notes = self._notes(problem, pack, queue, est, source, floors, guarded, stretch, running, moves)
         x = pack.x()
         unmet = int(((sla_floor > 0) & ((x * problem.throughput).sum(axis=1) < sla_floor - 1e-9)).sum())
@@ -278,8 +276,6 @@ class Slurmplan(Policy):
             out[j] += f"; changed: {why}"
         for j, why in moves.unpriced.items():
             out[j] += f"; changed, {why}"
-        for j, why in moves.slow.items():
-            out[j] += f"; {why}"
         return tuple(out)
 
     # ------------------------------------------------------------------------------------------------ pieces

@@ -14,14 +14,13 @@ With zero restart cost (Gavel's rules, ``--zero-cost``) nothing is priced: every
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from slurmplan.domain import AllocationProblem
-from slurmplan.mechanism.pricing import _s, price_change, remaining_prior
+from slurmplan.mechanism.pricing import price_change, remaining_prior
 from slurmplan.policy.greedy import Packing
 
 INF = float("inf")
@@ -36,7 +35,6 @@ class Guarded:
     undone: dict[int, str]
     kept: dict[int, str]
     unpriced: dict[int, str] = field(default_factory=dict)
-    slow: dict[int, str] = field(default_factory=dict)  # kept off a far slower type (``keep_off_slow``)
 
 
 def remaining_where_running(problem: AllocationProblem, floor_s: float | np.ndarray) -> np.ndarray:
@@ -249,60 +247,3 @@ def _adopt(pack: Packing, trial: Packing) -> None:
     pack.col[:], pack.free[:] = trial.col, trial.free
     for (_, free), (_, tfree) in zip(pack.host, trial.host, strict=True):
         free[:] = tfree
-
-
-def keep_off_slow(
-    problem: AllocationProblem, pack: Packing, est: np.ndarray, exempt: np.ndarray, below: float = 1.0
-) -> dict[int, str]:
-    """``slow_start`` (fourteenth session, held out by shape): undo, in ``pack``, a start (or a move of a running
-    job) onto a column where the job runs below ``below`` times its speed on another type of the same size, when
-    waiting for that type finishes it sooner: ``wait + est x best / thr_fast < est x best / thr_here``, ``est``
-    its expected seconds left on its fastest column. The wait is until enough GPUs of the faster type free up,
-    soonest-ending jobs first (their expected remaining times, the estimate the move guard prices with). Why: past
-    its stretch guard a waiting job took the fastest *free* GPUs, which on ``h100:1x8,a100:2x4,t4:4x2`` were T4s: a
-    job of 0.08 h on A100s ran 10.6 h on t4x8. Only with restart costs (as the guard); ``exempt`` (guaranteed,
-    overdue) jobs keep their start. Returns the note per job kept off."""
-    out: dict[int, str] = {}
-    if problem.restart_cost_s is None or problem.num_jobs == 0:
-        return out
-    n = problem.num_jobs
-    thr = np.asarray(problem.throughput, dtype=float)
-    cur = np.asarray(problem.current if problem.current is not None else np.full(n, -1), dtype=int)
-    placed = pack.col >= 0
-    rate = np.where(placed, thr[np.arange(n), np.maximum(pack.col, 0)], 0.0)
-    ends = np.where(placed, np.minimum(est, 1e12) * thr.max(axis=1) / np.where(rate > 0, rate, 1.0), np.inf)
-    priced = np.asarray(problem.restart_cost_s, dtype=float) > 0  # zero cost (Gavel's rules): nothing priced
-    for j in np.flatnonzero(placed & (pack.col != cur) & priced & ~np.asarray(exempt, bool)).tolist():
-        c = int(pack.col[j])
-        size = pack.cell_gpus[c]
-        here = float(ends[j])
-        best_s, best_t = math.inf, ""
-        faster = (pack.cell_gpus == size) & (thr[j] * below > thr[j, c]) & (pack.cell_type >= 0)
-        for k in np.flatnonzero(faster).tolist():
-            wait = _type_free_s(pack, int(pack.cell_type[k]), size, ends, j)
-            finish = wait + float(est[j]) * thr[j].max() / thr[j, k]
-            if finish < best_s:
-                best_s, best_t = finish, f"{problem.cells[k].gpu_type}x{size}"
-        if best_s < here:
-            pack.release(j)
-            out[j] = (
-                f"waits for {best_t}: finished there in {_s(best_s)} (wait included), against {_s(here)} on "
-                f"{problem.cells[c].gpu_type}x{size} at {thr[j, c] / thr[j].max():.2f}x its best speed"
-            )
-    return out
-
-
-def _type_free_s(pack: Packing, t: int, size: int, ends: np.ndarray, j: int) -> float:
-    """When ``size`` GPUs of type ``t`` are free: now if they are, else when enough of the jobs placed there end
-    (soonest first; host packing ignored). ``j`` (the job asking) is not counted."""
-    free = float(pack.free[t])
-    if free >= size:
-        return 0.0
-    on = np.flatnonzero((pack.col >= 0) & (pack.cell_type[np.maximum(pack.col, 0)] == t))
-    for k in on[np.argsort(ends[on], kind="stable")].tolist():
-        if k == j:
-            continue
-        free += float(pack.cell_gpus[pack.col[k]])
-        if free >= size:
-            return float(ends[k])
-    return math.inf

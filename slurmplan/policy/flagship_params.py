@@ -15,8 +15,7 @@ bad value is refused with the field named. Steps that read them:
 - expected remaining time (``flagship_order.py``, ``mechanism/lengths.py``): ``prior_floor_s``, ``learn_lengths``;
 - between rounds (``flagship_fill.py``): ``fill_freed``;
 - move pricing and hysteresis (``flagship_moves.py``, ``mechanism/pricing.py``): ``move_pay``, ``prior_floor_s``,
-  ``stop_gang``, ``slow_start`` (the hold time and restart costs are the tick's: ``TickConfig.move_hold_rounds``,
-  measured costs).
+  ``stop_gang`` (the hold time and restart costs are the tick's: ``TickConfig.move_hold_rounds``, measured costs).
 """
 
 from __future__ import annotations
@@ -165,14 +164,5 @@ PARAMS: dict[str, Param] = {
         "GPUs have ended for it to fit again: all of them for a gang job whose GPUs they split) or false (until the "
         "first of them ends; flagship_moves.py). The preset sets true (fourteenth session, sim/RESULTS.md section 7: "
         "on 134 development and held-out traces no loss, worst ratio or Gavel figure changes, restart flags 6 -> 5)",
-    ),
-    "slow_start": Param(
-        float,
-        0.0,
-        "a number from 0 to 1: with restart costs, a job is not started or moved onto a type of its size on which it "
-        "runs below this times its speed on another, when waiting for that type (until enough of the jobs there "
-        "end) finishes it sooner (flagship_moves.keep_off_slow; 1: any slower type, 0: off). Off in the preset: "
-        "measured in sim/RESULTS.md section 7, fourteenth session, 'a start onto a far slower type priced'",
-        lambda v: 0 <= v <= 1,
     ),
 }
