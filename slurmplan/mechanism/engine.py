@@ -135,7 +135,7 @@ def replay(
     states: Mapping[JobId, JobState],
     info: RunningInfo,
     config: TickConfig,
-    deficit: Callable[[], np.ndarray] | None = None,
+    deficit: Callable[[np.ndarray], np.ndarray] | None = None,
     hook: Callable[[AllocationProblem, np.ndarray, np.ndarray], np.ndarray] | None = None,
 ) -> RoundChoice:
     """Between rounds: the round's decisions stand; GPUs freed since are refilled from the round's X.
@@ -144,8 +144,9 @@ def replay(
     tick's problem, X with the arrivals' rows and which jobs are free to start; called only with
     ``start_arrivals`` and a free GPU; only the flagship has one).
 
-    ``deficit`` gives the deficits (``priorities.deficits``) that break the refill's ties; it is called only
-    when some job may be refilled: most ticks between rounds refill nobody, and they need no deficits."""
+    ``deficit`` gives the deficits (``priorities.deficits``) of the rows it is given, which break the refill's
+    ties; it is called only when some job may be refilled (most ticks between rounds refill nobody, and they need
+    no deficits), and only for the rows that may be (the refill reads no other row's)."""
     p = ctx.problem
     n = p.num_jobs
     col_of = column_index(p.cells)  # the problem's own index (read only)
@@ -181,7 +182,7 @@ def replay(
     if eligible.any():
         if free is None:
             free = gpus_left((p.cells[c] for c in col[fixed & (col >= 0)].tolist()), p.capacity)
-        owed = deficit() if deficit is not None else None
+        owed = deficit(eligible) if deficit is not None else None
         refill = plan_round(p, x, pri, info, config, eligible=eligible, capacity=free, deficit=owed)
         for j in np.flatnonzero(eligible & (refill.col >= 0)).tolist():
             col[j], reasons[j] = refill.col[j], Reason.SCHEDULED
@@ -399,7 +400,7 @@ def decide(inp: TickInput, policy: Policy, state: SchedulerState) -> TickOutput:
         choice = plan_round(problem, x, pri, info, config, deficit=deficits(problem, states))
     else:
         hook = getattr(policy, "between_rounds", None)
-        choice = replay(ctx, x, pri, states, info, config, lambda: deficits(problem, states), hook)
+        choice = replay(ctx, x, pri, states, info, config, lambda rows: deficits(problem, states, rows), hook)
     choice, placed = place_round(ctx, choice, x, pri, states, info, config)
     assignments = assign(ctx, choice, placed, x, states, info, row_notes(allocation, problem))
     decided = [(mj, a) for mj, a in zip(ctx.jobs, assignments, strict=True)]
