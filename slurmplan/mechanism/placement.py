@@ -95,7 +95,7 @@ def _same_but_row(a: PlacementRequest, b: PlacementRequest) -> bool:
     memory and nodes to avoid, which is all it reads of a request."""
     return (
         a.preferred is b.preferred
-        and a.cell == b.cell
+        and (a.cell is b.cell or a.cell == b.cell)  # the very Cell mostly (``columns.canonical_cell``): no __eq__ call
         and a.cpus == b.cpus
         and a.memory_mb == b.memory_mb
         and a.avoid == b.avoid
