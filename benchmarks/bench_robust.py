@@ -6,6 +6,7 @@
     python benchmarks/bench_robust.py --unseen        # the loss hunt: families never used in development
     python benchmarks/bench_robust.py --unseen --quick  # one seed (101), the first load, small traces (~2 min)
     python benchmarks/bench_robust.py --unseen --seeds 501,502  # a fresh held-out set: the same families, new seeds
+    python benchmarks/bench_robust.py --shapes        # held out by shape: clusters, loads and mixes never used
     python benchmarks/bench_robust.py --flagship-params '{"stop_gang": true}'  # a candidate: the preset + these
 
 Families (traces generated here, seeded; none is in the repository):
@@ -36,7 +37,31 @@ table, what was found and fixed, and what still loses: ``slurmplan/sim/RESULTS.m
 job mix. The unseen families' seeds 101 and 102 have been tuned against for three sessions, so they are
 development traces now; a check on workloads the preset has not seen draws seeds no session has used (201, 202, 301
 and 302 were drawn, and their losses looked into, in the thirteenth session; 401 and 402 in the fourteenth, to check
-``stop_gang``: take 501 and up for the next check). With ``--quick`` the first new seed.
+``stop_gang``; 501 and 502 for ``--shapes``: take 601 and up for the next check). With ``--quick`` the first new
+seed.
+
+``--shapes`` (fourteenth session, held out by shape) swaps the families for ``SHAPES``: every held-out check
+before it changed only the seeds of families whose clusters, loads and job mixes had been looked at for many
+sessions. These seven were chosen, and written down here, before any of them was run; they are not to be changed
+after their results were seen (that would be tuning). Seeds 501 and 502 (no session had used them), the same
+generators, costs and preset. Loads are reasoned from the generators' means, not measured: a replay-like job needs
+about 0.9 GPU-hours on its requested configuration (1-4 GPUs, mean 2.15; 6-70 min log-uniform, mean 26 min), so 16
+GPUs at their nominal speed saturate near 17 jobs/h.
+
+- ``s-replay-h100``: one large homogeneous node type, ``h100:2x8`` (16 GPUs, the fastest type), replay-like at 16
+  and 32 jobs/h (saturation at nominal speed and twice it, the H100s being faster);
+- ``s-replay-small-nodes``: many small nodes, ``v100:8x2`` (16 GPUs, 4-GPU requests capped at a node's 2), at 8
+  and 14 jobs/h;
+- ``s-replay-3gen``: three generations with few fast GPUs, ``h100:1x8,a100:2x4,t4:4x2`` (24 GPUs), at 12 and 24;
+- ``s-replay-saturated``: ``a40:4x4`` (16 GPUs of a type no replay family had alone), near saturation, 16 and 20;
+- ``s-replay-light``: ``a100:3x4,v100:1x4`` (16 GPUs), light load, 3 and 5 jobs/h;
+- ``s-llm-3gen``: llm on the three-generation cluster (no LLM family had H100s next to T4s), 40 jobs at 4 and 8/h
+  (34-37 once jobs of more than 8 GPUs, more than any one type here has, are dropped);
+- ``s-gavel-multiple-nodes``: Gavel's multi-GPU jobs on ``v100:2x4,p100:2x4,k80:2x4`` (4-GPU nodes instead of
+  Gavel's one-GPU servers), 40 jobs at 1.0 and 1.5/h (above every load a gavel-multiple family used, 0.3-1.0).
+
+The results (run once, after the set above was committed): RESULTS.md section 7, "Fourteenth session, held out by
+shape".
 
 ``--flagship-params`` (fourteenth session) runs the ``slurmplan`` rows with the preset plus these parameters (a JSON
 object; every other preset value kept), so a candidate change is measured by the same command as the preset.
@@ -123,6 +148,27 @@ UNSEEN = (
     Family("u-gavel-multiple", GAVEL, (0.3, 1.0), 40, 20, "gavel-multiple", seeds=UNSEEN_SEEDS),
 )
 """The loss hunt's families (``--unseen``): seeds, loads, shapes and mixes never used in development."""
+
+SHAPES_SEEDS = (501, 502)
+THREE_GEN = "h100:1x8,a100:2x4,t4:4x2"
+SHAPES = (
+    Family("s-replay-h100", "h100:2x8", (16.0, 32.0), 28, 16, "replay", seeds=SHAPES_SEEDS),
+    Family("s-replay-small-nodes", "v100:8x2", (8.0, 14.0), 28, 16, "replay", seeds=SHAPES_SEEDS),
+    Family("s-replay-3gen", THREE_GEN, (12.0, 24.0), 28, 16, "replay", seeds=SHAPES_SEEDS),
+    Family("s-replay-saturated", "a40:4x4", (16.0, 20.0), 28, 16, "replay", seeds=SHAPES_SEEDS),
+    Family("s-replay-light", "a100:3x4,v100:1x4", (3.0, 5.0), 28, 16, "replay", seeds=SHAPES_SEEDS),
+    Family("s-llm-3gen", THREE_GEN, (4.0, 8.0), 40, 16, "llm", seeds=SHAPES_SEEDS),
+    Family("s-gavel-multiple-nodes", OLD, (1.0, 1.5), 40, 20, "gavel-multiple", seeds=SHAPES_SEEDS),
+)
+"""Held out by shape (``--shapes``): clusters, loads and mixes no family had, fixed before any was run."""
+
+
+def family_set(unseen: bool, shapes: bool) -> tuple[Family, ...]:
+    """The families a run draws from: development (``FAMILIES``), ``--unseen`` or ``--shapes``; both at once
+    stops with a message naming the two options."""
+    if unseen and shapes:
+        raise SystemExit("--unseen and --shapes: one family set at a time, got both")
+    return UNSEEN if unseen else SHAPES if shapes else FAMILIES
 
 
 def with_seeds(families: tuple[Family, ...], seeds: str | None) -> tuple[Family, ...]:
@@ -300,6 +346,7 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--unseen", action="store_true", help="the loss hunt's families (UNSEEN) instead")
+    parser.add_argument("--shapes", action="store_true", help="held out by shape (SHAPES) instead")
     parser.add_argument("--families", default=None, help="comma-separated names (default: every family)")
     parser.add_argument("--policies", default=",".join(POLICIES))
     parser.add_argument("--seeds", default=None, help="comma-separated seeds replacing every family's (held-out)")
@@ -311,7 +358,7 @@ def main() -> None:
     args = parser.parse_args()
     scratch = tempfile.TemporaryDirectory(prefix="bench_robust_")
     flagship = flagship_variant(args.flagship_params, Path(scratch.name))
-    families = with_seeds(UNSEEN if args.unseen else FAMILIES, args.seeds)
+    families = with_seeds(family_set(args.unseen, args.shapes), args.seeds)
     wanted = set(args.families.split(",")) if args.families else {f.name for f in families}
     policies = tuple(args.policies.split(","))
     rows = []

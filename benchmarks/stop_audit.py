@@ -21,7 +21,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from bench_robust import FAMILIES, UNSEEN, make_trace, options
+from bench_robust import FAMILIES, SHAPES, UNSEEN, make_trace, options
 
 from slurmplan.domain import ActionKind
 from slurmplan.perf.gavel_table import load_gavel_table
@@ -84,7 +84,7 @@ class _Audited(Simulation):
 
 def audit(family: str, load: float, seed: int, policy: str = "slurmplan") -> list[Stop]:
     """Every priced stop of ``policy`` on ``bench_robust``'s trace (family, load, seed), in time order."""
-    fam = {f.name: f for f in FAMILIES + UNSEEN}[family]
+    fam = {f.name: f for f in FAMILIES + UNSEEN + SHAPES}[family]
     jobs = make_trace(fam, load, seed, fam.jobs)
     cluster = parse_cluster(fam.cluster)
     chosen = load_policy(policy)

@@ -66,3 +66,31 @@ def test_flagship_params_measure_a_candidate_on_top_of_the_preset(tmp_path: Path
 def test_a_bad_flagship_params_names_the_option(tmp_path: Path, bad: str) -> None:
     with pytest.raises(SystemExit, match="--flagship-params"):
         _bench().flagship_variant(bad, tmp_path)
+
+
+def test_shapes_build_families_of_shapes_no_other_set_uses() -> None:
+    """``--shapes`` (fourteenth session, held out by shape): each family runs its generator on a cluster no
+    development or ``--unseen`` family ran it on, with the seeds drawn for it, and every trace builds and fits."""
+    bench = _bench()
+    assert bench.family_set(False, True) is bench.SHAPES
+    assert bench.family_set(True, False) is bench.UNSEEN and bench.family_set(False, False) is bench.FAMILIES
+    used = {(f.kind, f.cluster) for f in bench.FAMILIES + bench.UNSEEN}
+    assert 6 <= len(bench.SHAPES) <= 8
+    for family in bench.SHAPES:
+        assert (family.kind, family.cluster) not in used
+        assert family.seeds == (501, 502)
+        trace = bench.make_trace(family, family.loads[0], family.seeds[0], family.quick_jobs)
+        groups = bench.parse_cluster(family.cluster).groups
+        per_node = {g.gpu_type: g.gpus_per_node for g in groups}
+        assert trace and all(j.gpus <= max(g.nodes * g.gpus_per_node for g in groups) for j in trace)
+        if family.kind == "replay":  # one node of its type at most
+            assert all(j.gpus <= per_node.get(j.gpu_type, max(per_node.values())) for j in trace)
+
+
+def test_shapes_refuse_what_unseen_refuses() -> None:
+    bench = _bench()
+    with pytest.raises(SystemExit, match="--seeds"):
+        bench.with_seeds(bench.SHAPES, "501,x")
+    with pytest.raises(SystemExit, match="--unseen and --shapes"):
+        bench.family_set(True, True)
+    assert [f.seeds for f in bench.with_seeds(bench.SHAPES, "601")] == [(601,)] * len(bench.SHAPES)
