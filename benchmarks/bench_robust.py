@@ -5,7 +5,7 @@
     python benchmarks/bench_robust.py --json          # machine-readable rows and family medians
     python benchmarks/bench_robust.py --unseen        # the loss hunt: families never used in development
     python benchmarks/bench_robust.py --unseen --quick  # one seed (101), the first load, small traces (~2 min)
-    python benchmarks/bench_robust.py --unseen --seeds 501,502  # a fresh held-out set: the same families, new seeds
+    python benchmarks/bench_robust.py --unseen --seeds 601,602  # a fresh held-out set: the same families, new seeds
     python benchmarks/bench_robust.py --shapes        # held out by shape: clusters, loads and mixes never used
     python benchmarks/bench_robust.py --flagship-params '{"stop_gang": true}'  # a candidate: the preset + these
 

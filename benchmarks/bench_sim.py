@@ -28,7 +28,12 @@ decisions identical), four pairs against main bf8e094 on a machine shared at loa
 25,137 ticks, avg JCT 2.8977 h both. Thirteenth session (the flagship's code only; decisions identical), two pairs
 against main 49bdcb3 at load 4-7: CPU 240.6 -> 243.4, 191.0 -> 192.4 s, unchanged; ``benchmarks/tick_kinds.py``
 splits a run by kind of tick: between rounds 59 % of the ticks' time with 96 % of those rows steady running jobs,
-rounds 41 %. ``slurmplan/sim/RESULTS.md`` sections 4.2-4.5 say where the time goes and what the rest needs.
+rounds 41 %. Fourteenth session (work that should not have been there: equal-but-other Cells compared every tick,
+kept requests re-planned when their row moved, running jobs re-priced when only their progress moved, a refill's
+deficits for every row; decisions identical), against main a978d85: instructions -2.2 % (cachegrind,
+``decision_hash.py --days 0.3``); ``--days 2`` three pairs CPU 21.2 -> 21.3, 24.4 -> 23.3, 21.9 -> 22.4 s (noise);
+the fortnight, one pair at load 5-6, CPU 216.8 -> 208.5 s (-3.8 %). ``slurmplan/sim/RESULTS.md`` sections 4.2-4.5
+say where the time goes and what the rest needs.
 """
 
 from __future__ import annotations

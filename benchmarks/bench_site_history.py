@@ -22,8 +22,10 @@ identical), one pair against main dfdf00a: CPU 43.0 s -> 39.8 s (-7.4 %), 3,206 
 Thirteenth session (the matching LP sent to scipy's HiGHS without ``linprog``, the column choices remembered per
 round; decisions identical), three pairs against main 49bdcb3: CPU 66.6 -> 63.6, 63.2 -> 64.5, 47.2 -> 47.8 s
 (within the noise), -11.7 % instructions on the flagship's ``decision_hash.py --days 0.3``; 3,152 ticks, 6.1064 h
-both. The month is about 24-32 CPU minutes on this loaded machine (30 x 47-64 s): the goal is not met
-(``slurmplan/sim/RESULTS.md`` 4.3-4.5 say what it needs).
+both. Fourteenth session (decisions identical; the preset now has issue 23's ``stop_gang``: 3,187 ticks, 6.0931 h),
+three pairs against main a978d85: CPU 49.9 -> 46.0, 54.9 -> 52.0, 57.5 -> 55.0 s (-7.8, -5.3, -4.3 %), -2.4 %
+instructions on ``decision_hash.py --days 0.3 --policy slurmplan``. The month is about 23-28 CPU minutes on this
+loaded machine (30 x 46-55 s): the goal is not met (``slurmplan/sim/RESULTS.md`` 4.3-4.5 say what it needs).
 """
 
 from __future__ import annotations

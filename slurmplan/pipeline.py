@@ -207,7 +207,9 @@ def managed_jobs(
     """ManagedJobs for the unfinished managed jobs, plus the jobs refused because they could not be priced.
 
     ``memo`` (kept by the caller between ticks) maps a job to last tick's ManagedJob: an unchanged job value
-    with unchanged progress is neither re-read nor re-priced.
+    with unchanged progress is neither re-read nor re-priced, and one whose progress alone moved (every running
+    job, every tick) keeps last tick's Job, hints and candidates with its new progress, unless its GPU type is read
+    from the cluster's nodes (``with_node_gpu_type``). The memo's owner (the simulator) prices a job by its value.
     """
     out: list[ManagedJob] = []
     refused: list[Observed] = []
@@ -217,8 +219,10 @@ def managed_jobs(
         steps = source.progress(ob.job)
         if memo is not None:
             hit = memo.get(ob.job.job_id)
-            if hit is not None and hit[0] is ob.job and hit[1] == steps:
-                out.append(hit[2])
+            if hit is not None and hit[0] is ob.job and (hit[1] == steps or not _reads_nodes(ob.job)):
+                mj = hit[2] if hit[1] == steps else _managed_job(hit[2].job, hit[2].hints, hit[2].candidates, steps)
+                memo[ob.job.job_id] = (ob.job, steps, mj)
+                out.append(mj)
                 continue
         job = with_node_gpu_type(ob.job, cluster)
         hints = with_request(ob.hints, ob.job)
@@ -233,6 +237,12 @@ def managed_jobs(
             memo[ob.job.job_id] = (ob.job, steps, mj)
         out.append(mj)
     return out, refused
+
+
+def _reads_nodes(job: Job) -> bool:
+    """Whether ``with_node_gpu_type`` reads this job's GPU type from the cluster's nodes (and so may answer
+    otherwise for the same job value on another tick)."""
+    return not job.gpu_type and bool(job.nodes) and job.state.active
 
 
 def _managed_job(job: Job, hints: Hints, candidates: tuple[Candidate, ...], steps_done: float) -> ManagedJob:

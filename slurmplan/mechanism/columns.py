@@ -156,7 +156,7 @@ class _DenseRows:
 
     def __init__(self, order: tuple[CellKey, ...], limit: int = 50_000) -> None:
         self.order = order
-        self.cells = tuple(Cell(*k) for k in order)
+        self.cells = tuple(canonical_cell(k) for k in order)
         self.col = {k: i for i, k in enumerate(order)}
         self.limit = limit
         self.rows: dict[int, tuple[_Row, np.ndarray, tuple[Candidate | None, ...]]] = {}
@@ -176,6 +176,27 @@ class _DenseRows:
         out = (r, thr, tuple(cands))
         self.rows[id(r)] = out
         return out[1], out[2]
+
+
+_CELLS: dict[CellKey, Cell] = {}
+"""One Cell object per key, for every column order (``canonical_cell``); a few hundred keys at most, bounded."""
+
+
+def canonical_cell(key: CellKey) -> Cell:
+    """The one Cell object of ``key`` that every column order uses.
+
+    The jobs' states keep the Cells they ran in from tick to tick (their current assignment, and the keys of their
+    per-Cell attained and epoch seconds). Were a new column order to build new Cells, every later lookup of an old
+    key would hash the new object and then compare the two with the dataclass's ``__eq__`` (a Python call), every
+    running job, every tick, for the rest of the run (issue 27: ~460,000 such calls on ``bench_sim --days 1``).
+    One object per key keeps those lookups to an identity check, and ``column_ids`` finds them by id. Cells are
+    frozen and equal by value, so which equal object a state holds decides nothing."""
+    cell = _CELLS.get(key)
+    if cell is None:
+        if len(_CELLS) > 10_000:
+            _CELLS.clear()
+        cell = _CELLS.setdefault(key, Cell(*key))
+    return cell
 
 
 class _Dense:

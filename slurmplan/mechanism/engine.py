@@ -135,7 +135,7 @@ def replay(
     states: Mapping[JobId, JobState],
     info: RunningInfo,
     config: TickConfig,
-    deficit: Callable[[], np.ndarray] | None = None,
+    deficit: Callable[[np.ndarray], np.ndarray] | None = None,
     hook: Callable[[AllocationProblem, np.ndarray, np.ndarray], np.ndarray] | None = None,
 ) -> RoundChoice:
     """Between rounds: the round's decisions stand; GPUs freed since are refilled from the round's X.
@@ -144,8 +144,9 @@ def replay(
     tick's problem, X with the arrivals' rows and which jobs are free to start; called only with
     ``start_arrivals`` and a free GPU; only the flagship has one).
 
-    ``deficit`` gives the deficits (``priorities.deficits``) that break the refill's ties; it is called only
-    when some job may be refilled: most ticks between rounds refill nobody, and they need no deficits."""
+    ``deficit`` gives the deficits (``priorities.deficits``) of the rows it is given, which break the refill's
+    ties; it is called only when some job may be refilled (most ticks between rounds refill nobody, and they need
+    no deficits), and only for the rows that may be (the refill reads no other row's)."""
     p = ctx.problem
     n = p.num_jobs
     col_of = column_index(p.cells)  # the problem's own index (read only)
@@ -181,7 +182,7 @@ def replay(
     if eligible.any():
         if free is None:
             free = gpus_left((p.cells[c] for c in col[fixed & (col >= 0)].tolist()), p.capacity)
-        owed = deficit() if deficit is not None else None
+        owed = deficit(eligible) if deficit is not None else None
         refill = plan_round(p, x, pri, info, config, eligible=eligible, capacity=free, deficit=owed)
         for j in np.flatnonzero(eligible & (refill.col >= 0)).tolist():
             col[j], reasons[j] = refill.col[j], Reason.SCHEDULED
@@ -222,7 +223,10 @@ def with_arrivals(
 def with_policy_notes(
     assignments: list[Assignment], allocation: Allocation | None, problem: AllocationProblem
 ) -> list[Assignment]:
-    """Append the policy's own per-job words (``Allocation.notes``) to each decision's detail."""
+    """Append the policy's own per-job words (``Allocation.notes``) to each decision's detail.
+
+    ``decide`` passes the notes to ``assign`` instead (``row_notes``), which writes each detail once; this is the
+    same rule applied afterwards, kept as the reference ``tests/mechanism/test_assign_notes.py`` compares with."""
     notes = getattr(allocation, "notes", None)
     if not notes:
         return assignments
@@ -232,6 +236,23 @@ def with_policy_notes(
         note = by_job.get(a.job_id)
         out.append(_with_detail(a, f"{a.detail}; {note}" if a.detail else note) if note else a)
     return out
+
+
+def row_notes(allocation: Allocation | None, problem: AllocationProblem) -> list[str | None] | None:
+    """The policy's note (``Allocation.notes``) for each of the problem's rows (None: it wrote none for that job),
+    or None when the policy writes no notes at all (every policy but the flagship)."""
+    notes = getattr(allocation, "notes", None)
+    if not notes:
+        return None
+    by_job = dict(zip(allocation.job_ids, notes, strict=False))
+    return [by_job.get(job_id) for job_id in problem.job_ids]
+
+
+def _noted(detail: str, note: str | None) -> str:
+    """A decision's detail with the policy's note appended (``with_policy_notes``'s rule)."""
+    if not note:
+        return detail
+    return f"{detail}; {note}" if detail else note
 
 
 def _with_detail(a: Assignment, detail: str) -> Assignment:
@@ -247,8 +268,11 @@ def assign(
     x: np.ndarray,
     states: Mapping[JobId, JobState],
     info: RunningInfo,
+    notes: list[str | None] | None = None,
 ) -> list[Assignment]:
-    """Turn every row into an Assignment with its Reason and detail, on the nodes placement found.
+    """Turn every row into an Assignment with its Reason and detail, on the nodes placement found; ``notes``
+    (``row_notes``) are the policy's words per row, appended to the detail as ``with_policy_notes`` would, but
+    with each Assignment built once (the flagship writes one for most jobs, every tick).
 
     Runs for every job every tick: the per-row numbers are read from Python lists, not numpy scalars.
     """
@@ -257,19 +281,15 @@ def assign(
     cols, pris = choice.col.tolist(), choice.priority.tolist()
     running, info_running, signalled = ctx.running.tolist(), info.running.tolist(), info.signalled.tolist()
     cells, candidates = p.cells, p.candidates
-    # Each row's throughput and share in its chosen column, read in one go (column 0 stands in for "none")
-    rows, at = np.arange(len(cols)), np.maximum(choice.col, 0)
-    thr_at = p.throughput[rows, at].tolist() if cells else [0.0] * len(cols)
-    x_at = x[rows, at].tolist() if cells else [0.0] * len(cols)
-    # Each row's total share, summed once for all rows (a C-ordered row's sum is the same pairwise sum either way)
-    x_sum = np.ascontiguousarray(x).sum(axis=1).tolist()
+    thr_at, x_at, x_sum = _row_values(p, choice.col, x)
+    note_of = notes if notes is not None else [None] * len(cols)
     for j, job_id in enumerate(p.job_ids):
-        c = cols[j]
+        c, note = cols[j], note_of[j]
         reason, detail, pri = choice.reason[j], choice.detail[j], pris[j]
         if c < 0:
             if running[j] and reason is Reason.WAITING:
                 reason = Reason.PREEMPTED  # running outside every column, and not chosen: it must stop
-            out.append(Assignment(job_id, reason, priority=pri, share=x_sum[j], detail=detail))
+            out.append(Assignment(job_id, reason, priority=pri, share=x_sum[j], detail=_noted(detail, note)))
             continue
         cand = candidates[j][c] if candidates else None
         where = placed[j]
@@ -277,10 +297,12 @@ def assign(
             if info_running[j] and not signalled[j]:
                 cur = states[job_id].current
                 if cur is not None:
-                    out.append(replace(cur, reason=Reason.KEPT, detail=f"stays: target not placeable ({where.why})"))
+                    why = _noted(f"stays: target not placeable ({where.why})", note)
+                    out.append(replace(cur, reason=Reason.KEPT, detail=why))
                     continue
             reason = Reason.UNPLACEABLE if not info_running[j] else Reason.PREEMPTED
-            out.append(Assignment(job_id, reason, cell=cells[c], priority=pri, share=x_at[j], detail=where.why))
+            why = _noted(where.why, note)
+            out.append(Assignment(job_id, reason, cell=cells[c], priority=pri, share=x_at[j], detail=why))
             continue
         plan = cand.plan if cand else None
         if reason is Reason.KEPT and tuple(where.nodes) != tuple(ctx.jobs[j].job.nodes):
@@ -291,21 +313,25 @@ def assign(
             cur = states[job_id].current
             same = cur is not None and (cur.cell is cells[c] or cur.cell == cells[c])
             plan = cur.plan if same and cur.plan else plan  # what it runs
+        detail += _spread_note(len(where.nodes), cand)
+        if note:
+            detail = _noted(detail, note)
         out.append(
             _assignment(
-                job_id,
-                reason,
-                cells[c],
-                plan,
-                where.nodes,
-                where.gpus_per_node,
-                thr_at[j],
-                pri,
-                x_at[j],
-                detail + _spread_note(len(where.nodes), cand),
+                job_id, reason, cells[c], plan, where.nodes, where.gpus_per_node, thr_at[j], pri, x_at[j], detail
             )
         )
     return out
+
+
+def _row_values(p: AllocationProblem, col: np.ndarray, x: np.ndarray) -> tuple[list, list, list]:
+    """Each row's throughput and share in its chosen column (column 0 stands in for "none"), and its total share
+    (summed once for all rows: a C-ordered row's sum is the same pairwise sum either way), as Python lists."""
+    n = len(col)
+    rows, at = np.arange(n), np.maximum(col, 0)
+    thr_at = p.throughput[rows, at].tolist() if p.cells else [0.0] * n
+    x_at = x[rows, at].tolist() if p.cells else [0.0] * n
+    return thr_at, x_at, np.ascontiguousarray(x).sum(axis=1).tolist()
 
 
 def _assignment(
@@ -374,10 +400,9 @@ def decide(inp: TickInput, policy: Policy, state: SchedulerState) -> TickOutput:
         choice = plan_round(problem, x, pri, info, config, deficit=deficits(problem, states))
     else:
         hook = getattr(policy, "between_rounds", None)
-        choice = replay(ctx, x, pri, states, info, config, lambda: deficits(problem, states), hook)
+        choice = replay(ctx, x, pri, states, info, config, lambda rows: deficits(problem, states, rows), hook)
     choice, placed = place_round(ctx, choice, x, pri, states, info, config)
-    assignments = assign(ctx, choice, placed, x, states, info)
-    assignments = with_policy_notes(assignments, allocation, problem)
+    assignments = assign(ctx, choice, placed, x, states, info, row_notes(allocation, problem))
     decided = [(mj, a) for mj, a in zip(ctx.jobs, assignments, strict=True)]
     running = ctx.running.tolist()
     after = {a.job_id: _next_state(states[a.job_id], a, running[j], new_round) for j, a in enumerate(assignments)}

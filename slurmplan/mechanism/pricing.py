@@ -61,7 +61,9 @@ def remaining_prior(
         limit = np.asarray(limit_left_s, float)
         capped = ~known & np.isfinite(limit) & (limit < est)
         est = np.where(capped, limit, est)
-    source = ["steps" if k else ("time limit" if c else guess) for k, c in zip(known, capped, strict=True)]
+    # read as Python lists: iterating the arrays would make a numpy scalar of each element (every job, every tick)
+    pairs = zip(known.tolist(), capped.tolist(), strict=True)
+    source = ["steps" if k else ("time limit" if c else guess) for k, c in pairs]
     return est, source
 
 

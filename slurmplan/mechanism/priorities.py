@@ -27,9 +27,13 @@ EPS = 1e-9
 
 
 def _per_column(
-    problem: AllocationProblem, states: Mapping[JobId, JobState], seconds_by_cell: Callable[[JobState], Mapping]
+    problem: AllocationProblem,
+    states: Mapping[JobId, JobState],
+    seconds_by_cell: Callable[[JobState], Mapping],
+    only: np.ndarray | None = None,
 ) -> np.ndarray:
-    """A per-Cell mapping of each job's state as a (rows x columns) matrix (0 where the job has none)."""
+    """A per-Cell mapping of each job's state as a (rows x columns) matrix (0 where the job has none); with
+    ``only`` (a row mask), of those rows only (0 in the others)."""
     out = np.zeros((problem.num_jobs, len(problem.cells)))
     col = column_index(problem.cells)  # the problem's own index, kept while the columns are the same tuple
     ids = column_ids(problem.cells)  # the columns' own Cell objects, found without hashing them
@@ -39,8 +43,9 @@ def _per_column(
     # Bound methods held in locals: this reads every job's mapping every tick, and the loop's own steps are its cost.
     get, by_id, by_cell = states.get, ids.get, col.get
     add_row, add_col, add_value = rows.append, cols.append, values.append
-    for j, job_id in enumerate(problem.job_ids):
-        st = get(job_id)
+    ids = problem.job_ids
+    for j in range(len(ids)) if only is None else np.flatnonzero(only).tolist():
+        st = get(ids[j])
         if st is None:
             continue
         mapping = seconds_by_cell(st)
@@ -73,9 +78,14 @@ def received_share(
     return (_per_column(problem, states, lambda st: st.epoch_by_cell) + head_s) / span
 
 
-def deficits(problem: AllocationProblem, states: Mapping[JobId, JobState]) -> np.ndarray:
-    """Each job's deficit per column (seconds owed by past epochs), for breaking priority ties."""
-    return _per_column(problem, states, lambda st: st.deficit_by_cell)
+def deficits(
+    problem: AllocationProblem, states: Mapping[JobId, JobState], only: np.ndarray | None = None
+) -> np.ndarray:
+    """Each job's deficit per column (seconds owed by past epochs), for breaking priority ties.
+
+    ``only`` (a row mask) fills those rows alone, zeros elsewhere: a refill between rounds breaks ties among the
+    jobs it may start (``pick_order`` reads the deficits of eligible rows only), a few of a tick's ~100 rows."""
+    return _per_column(problem, states, lambda st: st.deficit_by_cell, only)
 
 
 def start_epoch(

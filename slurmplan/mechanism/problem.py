@@ -10,6 +10,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
+from itertools import compress
+from operator import is_not
 
 import numpy as np
 
@@ -245,7 +247,8 @@ def _node_table(cluster: Cluster) -> _NodeTable:
     if last is not None and last.nodes is nodes:
         return last  # the same tick asks twice (the pool, then the totals)
     if last is not None and len(last.nodes) == len(nodes):
-        changed = [i for i, (a, b) in enumerate(zip(last.nodes, nodes, strict=True)) if a is not b]
+        # the positions whose Node is not the very same object, compared in C (every node, every tick)
+        changed = list(compress(range(len(nodes)), map(is_not, last.nodes, nodes)))
         few = len(changed) <= len(nodes) // 4  # a daemon reads every node anew: then a full pass is as quick
         if few and all(_static(last.nodes[i]) == _static(nodes[i]) for i in changed):
             table = last.table

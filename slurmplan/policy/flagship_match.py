@@ -122,24 +122,32 @@ def _match_values(problem, pack, chosen, floors, est, guard, blocked, params, ch
     # A job at its stretch guard outweighs every unguarded one: it gets its fastest type; among guarded jobs the
     # same weights decide (shorter first: a short job on a slow GPU passes the guard within a round or two).
     weight = np.where(guard > 0, 1e3 * weight.max(initial=1.0) * weight, weight)
-    rows, cols, vals = [], [], []
+    rows, cols = [], []
+    gpus, types = [c.gpus for c in problem.cells], pack.cell_type.tolist()
     for j in chosen.tolist():
-        size = problem.cells[pack.col[j]].gpus
-        floor = floors[j] if thr[j, pack.col[j]] >= floors[j] else 0.0  # never re-placed below its SLA
-        here = pack.cell_type[pack.col[j]]
+        size = gpus[pack.col[j]]
+        speed = thr[j].tolist()  # one row read as Python floats: the loop compares every column's
+        floor = floors[j] if speed[pack.col[j]] >= floors[j] else 0.0  # never re-placed below its SLA
+        here = types[pack.col[j]]
         for c in choices(j, floors[j]):
             if allowed is not None and not allowed[j, c]:
                 continue  # a move of a running job that does not pay its restart (flagship_moves.py)
-            if pack.cell_type[c] >= 0 and blocked[pack.cell_type[c]] and pack.cell_type[c] != here:
+            if types[c] >= 0 and blocked[types[c]] and types[c] != here:
                 continue  # reserved for a job past its guard
-            if problem.cells[c].gpus == size and pack.cell_type[c] >= 0 and thr[j, c] >= floor:
+            if gpus[c] == size and types[c] >= 0 and speed[c] >= floor:
                 rows.append(j)
                 cols.append(c)
-                # a move costs a restart: staying is worth stay_bonus of a round at full speed (ties: stay)
-                on = problem.current is not None and problem.current[j] == c
-                vals.append((thr[j, c] / best[j] + (params["stay_bonus"] if on else 0.0)) * weight[j])
-                vals[-1] += 1e-3 if on else 0.0
-    return rows, cols, vals
+    return rows, cols, _values(problem, thr, best, weight, rows, cols, params["stay_bonus"]).tolist()
+
+
+def _values(problem, thr, best, weight, rows: list[int], cols: list[int], stay_bonus: float) -> np.ndarray:
+    """Each (job, column)'s value, all at once (the same float operations, element by element, as one at a time):
+    its speed there relative to its fastest, plus ``stay_bonus`` where it runs now (a move costs a restart:
+    staying is worth that share of a round at full speed), times its weight; 1e-3 more where it runs (ties: stay)."""
+    r, c = np.array(rows, dtype=np.int64), np.array(cols, dtype=np.int64)
+    on = problem.current[r] == c if problem.current is not None else np.zeros(r.size, dtype=bool)
+    vals = (thr[r, c] / best[r] + np.where(on, stay_bonus, 0.0)) * weight[r]
+    return vals + np.where(on, 1e-3, 0.0)
 
 
 def greedy_match(pack: Packing, chosen: np.ndarray, rows: np.ndarray, cols: np.ndarray, vals: np.ndarray):

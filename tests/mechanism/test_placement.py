@@ -268,3 +268,33 @@ def test_the_same_kept_request_on_another_node_layout_is_planned_afresh() -> Non
         "no schedulable a100 node: every one is down, drained or absent"
     )
     assert place(pool({"n0": 8, "n1": 8}), [req])[0] == Placed(("n1",), 4)
+
+
+def test_kept_requests_whose_rows_moved_are_placed_as_a_fresh_pass_places_them(monkeypatch) -> None:
+    """A kept job's request is rebuilt when its row moves (a job submitted before it came or went); ``keep_all``
+    finds its nodes' plan by the node tuple then (issue 27), and must answer as a fresh pass does, also when the
+    Cell, CPUs or nodes to avoid differ."""
+    from slurmplan.mechanism import placement
+
+    p = pool({"n0": 8, "n1": 8, "n2": 4}, cpus=64)
+    a, b = ("n0",), ("n1", "n2")
+    first = [
+        PlacementRequest(0, Cell("a100", 4), cpus=8, preferred=a),
+        PlacementRequest(1, Cell("a100", 4), preferred=b),
+    ]
+    moved = [
+        PlacementRequest(3, Cell("a100", 4), cpus=8, preferred=a),  # only the row differs: the memo answers
+        PlacementRequest(5, Cell("a100", 8), preferred=b),  # another Cell: planned anew (2 nodes x 4)
+        PlacementRequest(6, Cell("a100", 2), cpus=80, preferred=a),  # more CPUs than n0 has left: planned anew
+    ]
+    place(p, first)
+    calls = []
+    plain = placement._Free.plan
+    monkeypatch.setattr(placement._Free, "plan", lambda self, req: calls.append(req.row) or plain(self, req))
+    got = place(p, moved)
+    assert calls == [5, 6]
+    placement._kept_plans.clear()
+    placement._kept_nodes.clear()
+    assert got == place(p, moved)
+    assert got[3] == Placed(a, 4) and got[5] == Placed(("n1", "n2"), 4)
+    assert got[6] == Placed(("n0", "n1"), 1)  # not kept on n0 alone: split where the CPUs are

@@ -74,3 +74,24 @@ def test_equal_priorities_go_to_the_larger_deficit() -> None:
     assert rows.tolist()[0] == 0  # without deficits: the earlier job
     rows, _ = pick_order(x, pri, np.ones(2, dtype=bool), np.array([[10.0, 0.0], [50.0, 0.0]]))
     assert rows.tolist()[0] == 1
+
+
+def test_deficits_of_some_rows_are_those_rows_of_all_deficits_and_zero_elsewhere() -> None:
+    """A refill between rounds asks only for the rows it may start (issue 27: a few of a tick's ~100)."""
+    p = _problem(4)
+    states = {
+        0: JobState(first_seen=0.0, deficit_by_cell={V100: 30.0, K80: -5.0}),
+        1: JobState(first_seen=0.0, deficit_by_cell={K80: 12.5}),
+        2: JobState(first_seen=0.0),
+        3: JobState(first_seen=0.0, deficit_by_cell={V100: 7.0, Cell("h100", 8): 99.0}),  # no such column: skipped
+    }
+    every = deficits(p, states)
+    assert every.tolist() == [[30.0, -5.0], [0.0, 12.5], [0.0, 0.0], [7.0, 0.0]]
+    only = np.array([False, True, False, True])
+    some = deficits(p, states, only)
+    assert np.array_equal(some[only], every[only]) and not some[~only].any()
+    assert not deficits(p, states, np.zeros(4, dtype=bool)).any()
+    # the row pick_order reads decides the tie the same way either way
+    x = np.array([[0.0, 0.0], [0.0, 1.0], [0.0, 0.0], [0.0, 1.0]])
+    pri = np.ones((4, 2))
+    assert [r.tolist() for r in pick_order(x, pri, only, some)] == [r.tolist() for r in pick_order(x, pri, only, every)]

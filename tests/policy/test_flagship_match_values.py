@@ -1,0 +1,68 @@
+"""The matching LP's values computed as arrays equal the one-pair-at-a-time code, on a real run's rounds.
+
+``flagship_match._match_values`` reads each chosen job's speeds as one Python list and computes the values of
+all its (job, column) pairs as one array expression (issue 27: it was one numpy scalar read and one expression
+per pair). The plain loop below is the code before that change; both must give the same pairs in the same order
+and the same floats, bit for bit, at every round the flagship matches types in the first hours of a trace.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from slurmplan.policy import flagship_match
+from slurmplan.policy.registry import load_policy
+from slurmplan.sim.cluster import CRIUS_CLUSTER, parse_cluster
+from slurmplan.sim.engine import SimOptions, Simulation
+from slurmplan.sim.generate import LlmTraceConfig, llm_trace, perf_feasible
+from slurmplan.sim.workload import build_workloads
+
+
+def _plain_values(problem, pack, chosen, floors, est, guard, blocked, params, choices, allowed):
+    thr = np.asarray(problem.throughput, dtype=float)
+    best = thr.max(axis=1)
+    age = problem.column("time_since_start")
+    left = np.maximum(np.minimum(est, 1e12), flagship_match.PRIOR_FLOOR_S)
+    weight = 1.0 + (params["stretch_weight"] * age + params["short_bias_s"]) / left
+    weight = np.where(guard > 0, 1e3 * weight.max(initial=1.0) * weight, weight)
+    rows, cols, vals = [], [], []
+    for j in chosen.tolist():
+        size = problem.cells[pack.col[j]].gpus
+        floor = floors[j] if thr[j, pack.col[j]] >= floors[j] else 0.0
+        here = pack.cell_type[pack.col[j]]
+        for c in choices(j, floors[j]):
+            if allowed is not None and not allowed[j, c]:
+                continue
+            if pack.cell_type[c] >= 0 and blocked[pack.cell_type[c]] and pack.cell_type[c] != here:
+                continue
+            if problem.cells[c].gpus == size and pack.cell_type[c] >= 0 and thr[j, c] >= floor:
+                rows.append(j)
+                cols.append(c)
+                on = problem.current is not None and problem.current[j] == c
+                vals.append((thr[j, c] / best[j] + (params["stay_bonus"] if on else 0.0)) * weight[j])
+                vals[-1] += 1e-3 if on else 0.0
+    return rows, cols, vals
+
+
+def test_array_values_equal_the_plain_loop_on_a_real_run(monkeypatch) -> None:
+    seen = {"calls": 0, "pairs": 0, "staying": 0}
+    fast = flagship_match._match_values
+
+    def checked(problem, pack, chosen, *args):
+        rows, cols, vals = fast(problem, pack, chosen, *args)
+        ref_rows, ref_cols, ref_vals = _plain_values(problem, pack, chosen, *args)
+        assert rows == ref_rows and cols == ref_cols
+        assert np.array(vals).tobytes() == np.array(ref_vals, dtype=float).tobytes()
+        seen["calls"] += 1
+        seen["pairs"] += len(rows)
+        if problem.current is not None:
+            seen["staying"] += sum(int(problem.current[j] == c) for j, c in zip(rows, cols, strict=True))
+        return rows, cols, vals
+
+    monkeypatch.setattr(flagship_match, "_match_values", checked)
+    jobs = llm_trace(LlmTraceConfig(num_jobs=150, rate_per_h=60.0, seed=5), perf_feasible(CRIUS_CLUSTER))
+    spec = parse_cluster(CRIUS_CLUSTER)
+    options = SimOptions(round_s=300.0, tick_s=30.0, max_time_s=3 * 3600.0)
+    Simulation(build_workloads(jobs, spec, None), spec, load_policy("slurmplan"), options).run()
+    assert seen["calls"] > 10 and seen["pairs"] > 100
+    assert 0 < seen["staying"] < seen["pairs"]  # both the staying bonus and moves were compared
