@@ -23,6 +23,11 @@ from slurmplan.domain import (
     NodeState,
     Plan,
 )
+from slurmplan.policy.registry import load_policy
+from slurmplan.sim.cluster import CRIUS_CLUSTER, parse_cluster
+from slurmplan.sim.engine import SimOptions, Simulation
+from slurmplan.sim.generate import LlmTraceConfig, llm_trace, perf_feasible
+from slurmplan.sim.workload import build_workloads
 from slurmplan.tick import ManagedJob
 
 T0 = 1_700_000_000.0
@@ -222,3 +227,15 @@ class MiniCluster:
     def managed(self) -> tuple[ManagedJob, ...]:
         jobs = self.jobs
         return tuple(jobs[j] for j in sorted(jobs))
+
+
+def crius_llm_simulation(
+    policy: str, num_jobs: int = 150, rate_per_h: float = 60.0, seed: int = 5, hours: float = 3.0
+) -> Simulation:
+    """A real simulation to watch a tick stage on (not yet run): an LLM trace on the Crius cluster, 300 s rounds and
+    30 s ticks, so a test that patches a stage compares it with the plain code on many real ticks."""
+    config = LlmTraceConfig(num_jobs=num_jobs, rate_per_h=rate_per_h, seed=seed)
+    jobs = llm_trace(config, perf_feasible(CRIUS_CLUSTER))
+    spec = parse_cluster(CRIUS_CLUSTER)
+    options = SimOptions(round_s=300.0, tick_s=30.0, max_time_s=hours * 3600.0)
+    return Simulation(build_workloads(jobs, spec, None), spec, load_policy(policy), options)

@@ -10,11 +10,8 @@ detail is empty, unplaceable or preempted.
 from __future__ import annotations
 
 from slurmplan.mechanism import engine
-from slurmplan.policy.registry import load_policy
-from slurmplan.sim.cluster import CRIUS_CLUSTER, parse_cluster
-from slurmplan.sim.engine import SimOptions, Simulation
-from slurmplan.sim.generate import LlmTraceConfig, llm_trace, perf_feasible
-from slurmplan.sim.workload import build_workloads
+
+from .helpers import crius_llm_simulation
 
 
 def test_notes_written_by_assign_equal_notes_appended_afterwards(monkeypatch) -> None:
@@ -39,10 +36,7 @@ def test_notes_written_by_assign_equal_notes_appended_afterwards(monkeypatch) ->
 
     monkeypatch.setattr(engine, "row_notes", recording_row_notes)
     monkeypatch.setattr(engine, "assign", checked_assign)
-    jobs = llm_trace(LlmTraceConfig(num_jobs=150, rate_per_h=60.0, seed=5), perf_feasible(CRIUS_CLUSTER))
-    spec = parse_cluster(CRIUS_CLUSTER)
-    options = SimOptions(round_s=300.0, tick_s=30.0, max_time_s=3 * 3600.0)
-    Simulation(build_workloads(jobs, spec, None), spec, load_policy("slurmplan"), options).run()
+    crius_llm_simulation("slurmplan").run()
     assert seen["ticks"] > 50
     assert seen["noted"] > seen["rows"] // 4  # the flagship wrote notes: the comparison covered them
 

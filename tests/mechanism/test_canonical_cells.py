@@ -10,13 +10,8 @@ from __future__ import annotations
 
 from slurmplan.domain import Cell
 from slurmplan.mechanism import columns
-from slurmplan.policy.registry import load_policy
-from slurmplan.sim.cluster import CRIUS_CLUSTER, parse_cluster
-from slurmplan.sim.engine import SimOptions, Simulation
-from slurmplan.sim.generate import LlmTraceConfig, llm_trace, perf_feasible
-from slurmplan.sim.workload import build_workloads
 
-from .helpers import mjob
+from .helpers import crius_llm_simulation, mjob
 
 
 def test_a_new_column_order_keeps_the_cells_it_shares_with_the_old_one() -> None:
@@ -40,10 +35,7 @@ def test_a_real_run_compares_almost_no_cells(monkeypatch) -> None:
         return plain(self, other)
 
     monkeypatch.setattr(Cell, "__eq__", counting)
-    jobs = llm_trace(LlmTraceConfig(num_jobs=150, rate_per_h=60.0, seed=5), perf_feasible(CRIUS_CLUSTER))
-    spec = parse_cluster(CRIUS_CLUSTER)
-    options = SimOptions(round_s=300.0, tick_s=30.0, max_time_s=3 * 3600.0)
-    sim = Simulation(build_workloads(jobs, spec, None), spec, load_policy("las"), options)
+    sim = crius_llm_simulation("las")
     result = sim.run()
     running_rows = sum(len(s.attained_by_cell) for s in sim.state.jobs.values())
     assert result.ticks > 50 and running_rows > 0

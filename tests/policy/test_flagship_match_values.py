@@ -11,11 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from slurmplan.policy import flagship_match
-from slurmplan.policy.registry import load_policy
-from slurmplan.sim.cluster import CRIUS_CLUSTER, parse_cluster
-from slurmplan.sim.engine import SimOptions, Simulation
-from slurmplan.sim.generate import LlmTraceConfig, llm_trace, perf_feasible
-from slurmplan.sim.workload import build_workloads
+from tests.mechanism.helpers import crius_llm_simulation
 
 
 def _plain_values(problem, pack, chosen, floors, est, guard, blocked, params, choices, allowed):
@@ -60,9 +56,6 @@ def test_array_values_equal_the_plain_loop_on_a_real_run(monkeypatch) -> None:
         return rows, cols, vals
 
     monkeypatch.setattr(flagship_match, "_match_values", checked)
-    jobs = llm_trace(LlmTraceConfig(num_jobs=150, rate_per_h=60.0, seed=5), perf_feasible(CRIUS_CLUSTER))
-    spec = parse_cluster(CRIUS_CLUSTER)
-    options = SimOptions(round_s=300.0, tick_s=30.0, max_time_s=3 * 3600.0)
-    Simulation(build_workloads(jobs, spec, None), spec, load_policy("slurmplan"), options).run()
+    crius_llm_simulation("slurmplan").run()
     assert seen["calls"] > 10 and seen["pairs"] > 100
     assert 0 < seen["staying"] < seen["pairs"]  # both the staying bonus and moves were compared

@@ -11,12 +11,7 @@ from __future__ import annotations
 from slurmplan import pipeline
 from slurmplan.domain import Candidate, Cell, Cluster, Hints, Job, JobState
 from slurmplan.pipeline import Observed, managed_jobs
-from slurmplan.policy.registry import load_policy
-from slurmplan.sim.cluster import CRIUS_CLUSTER, parse_cluster
-from slurmplan.sim.engine import SimOptions, Simulation
-from slurmplan.sim.generate import LlmTraceConfig, llm_trace, perf_feasible
-from slurmplan.sim.workload import build_workloads
-from tests.mechanism.helpers import node
+from tests.mechanism.helpers import crius_llm_simulation, node
 
 
 def test_the_memo_answers_as_pricing_afresh_on_a_real_run(monkeypatch) -> None:
@@ -40,10 +35,7 @@ def test_the_memo_answers_as_pricing_afresh_on_a_real_run(monkeypatch) -> None:
 
     monkeypatch.setattr(pipeline, "managed_jobs", checked)
     monkeypatch.setattr(pipeline, "with_request", counting)
-    jobs = llm_trace(LlmTraceConfig(num_jobs=80, rate_per_h=40.0, seed=2), perf_feasible(CRIUS_CLUSTER))
-    spec = parse_cluster(CRIUS_CLUSTER)
-    options = SimOptions(round_s=300.0, tick_s=30.0, max_time_s=2 * 3600.0)
-    Simulation(build_workloads(jobs, spec, None), spec, load_policy("las"), options).run()
+    crius_llm_simulation("las", num_jobs=80, rate_per_h=40.0, seed=2, hours=2.0).run()
     assert seen["ticks"] > 30 and seen["rows"] > 500
     assert seen["priced"] < seen["rows"] // 4  # running jobs' moved progress did not re-read their hints
 
