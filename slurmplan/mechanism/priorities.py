@@ -43,9 +43,9 @@ def _per_column(
     # Bound methods held in locals: this reads every job's mapping every tick, and the loop's own steps are its cost.
     get, by_id, by_cell = states.get, ids.get, col.get
     add_row, add_col, add_value = rows.append, cols.append, values.append
-    ids = problem.job_ids
-    for j in range(len(ids)) if only is None else np.flatnonzero(only).tolist():
-        st = get(ids[j])
+    job_ids = problem.job_ids
+    for j in range(len(job_ids)) if only is None else np.flatnonzero(only).tolist():
+        st = get(job_ids[j])
         if st is None:
             continue
         mapping = seconds_by_cell(st)
