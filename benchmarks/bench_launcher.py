@@ -86,6 +86,10 @@ def _interleaved(per_proc: int, steps: int, warmup: int, out: str) -> None:
     enable_determinism(1)
     denv = dist.DistEnv.from_env()
     dist.init(denv, dist.default_backend())
+    if not torch.distributed.is_initialized():  # dist.init skips one process, but DDP needs a group, even of one
+        torch.distributed.init_process_group(
+            dist.default_backend(), init_method=f"tcp://{denv.master_addr}:{denv.master_port}", rank=0, world_size=1
+        )
     device = torch.device("cuda", denv.local_rank) if torch.cuda.is_available() else torch.device("cpu")
     trainer = Trainer(
         _spec(denv.world_size * per_proc, steps + warmup),

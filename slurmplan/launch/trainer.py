@@ -114,9 +114,9 @@ class Trainer:
     def train_step(self) -> dict[int, float]:
         """One global step; returns each of this process's workers' loss (mean over its micro-batches)."""
         self.model.train()
-        losses: dict[int, float] = {}
+        losses: dict[int, list[torch.Tensor]] = {}
         for v in self.local:
-            worker: list[float] = []
+            worker: list[torch.Tensor] = []
             self.contexts[v].restore()
             self.buffers.enter(v)
             for micro in range(self.grad_accum):
@@ -126,8 +126,8 @@ class Trainer:
                 if micro == self.grad_accum - 1:
                     self.combiner.arm()  # no-op unless this is the process's last worker
                 (loss / self.grad_accum if self.grad_accum > 1 else loss).backward()
-                worker.append(float(loss.detach()))
-            losses[v] = sum(worker) / len(worker)
+                worker.append(loss.detach())  # read after the step: a read here waits for the GPU every micro-batch
+            losses[v] = worker
             self.contexts[v] = RngContext.capture()
             self.buffers.leave(v)
             self.combiner.take()
@@ -138,7 +138,7 @@ class Trainer:
             self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.step += 1
-        return losses
+        return {v: sum(float(x) for x in worker) / len(worker) for v, worker in losses.items()}
 
     def global_loss(self, losses: dict[int, float]) -> float:
         """Collective: the mean loss over all ``max_p`` logical workers, bitwise the same on any process count.
