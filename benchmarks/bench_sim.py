@@ -32,8 +32,10 @@ rounds 41 %. Fourteenth session (work that should not have been there: equal-but
 kept requests re-planned when their row moved, running jobs re-priced when only their progress moved, a refill's
 deficits for every row; decisions identical), against main a978d85: instructions -2.2 % (cachegrind,
 ``decision_hash.py --days 0.3``); ``--days 2`` three pairs CPU 21.2 -> 21.3, 24.4 -> 23.3, 21.9 -> 22.4 s (noise);
-the fortnight, one pair at load 5-6, CPU 216.8 -> 208.5 s (-3.8 %). ``slurmplan/sim/RESULTS.md`` sections 4.2-4.5
-say where the time goes and what the rest needs.
+the fortnight, one pair at load 5-6, CPU 216.8 -> 208.5 s (-3.8 %). Fifteenth session (decisions identical), against
+main c76ffe9: instructions -0.6 %; the fortnight, one pair at load 5, CPU 88.2 -> 87.0 s on this machine today (about
+1.5x from the goal by CPU). ``slurmplan/sim/RESULTS.md`` sections 4.2-4.6 say where the time goes and what the rest
+needs.
 """
 
 from __future__ import annotations

@@ -25,7 +25,11 @@ round; decisions identical), three pairs against main 49bdcb3: CPU 66.6 -> 63.6,
 both. Fourteenth session (decisions identical; the preset now has issue 23's ``stop_gang``: 3,187 ticks, 6.0931 h),
 three pairs against main a978d85: CPU 49.9 -> 46.0, 54.9 -> 52.0, 57.5 -> 55.0 s (-7.8, -5.3, -4.3 %), -2.4 %
 instructions on ``decision_hash.py --days 0.3 --policy slurmplan``. The month is about 23-28 CPU minutes on this
-loaded machine (30 x 46-55 s): the goal is not met (``slurmplan/sim/RESULTS.md`` 4.3-4.5 say what it needs).
+loaded machine (30 x 46-55 s). Fifteenth session (the flagship's search reuses its step chains while the packing is
+unchanged; decisions identical, ``decision_hash.py --days 1 --site``), three pairs against main c76ffe9 at load
+3.0-3.6: CPU 25.9 -> 23.9, 22.6 -> 20.0, 24.6 -> 21.8 s (-7.7, -11.5, -11.4 %), -10.6 % instructions on the site day.
+The month is about 10-12 CPU minutes on this machine today (30 x 20-24 s): the goal is not met
+(``slurmplan/sim/RESULTS.md`` 4.3-4.6 say what it needs).
 """
 
 from __future__ import annotations

@@ -2,6 +2,7 @@
 
     python benchmarks/decision_hash.py --days 1                     # LAS, as bench_sim (2,197 ticks)
     python benchmarks/decision_hash.py --days 0.5 --policy slurmplan # the flagship
+    python benchmarks/decision_hash.py --days 1 --site               # bench_site_history's first day, flagship
 
 Run it on two checkouts (``PYTHONPATH`` set to each) and compare the printed hash: it covers every tick's actions
 and assignments (their ``repr``) and the allocation's job ids and X (its bytes), so any changed decision, reason,
@@ -23,17 +24,26 @@ from slurmplan.sim.metrics import summarize
 from slurmplan.sim.workload import build_workloads
 from slurmplan.tick_types import TickOutput
 
+_SITE_CLUSTER = "a100:50x8,a40:100x4,v100:25x8"  # bench_site_history.SITE_CLUSTER
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--days", type=float, default=1.0)
     parser.add_argument("--policy", default="las")
-    parser.add_argument("--jobs-per-day", type=float, default=13000 / 14)
+    parser.add_argument("--jobs-per-day", type=float, default=None, help="default 13,000/14, or 50,000/30 with --site")
+    parser.add_argument(
+        "--site", action="store_true", help="bench_site_history's cluster, rate and 360-s rounds (its busy rounds)"
+    )
     args = parser.parse_args()
-    config = LlmTraceConfig(num_jobs=int(args.jobs_per_day * args.days), rate_per_h=args.jobs_per_day / 24, seed=0)
-    jobs = llm_trace(config, perf_feasible(CRIUS_CLUSTER))
-    spec = parse_cluster(CRIUS_CLUSTER)
-    options = SimOptions(round_s=300.0, tick_s=30.0)
+    if args.site and args.policy == "las":
+        args.policy = "slurmplan"  # bench_site_history's policy
+    per_day = args.jobs_per_day or (50_000 / 30 if args.site else 13_000 / 14)
+    cluster = _SITE_CLUSTER if args.site else CRIUS_CLUSTER
+    config = LlmTraceConfig(num_jobs=int(per_day * args.days), rate_per_h=per_day / 24, seed=0)
+    jobs = llm_trace(config, perf_feasible(cluster))
+    spec = parse_cluster(cluster)
+    options = SimOptions(round_s=360.0 if args.site else 300.0, tick_s=30.0)
     sim = Simulation(build_workloads(jobs, spec, None), spec, load_policy(args.policy), options)
     digest = hashlib.sha256()
     step = sim.step
@@ -52,7 +62,8 @@ def main() -> None:
     cpu = time.process_time()
     result = sim.run()
     print(
-        f"{args.policy}, {args.days:g} days: {result.ticks} ticks, avg JCT {summarize(result)['avg_jct_h']!r} h, "
+        f"{args.policy}{' (site)' if args.site else ''}, {args.days:g} days: "
+        f"{result.ticks} ticks, avg JCT {summarize(result)['avg_jct_h']!r} h, "
         f"decisions {digest.hexdigest()[:16]}, CPU {time.process_time() - cpu:.1f} s"
     )
 

@@ -32,7 +32,7 @@ from slurmplan.tick_types import TickOutput
 
 _ENGINE_STAGES = (
     "advance", "build_problem", "running_info", "_allocate", "start_epoch", "align", "received_share", "priorities",
-    "plan_round", "replay", "place_round", "assign", "row_notes", "plan_actions", "deficits", "_next_state",
+    "plan_round", "replay", "place_round", "assign", "row_notes", "settle", "deficits",
 )  # fmt: skip
 _PIPELINE_STAGES = ("managed_jobs", "prune", "shape_actions")
 _SITE_CLUSTER = "a100:50x8,a40:100x4,v100:25x8"  # bench_site_history.SITE_CLUSTER

@@ -206,6 +206,21 @@ def job_actions(
     return [], st
 
 
+def kept_quietly(mj: ManagedJob, a: Assignment, st: JobState) -> bool:
+    """Whether ``job_actions(mj, a, st, ...)`` is ``([], st)`` because the job runs on, kept, unsignalled, with
+    its comment already found to name its Cell and plan (``_annotate``'s memo, the very objects): the steady rows,
+    most of every tick's (issue 27). Reads nothing that ``job_actions`` does not; False leaves the answer to it."""
+    if a.reason is not Reason.KEPT or st.signalled_at is not None or not mj.hints.managed:
+        return False
+    job = mj.job
+    if job.state not in RUNNING_STATES:
+        return False
+    if a.cell is None:
+        return True
+    seen = _kept_as_written.get(job.job_id)
+    return seen is not None and seen[0] is job.admin_comment and seen[1] is a.cell and seen[2] is a.plan
+
+
 def plan_actions(
     decided: Sequence[tuple[ManagedJob, Assignment]],
     states: Mapping[JobId, JobState],

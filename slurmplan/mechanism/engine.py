@@ -14,6 +14,7 @@ from dataclasses import replace
 import numpy as np
 
 from slurmplan.domain import (
+    Action,
     Allocation,
     AllocationProblem,
     Assignment,
@@ -28,7 +29,7 @@ from slurmplan.domain import (
     ValidationError,
     frozen_from,
 )
-from slurmplan.mechanism.actions import RoundStamp, plan_actions
+from slurmplan.mechanism.actions import PHASE, RoundStamp, job_actions, kept_quietly
 from slurmplan.mechanism.layout import Placement, place_round
 from slurmplan.mechanism.placement import Placed
 from slurmplan.mechanism.pricing import remaining_prior
@@ -377,6 +378,37 @@ def _next_state(st: JobState, a: Assignment, running: bool, new_round: bool) -> 
     return frozen_from(JobState, d)
 
 
+def settle(
+    ctx: ProblemContext,
+    assignments: list[Assignment],
+    states: Mapping[JobId, JobState],
+    new_round: bool,
+    now: float,
+    stamp: RoundStamp,
+    config: TickConfig,
+) -> tuple[list[Action], dict[JobId, JobState]]:
+    """Each job's state after this tick's decision (``_next_state``; an excluded job's plan forgotten) and the
+    actions that bring it there: ``plan_actions`` over those states, for the rows then the excluded jobs, in one
+    pass. A steady row (kept where it runs, nothing to send: ``kept_quietly``) skips ``job_actions``, whose
+    answer for it is no action and the same state; ``tests/mechanism/test_settle.py`` compares with the plain
+    two passes on every tick of real runs."""
+    actions: list[Action] = []
+    out: dict[JobId, JobState] = {}
+    running = ctx.running.tolist()
+    for j, (mj, a) in enumerate(zip(ctx.jobs, assignments, strict=True)):
+        st = _next_state(states[a.job_id], a, running[j], new_round)
+        if kept_quietly(mj, a, st):
+            out[a.job_id] = st
+            continue
+        acts, out[a.job_id] = job_actions(mj, a, st, now, stamp, config)
+        actions.extend(acts)
+    for mj, a in ctx.excluded:
+        acts, out[a.job_id] = job_actions(mj, a, evolve(states[a.job_id], planned=None), now, stamp, config)
+        actions.extend(acts)
+    actions.sort(key=lambda a: PHASE[a.kind])  # stable: job order is kept within a phase (``plan_actions``)
+    return actions, out
+
+
 def decide(inp: TickInput, policy: Policy, state: SchedulerState) -> TickOutput:
     """See ``slurmplan.tick.decide``."""
     config = inp.config
@@ -403,14 +435,8 @@ def decide(inp: TickInput, policy: Policy, state: SchedulerState) -> TickOutput:
         choice = replay(ctx, x, pri, states, info, config, lambda rows: deficits(problem, states, rows), hook)
     choice, placed = place_round(ctx, choice, x, pri, states, info, config)
     assignments = assign(ctx, choice, placed, x, states, info, row_notes(allocation, problem))
-    decided = [(mj, a) for mj, a in zip(ctx.jobs, assignments, strict=True)]
-    running = ctx.running.tolist()
-    after = {a.job_id: _next_state(states[a.job_id], a, running[j], new_round) for j, a in enumerate(assignments)}
-    for mj, a in ctx.excluded:
-        decided.append((mj, a))
-        after[a.job_id] = evolve(states[a.job_id], planned=None)
-        assignments.append(a)
-    actions, new_states = plan_actions(decided, after, inp.now, stamp, config)
+    actions, new_states = settle(ctx, assignments, states, new_round, inp.now, stamp, config)
+    assignments.extend(a for _, a in ctx.excluded)
     if new_round:
         log.info("round %d: %d jobs, %d actions", round_index, problem.num_jobs, len(actions))
     out_state = SchedulerState(round_index, round_start, new_states, inp.now, allocation, epoch_start, finished)

@@ -7,6 +7,7 @@ longer in the input are dropped.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import fields, replace
 
 from slurmplan.domain import Assignment, Cell, JobId, Reason, frozen_from
@@ -72,7 +73,17 @@ def advance(inp: TickInput, state: SchedulerState) -> dict[int, JobState]:
             out[job.job_id] = _requeue_wait_over(st, now, inp.config.requeue_delay_s)
             continue
         ran = dt if job.start_time is None else min(dt, max(0.0, now - job.start_time))
-        out[job.job_id] = _ran(st, running_cell(mj, st), job.nodes, ran)
+        # ``running_cell``'s first answer, read here: most running jobs are kept where they were the tick before
+        a = st.current
+        cell = a.cell if a is not None and a.reason is Reason.KEPT else None
+        if (
+            cell is None
+            or cell.gpu_type != job.gpu_type
+            or cell.gpus != job.gpus_per_node * job.node_count
+            or (a.nodes is not job.nodes and a.nodes != job.nodes)
+        ):
+            a = running_cell(mj, st)
+        out[job.job_id] = _ran(st, a, job.nodes, ran)
     return out
 
 
@@ -102,13 +113,26 @@ def _ran(st: JobState, current: Assignment, nodes: tuple[str, ...], ran: float) 
     d = st.__dict__.copy()
     cell = current.cell
     if ran > 0 and cell is not None:
-        by_cell, epoch = dict(st.attained_by_cell), dict(st.epoch_by_cell)
-        by_cell[cell] = by_cell.get(cell, 0.0) + ran
-        epoch[cell] = epoch.get(cell, 0.0) + ran
-        d["attained_by_cell"], d["epoch_by_cell"] = by_cell, epoch
+        d["attained_by_cell"], d["epoch_by_cell"] = (
+            _plus(st.attained_by_cell, cell, ran),
+            _plus(st.epoch_by_cell, cell, ran),
+        )
     d["current"], d["attained_s"], d["requeued_at"] = current, st.attained_s + ran, None
     d["ran_on"] = tuple(nodes) or st.ran_on
     return frozen_from(JobState, d)
+
+
+def _plus(seconds: Mapping[Cell, float], cell: Cell, ran: float) -> dict[Cell, float]:
+    """A copy of per-Cell ``seconds`` with ``ran`` added to ``cell``'s. A running job's mapping mostly holds its own
+    Cell alone, the very object (``columns.canonical_cell``): then the copy is built with one hash of the Cell (a
+    dataclass's hash is a Python call) instead of two; the same sum, the same single key."""
+    if len(seconds) == 1:
+        for key, value in seconds.items():
+            if key is cell:
+                return {cell: value + ran}
+    out = dict(seconds)
+    out[cell] = out.get(cell, 0.0) + ran
+    return out
 
 
 def _requeue_wait_over(st: JobState, now: float, delay_s: float) -> JobState:

@@ -47,3 +47,35 @@ def test_flagship_search_is_unchanged_by_the_shared_chains(monkeypatch):
     monkeypatch.setattr(Crius, "_place", ReferenceCrius._place)
     ref = build_policy(PolicyConfig("slurmplan", "slurmplan", params={"search_depth": 6})).allocate(problem)
     np.testing.assert_array_equal(fast.x, ref.x)
+
+
+def test_chains_kept_between_searches_choose_what_the_reference_search_chooses_on_a_real_run(monkeypatch):
+    """Every search of the flagship on a busy run (the Crius cluster at 800 arrivals an hour, rounds and refills
+    between them), made with the chains kept from the search before on an unchanged packing (``Crius._chains``), is
+    compared with the reference search on a copy of the same packing: the same packing after it; and chains were
+    reused."""
+    from tests.mechanism.helpers import crius_llm_simulation
+
+    seen = {"searches": 0, "reused": 0}
+    chains, place = Crius._chains, Crius._place
+
+    def counting_chains(self, pack, j, score):
+        out = chains(self, pack, j, score)
+        seen["reused"] += bool(out)  # a search that starts with chains already built
+        return out
+
+    def checked_place(self, pack, j, score):
+        ref = pack.copy()
+        ReferenceCrius._place(self, ref, j, score)
+        place(self, pack, j, score)
+        np.testing.assert_array_equal(pack.col, ref.col)
+        np.testing.assert_array_equal(pack.free, ref.free)
+        for (_, free), (_, ref_free) in zip(pack.host, ref.host, strict=True):
+            np.testing.assert_array_equal(free, ref_free)
+        seen["searches"] += 1
+
+    monkeypatch.setattr(Crius, "_chains", counting_chains)
+    monkeypatch.setattr(Crius, "_place", checked_place)
+    crius_llm_simulation("slurmplan", num_jobs=400, rate_per_h=800.0, hours=1.5).run()
+    assert seen["searches"] > 300
+    assert seen["reused"] > 50, seen

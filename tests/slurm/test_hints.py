@@ -161,6 +161,16 @@ def test_admin_comment_layout_without_separator() -> None:
     assert compose_admin_comment("slurmplan:gpus=2") == "slurmplan:gpus=2"
 
 
+@given(hints_strategy())
+def test_split_admin_comment_remembered_answers_as_computed_afresh(h: Hints) -> None:
+    """``split_admin_comment`` is remembered per text (issue 27: every tick reads every held job's comment); the
+    remembered answer is the one computed afresh, also for texts seen before, and the same frozen object."""
+    for text in (compose_admin_comment(h, DECISION), compose_admin_comment(h), DECISION, "", "site note || x"):
+        first = split_admin_comment(text)
+        assert first == split_admin_comment.__wrapped__(text)
+        assert split_admin_comment(text) is first
+
+
 def test_decision_round_trip_and_environment() -> None:
     plan = Plan(dp=2, tp=4, pp=2, micro_batch=2, grad_accum=8, checkpointing=True, zero_stage=1, virtual_stages=2)
     cell = Cell("a100", 16, 2)
