@@ -291,12 +291,23 @@ class AdminComment:
     decision: str = ""
 
 
-@functools.lru_cache(maxsize=8192)
+REMEMBERED_COMMENT_CHARS = 4096
+"""The longest comment ``split_admin_comment`` remembers: a slurmplan comment is a few hundred characters, and a
+user's ``--comment`` (any length, any bytes) longer than this is split afresh each time, so the memo holds at most
+8,192 texts of this size whatever users write."""
+
+
 def split_admin_comment(text: str) -> AdminComment:
     """Split an admin comment (or a ``--comment``) into hints and decision, per the layout in the module doc.
 
     Remembered per text (the answer is frozen): every tick reads the comment of every job it holds, unchanged from
     tick to tick (``actions._hold``: 182,000 reads on the site history's first day, 1.3 % of its CPU)."""
+    if text is not None and len(text) > REMEMBERED_COMMENT_CHARS:
+        return _split_admin_comment(text)
+    return _split_remembered(text)
+
+
+def _split_admin_comment(text: str) -> AdminComment:
     stripped = (text or "").strip(_BLANK)
     if "||" in stripped:
         left, _, right = (part.strip(_BLANK) for part in stripped.partition("||"))
@@ -311,6 +322,9 @@ def split_admin_comment(text: str) -> AdminComment:
     if not rest or "=" in rest:
         return AdminComment(hints=stripped)
     return AdminComment(decision=stripped)
+
+
+_split_remembered = functools.lru_cache(maxsize=8192)(_split_admin_comment)
 
 
 def find_hints(text: str) -> Hints | None:

@@ -10,8 +10,11 @@ from hypothesis import strategies as st
 
 from slurmplan.domain import Cell, Hints, JobClass, Plan, ValidationError
 from slurmplan.formats import (
+    REMEMBERED_COMMENT_CHARS,
     STACKS,
     AdminComment,
+    _split_admin_comment,  # the memo's two sides, compared
+    _split_remembered,
     compose_admin_comment,
     find_hints,
     format_decision,
@@ -167,8 +170,18 @@ def test_split_admin_comment_remembered_answers_as_computed_afresh(h: Hints) -> 
     remembered answer is the one computed afresh, also for texts seen before, and the same frozen object."""
     for text in (compose_admin_comment(h, DECISION), compose_admin_comment(h), DECISION, "", "site note || x"):
         first = split_admin_comment(text)
-        assert first == split_admin_comment.__wrapped__(text)
+        assert first == _split_admin_comment(text)
         assert split_admin_comment(text) is first
+
+
+def test_a_long_user_comment_is_split_but_not_remembered() -> None:
+    """A user's ``--comment`` may be any length: past REMEMBERED_COMMENT_CHARS it is split afresh each time, so
+    what users write cannot fill the daemon's memory through the memo."""
+    long = "slurmplan:gpus=2" + " " * REMEMBERED_COMMENT_CHARS + "|| slurmplan:decided"
+    before = _split_remembered.cache_info().currsize
+    assert split_admin_comment(long) == _split_admin_comment(long)
+    assert split_admin_comment(long) is not split_admin_comment(long)
+    assert _split_remembered.cache_info().currsize == before
 
 
 def test_decision_round_trip_and_environment() -> None:
