@@ -86,7 +86,7 @@ from slurmplan.domain import SLURM_REQUEUE_DELAY_S, ValidationError
 from slurmplan.perf.gavel_table import load_gavel_table
 from slurmplan.policy.registry import PRESET_DIR, load_policy
 from slurmplan.sim.cluster import parse_cluster
-from slurmplan.sim.engine import SimOptions
+from slurmplan.sim.engine import SimOptions, Simulation
 from slurmplan.sim.generate import (
     LlmTraceConfig,
     ReplayTraceConfig,
@@ -96,7 +96,8 @@ from slurmplan.sim.generate import (
     replay_like_trace,
 )
 from slurmplan.sim.metrics import summarize
-from slurmplan.sim.runner import RunSpec, simulate
+from slurmplan.sim.runner import RunSpec, on_events, simulate
+from slurmplan.sim.workload import build_workloads
 from slurmplan.tick_types import DEV_RESTART_COST_S, DEV_START_LATENCY_S
 
 POLICIES = ("slurmplan", "slurm_fifo", "fifo", "las", "finish_time_fairness", "crius", "rubick", "easyscale")
@@ -242,6 +243,19 @@ def options() -> SimOptions:
         start_latency_s=DEV_START_LATENCY_S,
         tick_s=30.0,
     )
+
+
+def audited(simulation: type[Simulation], family: str, load: float, seed: int, policy: str) -> tuple:
+    """Run one of this benchmark's traces (family by name, load, seed) under ``policy`` in ``simulation``, a
+    ``Simulation`` subclass that records what an audit reads (``stop_audit``, ``restart_audit``); returns it and
+    its result."""
+    fam = {f.name: f for f in FAMILIES + UNSEEN + SHAPES}[family]
+    jobs = make_trace(fam, load, seed, fam.jobs)
+    cluster = parse_cluster(fam.cluster)
+    chosen = load_policy(policy)
+    table = load_gavel_table(None) if any(j.is_table_job for j in jobs) else None
+    sim = simulation(build_workloads(jobs, cluster, table), cluster, chosen, on_events(chosen, options()))
+    return sim, sim.run()
 
 
 def row(family: Family, load: float, seed: int, summaries: dict[str, dict]) -> dict:

@@ -29,15 +29,10 @@ import json
 import re
 from dataclasses import asdict, dataclass
 
-from bench_robust import FAMILIES, SHAPES, UNSEEN, make_trace, options
+from bench_robust import audited
 
 from slurmplan.domain import ActionKind
-from slurmplan.perf.gavel_table import load_gavel_table
-from slurmplan.policy.registry import load_policy
-from slurmplan.sim.cluster import parse_cluster
 from slurmplan.sim.engine import Simulation
-from slurmplan.sim.runner import on_events
-from slurmplan.sim.workload import build_workloads
 
 _HORIZON = re.compile(r"moving gains [\d.]+x for (\d+) s")
 
@@ -98,13 +93,7 @@ class _Audited(Simulation):
 def audit(family: str, load: float, seed: int, policy: str = "slurmplan") -> tuple[list[Restart], int, int]:
     """Every restart of ``policy`` on ``bench_robust``'s trace (family, load, seed) in time order, the job count,
     and the restarts the simulator counted (the same number: one per signal)."""
-    fam = {f.name: f for f in FAMILIES + UNSEEN + SHAPES}[family]
-    jobs = make_trace(fam, load, seed, fam.jobs)
-    cluster = parse_cluster(fam.cluster)
-    chosen = load_policy(policy)
-    table = load_gavel_table(None) if any(j.is_table_job for j in jobs) else None
-    sim = _Audited(build_workloads(jobs, cluster, table), cluster, chosen, on_events(chosen, options()))
-    result = sim.run()
+    sim, result = audited(_Audited, family, load, seed, policy)
     records = {j.job_id: j for j in result.jobs}
     out = []
     for i, (at, job, note, stopped, reason) in enumerate(sim.signals):
