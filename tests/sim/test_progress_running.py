@@ -1,0 +1,43 @@
+"""``SimBackend._progress_running`` (every running job brought up to ``now``, the body of ``_progress`` inline)
+gives every job the very same floats as ``_progress`` called per job, on every tick of a real LAS run."""
+
+from __future__ import annotations
+
+import copy
+
+from slurmplan.policy.registry import load_policy
+from slurmplan.sim.backend import SimBackend
+from slurmplan.sim.cluster import CRIUS_CLUSTER, parse_cluster
+from slurmplan.sim.engine import SimOptions, Simulation
+from slurmplan.sim.generate import LlmTraceConfig, llm_trace, perf_feasible
+from slurmplan.sim.metrics import summarize
+from slurmplan.sim.workload import build_workloads
+
+FIELDS = ("work_done", "run_seconds", "gpu_seconds", "last_update")
+
+
+def _compared(backend: SimBackend, seen: list[int]):
+    inline = backend._progress_running
+
+    def checked() -> None:
+        plain = {j: copy.copy(job) for j, job in backend.running.items()}
+        for job in plain.values():
+            backend._progress(job)
+        inline()
+        for j, job in backend.running.items():
+            assert [getattr(job, f) for f in FIELDS] == [getattr(plain[j], f) for f in FIELDS], j
+        seen.append(sum(1 for job in backend.running.values() if job.work_done > 0))
+
+    return checked
+
+
+def test_progress_running_matches_progress_per_job_on_a_real_run():
+    jobs = llm_trace(LlmTraceConfig(num_jobs=80, rate_per_h=13000 / 14 / 24, seed=3), perf_feasible(CRIUS_CLUSTER))
+    spec = parse_cluster(CRIUS_CLUSTER)
+    sim = Simulation(
+        build_workloads(jobs, spec, None), spec, load_policy("las"), SimOptions(round_s=300.0, tick_s=30.0)
+    )
+    seen: list[int] = []
+    sim.backend._progress_running = _compared(sim.backend, seen)  # type: ignore[method-assign]
+    assert summarize(sim.run())["finished"] == 80
+    assert len(seen) > 100 and max(seen) > 10  # many ticks, many running jobs with progress compared
