@@ -472,7 +472,9 @@ class SimBackend:
         """The running job that finishes first (ties: lowest job id) and when; (inf, None) when none will.
 
         One pass that computes each job's ETA once (every tick asks, over every running job), inline rather than
-        a method call per job: at its current rate, after its restore; inf when it makes no progress."""
+        a method call per job: at its current rate, after its restore; inf when it makes no progress. ETA is
+        ``max(now, restore_until) + max(0.0, work_total - work_done) / rate``, its two ``max`` written as
+        conditionals that pick the same operand (two builtin calls per running job per call saved)."""
         now, best, due, due_id = self.now, math.inf, None, 0
         running, inf = JobState.RUNNING, math.inf
         for job in self.running.values():
@@ -480,7 +482,8 @@ class SimBackend:
             if job.state is not running or rate <= 0:
                 eta = inf
             else:
-                eta = max(now, job.restore_until) + max(0.0, job.work_total - job.work_done) / rate
+                restore, left = job.restore_until, job.work_total - job.work_done
+                eta = (restore if restore > now else now) + (left if left > 0.0 else 0.0) / rate
             if due is None or eta < best or (eta == best and job.job_id < due_id):
                 best, due, due_id = eta, job, job.job_id
         return best, due
