@@ -472,7 +472,9 @@ class SimBackend:
         """The running job that finishes first (ties: lowest job id) and when; (inf, None) when none will.
 
         One pass that computes each job's ETA once (every tick asks, over every running job), inline rather than
-        a method call per job: at its current rate, after its restore; inf when it makes no progress."""
+        a method call per job: at its current rate, after its restore; inf when it makes no progress. ETA is
+        ``max(now, restore_until) + max(0.0, work_total - work_done) / rate``, its two ``max`` written as
+        conditionals that pick the same operand (two builtin calls per running job per call saved)."""
         now, best, due, due_id = self.now, math.inf, None, 0
         running, inf = JobState.RUNNING, math.inf
         for job in self.running.values():
@@ -480,7 +482,8 @@ class SimBackend:
             if job.state is not running or rate <= 0:
                 eta = inf
             else:
-                eta = max(now, job.restore_until) + max(0.0, job.work_total - job.work_done) / rate
+                restore, left = job.restore_until, job.work_total - job.work_done
+                eta = (restore if restore > now else now) + (left if left > 0.0 else 0.0) / rate
             if due is None or eta < best or (eta == best and job.job_id < due_id):
                 best, due, due_id = eta, job, job.job_id
         return best, due
@@ -501,8 +504,7 @@ class SimBackend:
             eligible = self._next_eligible()
             if eligible <= t and (due is None or eligible < eta):
                 self.now = max(self.now, eligible)  # a requeued job's begin time: Slurm's pass may start it
-                for job in self.running.values():
-                    self._progress(job)
+                self._progress_running()
                 self.schedule_pending()
                 continue
             # A job whose last 1e-11 of work ends a hair after t (float round-off) finishes at t: otherwise a tick
@@ -517,9 +519,25 @@ class SimBackend:
             done.append(due)
             self.schedule_pending()
         self.now = t
-        for job in self.running.values():
-            self._progress(job)
+        self._progress_running()
         return done
+
+    def _progress_running(self) -> None:
+        """``_progress`` for every running job, its body inline (the same arithmetic in the same order): every
+        tick brings every running job up to ``now``, and a method call per job was 2 % of a LAS run's profile."""
+        now, running = self.now, JobState.RUNNING
+        for job in self.running.values():
+            if job.state is not running:
+                continue
+            last, restore = job.last_update, job.restore_until
+            busy_from = restore if restore > last else last  # max(last, restore), without the call
+            if now > busy_from and job.rate > 0:
+                done = job.work_done + job.rate * (now - busy_from)
+                job.work_done = done if done < job.work_total else job.work_total  # min(work_total, done)
+            elapsed = now - last
+            job.run_seconds += elapsed
+            job.gpu_seconds += elapsed * (job.gpus_per_node * job.node_count)
+            job.last_update = now
 
     def work_snapshot(self) -> Mapping[JobId, float]:
         return {j.job_id: j.work_done for j in self.jobs.values()}
