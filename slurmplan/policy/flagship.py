@@ -125,6 +125,7 @@ class Slurmplan(Policy):
         # daemon, so the guard may come late for such a job, never early). Only read by ``stretch_guard``.
         self._alone_s: dict = {}
         self._blocked = np.zeros(0, dtype=bool)  # GPU types reserved this round (see _select)
+        self._pushed: set = set()  # job ids whose last change was a push by another job's change (protect_pushed)
 
     def allocate(self, problem: AllocationProblem) -> Allocation:
         if problem.num_jobs == 0:
@@ -157,7 +158,11 @@ class Slurmplan(Policy):
         cannot_wait = (floors > 0) | queue.overdue | queue.urgent
         choose = lambda j, floor: self._choices(problem, j, floor)  # noqa: E731
         left = est if index is prior else expected_remaining_s(problem, prior)[0]
-        moves = guard_moves(problem, pack, queue, left, cannot_wait, p["move_pay"], prior, choose, p["stop_gang"])
+        shielded = self._shielded(problem, running)
+        moves = guard_moves(
+            problem, pack, queue, left, cannot_wait, p["move_pay"], prior, choose, p["stop_gang"], shielded
+        )
+        self._remember_pushed(problem, pack, running, moves)
         notes = self._notes(problem, pack, queue, est, source, floors, guarded, stretch, running, moves)
         x = pack.x()
         unmet = int(((sla_floor > 0) & ((x * problem.throughput).sum(axis=1) < sla_floor - 1e-9)).sum())
@@ -172,6 +177,26 @@ class Slurmplan(Policy):
         return freed_rows(problem, x, free, self.params["prior_floor_s"], self.params["length_weight"])
 
     # ------------------------------------------------------------------------------------------------ steps
+
+    def _shielded(self, problem: AllocationProblem, running: np.ndarray) -> np.ndarray | None:
+        """``protect_pushed``: the running jobs whose last change, within the hold time (``moved_recently``), was a
+        push by another job's change; None when the rule is off."""
+        if not self.params["protect_pushed"] or problem.moved_recently is None:
+            return None
+        recent = np.asarray(problem.moved_recently, dtype=bool)
+        return running & recent & np.array([i in self._pushed for i in problem.job_ids], dtype=bool)
+
+    def _remember_pushed(self, problem: AllocationProblem, pack: Packing, running: np.ndarray, moves: Guarded) -> None:
+        """Record which running jobs this round's changes pushed off their GPUs (the guard's unpriced changes) and
+        forget those changed by their own decision; only with ``protect_pushed``."""
+        if not self.params["protect_pushed"]:
+            return
+        cur = np.asarray(problem.current if problem.current is not None else np.full(problem.num_jobs, -1), int)
+        for j in np.flatnonzero(running & (pack.col != cur)).tolist():
+            if j in moves.unpriced:
+                self._pushed.add(problem.job_ids[j])
+            else:
+                self._pushed.discard(problem.job_ids[j])
 
     def _floors(
         self, problem: AllocationProblem, floors: np.ndarray, running: np.ndarray

@@ -86,6 +86,7 @@ def guard_moves(
     floor_s: float | np.ndarray,
     choices: Callable[[int, float], list[int]],
     gang: bool = False,
+    shielded: np.ndarray | None = None,
 ) -> Guarded:
     """Undo, in ``pack``, every change to a running job that does not pay (see the module docstring).
 
@@ -93,7 +94,9 @@ def guard_moves(
     pushes out are tried elsewhere, in its order, on their ``choices`` with room); ``est``: expected seconds left
     per job on its fastest column; ``urgent``: jobs whose start cannot wait (guaranteed, overdue, deadline):
     making room for one always pays; ``gang`` (``stop_gang``): a stopped job's own delay runs until enough of the
-    jobs that took its GPUs end for it to fit again (``_gpus_back_s``), not until the first of them ends.
+    jobs that took its GPUs end for it to fit again (``_gpus_back_s``), not until the first of them ends;
+    ``shielded`` (``protect_pushed``): running jobs another job's change pushed off their GPUs within the hold time;
+    a change that pushes one off again must pay for its restart too, and undone they go back (``_shield``).
     """
     undone: dict[int, str] = {}
     kept: dict[int, str] = {}
@@ -139,15 +142,65 @@ def guard_moves(
             else min((est[k] for k in pushed), default=left[j])
         )
         delay += _queue_ahead_s(problem, pack, cur, thr, queue.due, j, est, pushed) if new < 0 else 0.0
-        price = price_change(left[j], thr[j, c0], thr[j, new] if new >= 0 else 0.0, cost[j], others, delay, factor)
+        restored, both = (
+            (trial, 0.0) if shielded is None else _shield(trial, pack, j, c0, new, order, cur, cost, shielded)
+        )
+        thr_new = thr[j, new] if new >= 0 else 0.0
+        price = price_change(left[j], thr[j, c0], thr_new, cost[j] + both, others, delay, factor)
+        detail = price.detail + (", its own and those of jobs pushed off within the hold time" if both else "")
         if price.pays:
-            kept[j] = price.detail
+            kept[j] = detail
             continue
-        trial.assign(j, c0)
+        trial = restored
+        if trial.col[j] != c0:
+            trial.assign(j, c0)
         _place_elsewhere(trial, pushed, order, choices)
         _adopt(pack, trial)
-        undone[j] = price.detail
+        undone[j] = detail
     return Guarded(undone, kept, unpriced)
+
+
+def _shield(
+    trial: Packing,
+    pack: Packing,
+    j: int,
+    c0: int,
+    new: int,
+    order: np.ndarray,
+    cur: np.ndarray,
+    cost: np.ndarray,
+    shielded: np.ndarray,
+) -> tuple[Packing, float]:
+    """The restart costs of the shielded jobs that ``j``'s change pushes off their GPUs again, and the packing with
+    ``j`` back in ``c0`` and them back where they ran (``protect_pushed``, fifteenth session, issue 23's "a job
+    moved for another job is not moved back within a hold time unless the gain pays for both moves").
+
+    On held-out LLM traces the restart flags are cascades: a running job's move takes the GPUs of others, which the
+    guard cannot price (the GPUs they left went to a running job), and the next move pushes them again (48 of 123
+    restarts on u-llm-wide 20/401). A job pushed off by another's change within the hold time is shielded: a change
+    to ``j`` that moves or stops it again this round, where it fits back once ``j`` is undone, must pay its restart
+    as well as ``j``'s. Only the restart is counted, not its slowdown (``price_displaced`` counted that and lost on
+    the Crius cluster, where the growing jobs are the long ones). ``trial``: the guard's packing with ``j`` released
+    and room made in ``c0``."""
+    back = trial.copy()
+    back.assign(j, c0)
+    if new < 0:
+        return back, 0.0
+    t = pack.cell_type[new]
+    both = 0.0
+    for k in order.tolist():
+        ck, now = int(cur[k]), int(back.col[k])
+        if k == j or not shielded[k] or ck < 0 or now == ck or pack.cell_type[ck] != t:
+            continue
+        if now >= 0:
+            back.release(k)
+        if not back.fits(k, ck):
+            if now >= 0:
+                back.assign(k, now)
+            continue
+        back.assign(k, ck)
+        both += cost[k]
+    return back, both
 
 
 def _gpus_back_s(trial: Packing, pack: Packing, j: int, c0: int, pushed: list[int], est: np.ndarray) -> float:

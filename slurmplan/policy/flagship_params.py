@@ -15,7 +15,8 @@ bad value is refused with the field named. Steps that read them:
 - expected remaining time (``flagship_order.py``, ``mechanism/lengths.py``): ``prior_floor_s``, ``learn_lengths``;
 - between rounds (``flagship_fill.py``): ``fill_freed``;
 - move pricing and hysteresis (``flagship_moves.py``, ``mechanism/pricing.py``): ``move_pay``, ``prior_floor_s``,
-  ``stop_gang`` (the hold time and restart costs are the tick's: ``TickConfig.move_hold_rounds``, measured costs).
+  ``stop_gang``, ``protect_pushed`` (the hold time and restart costs are the tick's: ``TickConfig.move_hold_rounds``,
+  measured costs).
 """
 
 from __future__ import annotations
@@ -164,5 +165,12 @@ PARAMS: dict[str, Param] = {
         "GPUs have ended for it to fit again: all of them for a gang job whose GPUs they split) or false (until the "
         "first of them ends; flagship_moves.py). The preset sets true (fourteenth session, sim/RESULTS.md section 7: "
         "on 134 development and held-out traces no loss, worst ratio or Gavel figure changes, restart flags 6 -> 5)",
+    ),
+    "protect_pushed": Param(
+        bool,
+        False,
+        "true (a running job that another job's change pushed off its GPUs within the hold time, "
+        "TickConfig.move_hold_rounds, is pushed again only by a change that pays for both restarts; "
+        "flagship_moves._shield) or false",
     ),
 }
