@@ -125,7 +125,7 @@ class Slurmplan(Policy):
         # daemon, so the guard may come late for such a job, never early). Only read by ``stretch_guard``.
         self._alone_s: dict = {}
         self._blocked = np.zeros(0, dtype=bool)  # GPU types reserved this round (see _select)
-        self._pushed: set = set()  # job ids whose last change was a push by another job's change (protect_pushed)
+        self._pushed: dict = {}  # job id -> when another job's change last pushed it off its GPUs (protect_pushed)
 
     def allocate(self, problem: AllocationProblem) -> Allocation:
         if problem.num_jobs == 0:
@@ -179,24 +179,25 @@ class Slurmplan(Policy):
     # ------------------------------------------------------------------------------------------------ steps
 
     def _shielded(self, problem: AllocationProblem, running: np.ndarray) -> np.ndarray | None:
-        """``protect_pushed``: the running jobs whose last change, within the hold time (``moved_recently``), was a
-        push by another job's change; None when the rule is off."""
-        if not self.params["protect_pushed"] or problem.moved_recently is None:
+        """``protect_pushed``: the running jobs whose last change, less than ``hold_s`` ago, was a push by another
+        job's change; None when the rule is off."""
+        if not self.params["protect_pushed"]:
             return None
-        recent = np.asarray(problem.moved_recently, dtype=bool)
-        return running & recent & np.array([i in self._pushed for i in problem.job_ids], dtype=bool)
+        now = _now(problem)
+        hold = self.params["hold_s"]
+        return running & np.array([now - self._pushed.get(i, -np.inf) < hold for i in problem.job_ids], dtype=bool)
 
     def _remember_pushed(self, problem: AllocationProblem, pack: Packing, running: np.ndarray, moves: Guarded) -> None:
-        """Record which running jobs this round's changes pushed off their GPUs (the guard's unpriced changes) and
+        """Record when this round's changes pushed running jobs off their GPUs (the guard's unpriced changes) and
         forget those changed by their own decision; only with ``protect_pushed``."""
         if not self.params["protect_pushed"]:
             return
         cur = np.asarray(problem.current if problem.current is not None else np.full(problem.num_jobs, -1), int)
         for j in np.flatnonzero(running & (pack.col != cur)).tolist():
             if j in moves.unpriced:
-                self._pushed.add(problem.job_ids[j])
+                self._pushed[problem.job_ids[j]] = _now(problem)
             else:
-                self._pushed.discard(problem.job_ids[j])
+                self._pushed.pop(problem.job_ids[j], None)
 
     def _floors(
         self, problem: AllocationProblem, floors: np.ndarray, running: np.ndarray
@@ -361,3 +362,10 @@ def _columns_of(problem: AllocationProblem) -> tuple[np.ndarray, np.ndarray, dic
     gpus = np.array([c.gpus for c in problem.cells], dtype=np.int64)
     _last_columns.value = (problem, thr, gpus, {})
     return thr, gpus, _last_columns.value[3]
+
+
+def _now(problem: AllocationProblem) -> float:
+    """The round's time on the trace's clock: any job's submit time plus the time since it (0 with no jobs)."""
+    if problem.num_jobs == 0:
+        return 0.0
+    return float(problem.column("submit_time")[0] + problem.column("time_since_start")[0])

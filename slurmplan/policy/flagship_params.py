@@ -15,8 +15,8 @@ bad value is refused with the field named. Steps that read them:
 - expected remaining time (``flagship_order.py``, ``mechanism/lengths.py``): ``prior_floor_s``, ``learn_lengths``;
 - between rounds (``flagship_fill.py``): ``fill_freed``;
 - move pricing and hysteresis (``flagship_moves.py``, ``mechanism/pricing.py``): ``move_pay``, ``prior_floor_s``,
-  ``stop_gang``, ``protect_pushed`` (the hold time and restart costs are the tick's: ``TickConfig.move_hold_rounds``,
-  measured costs).
+  ``stop_gang``, ``protect_pushed`` (with ``hold_s``; the restart costs' hold time and the costs are the tick's:
+  ``TickConfig.move_hold_rounds``, measured costs).
 """
 
 from __future__ import annotations
@@ -169,8 +169,7 @@ PARAMS: dict[str, Param] = {
     "protect_pushed": Param(
         bool,
         False,
-        "true (a running job that another job's change pushed off its GPUs within the hold time, "
-        "TickConfig.move_hold_rounds, is pushed again only by a change that pays for both restarts; "
-        "flagship_moves._shield) or false",
+        "true (a running job that another job's change pushed off its GPUs less than hold_s ago is pushed "
+        "again only by a change that pays for both restarts; flagship_moves._shield) or false",
     ),
 }

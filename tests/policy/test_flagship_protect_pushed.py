@@ -1,5 +1,5 @@
 """``protect_pushed`` (issue 23, fifteenth session): a running job that another job's change pushed off its GPUs
-within the hold time is pushed again only by a change that pays for both restarts ("a job moved for another job is
+less than ``hold_s`` ago is pushed again only by a change that pays for both restarts ("a job moved for another job is
 not moved back within a hold time unless the gain pays for both moves"). Without it the guard prices a move by the
 mover's gain alone, and the job it pushes off moves to slower GPUs unpriced; on held-out LLM traces such cascades
 made 48 of 123 restarts (u-llm-wide 20/401)."""
@@ -92,20 +92,21 @@ def test_the_shield_counts_only_the_shielded_jobs_pushed_off_the_new_columns_typ
     assert both == 0.0  # job 0 stopped: it takes no one's GPUs
 
 
-def test_the_policy_remembers_only_pushes_by_other_jobs_and_shields_within_the_hold_time() -> None:
+def test_the_policy_remembers_only_pushes_by_other_jobs_and_shields_them_for_hold_s() -> None:
     pol = load_policy("slurmplan")
-    pol.params = {**pol.params, "protect_pushed": True}
-    p = three_types(60.0)
+    pol.params = {**pol.params, "protect_pushed": True, "hold_s": 3600.0}
+    p = three_types(60.0)  # the round at t = 7200 s (job 1 submitted at 0, 2 h ago)
     pack = round_moves_job_0_onto_the_h100(p)
     running = np.array([True, True, False])
     pol._remember_pushed(p, pack, running, SimpleNamespace(unpriced={1: "pushed"}))
-    assert pol._pushed == {"b"}
-    recent = AllocationProblem(**{**p.__dict__, "moved_recently": np.array([True, True, False])})
-    assert pol._shielded(recent, running).tolist() == [False, True, False]
-    old = AllocationProblem(**{**p.__dict__, "moved_recently": np.array([True, False, False])})
-    assert pol._shielded(old, running).tolist() == [False, False, False]  # past the hold time
+    assert pol._pushed == {"b": 7200.0}
+    assert pol._shielded(p, running).tolist() == [False, True, False]
+    later = AllocationProblem(**{**p.__dict__, "time_since_start": p.time_since_start + 3599.0})
+    assert pol._shielded(later, running).tolist() == [False, True, False]
+    past = AllocationProblem(**{**p.__dict__, "time_since_start": p.time_since_start + 3601.0})
+    assert pol._shielded(past, running).tolist() == [False, False, False]  # past hold_s
     pol._remember_pushed(p, pack, running, SimpleNamespace(unpriced={}))  # its own change this time
-    assert pol._pushed == set()
+    assert pol._pushed == {}
 
 
 def test_the_parameter_is_documented_and_off_by_default() -> None:
