@@ -95,7 +95,14 @@ def test_the_shield_counts_only_the_shielded_jobs_pushed_off_the_new_columns_typ
 def test_the_policy_remembers_only_pushes_by_other_jobs_and_shields_them_for_hold_s() -> None:
     pol = load_policy("slurmplan")
     pol.params = {**pol.params, "protect_pushed": True, "hold_s": 3600.0}
-    p = three_types(60.0)  # the round at t = 7200 s (job 1 submitted at 0, 2 h ago)
+    p = three_types(60.0)  # the round at t = 7200 s: jobs 0 and 1 submitted at 0, job 2 a minute ago
+    p = AllocationProblem(
+        **{
+            **p.__dict__,
+            "submit_time": np.array([0.0, 0.0, 7140.0]),
+            "time_since_start": np.array([7200.0] * 2 + [60.0]),
+        }
+    )
     pack = round_moves_job_0_onto_the_h100(p)
     running = np.array([True, True, False])
     pol._remember_pushed(p, pack, running, SimpleNamespace(unpriced={1: "pushed"}))
