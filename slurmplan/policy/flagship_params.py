@@ -170,6 +170,8 @@ PARAMS: dict[str, Param] = {
         bool,
         False,
         "true (a running job that another job's change pushed off its GPUs less than hold_s ago is pushed "
-        "again only by a change that pays for both restarts; flagship_moves._shield) or false",
+        "again only by a change that pays for both restarts; flagship_moves._shield) or false. The preset sets true "
+        "(fifteenth session, fourth shift, sim/RESULTS.md section 7: restart flags 5 -> 4 on the held-out sets, no "
+        "new loss, family medians within 0.5 %, only LLM rows change)",
     ),
 }

@@ -116,7 +116,9 @@ def test_the_policy_remembers_only_pushes_by_other_jobs_and_shields_them_for_hol
     assert pol._pushed == {}
 
 
-def test_the_parameter_is_documented_and_off_by_default() -> None:
+def test_the_parameter_is_off_by_default_and_on_in_the_preset() -> None:
     assert PARAMS["protect_pushed"].default is False
-    assert load_policy("slurmplan").params["protect_pushed"] is False
-    assert load_policy("slurmplan")._shielded(three_types(60.0), np.ones(3, bool)) is None
+    assert load_policy("slurmplan").params["protect_pushed"] is True  # the preset sets it (fifteenth session)
+    off = load_policy("slurmplan")
+    off.params = {**off.params, "protect_pushed": False}
+    assert off._shielded(three_types(60.0), np.ones(3, bool)) is None
