@@ -258,6 +258,19 @@ def audited(simulation: type[Simulation], family: str, load: float, seed: int, p
     return sim, sim.run()
 
 
+def audit_parser(doc: str | None, each: str) -> argparse.ArgumentParser:
+    """The command line both audits take: one trace of this benchmark (family, load, seed), the policy, ``--each``
+    (``each``: what it prints one line for) and ``--json``."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("family")
+    parser.add_argument("load", type=float)
+    parser.add_argument("seed", type=int)
+    parser.add_argument("--policy", default="slurmplan")
+    parser.add_argument("--each", action="store_true", help=f"every {each} on its own line")
+    parser.add_argument("--json", action="store_true")
+    return parser
+
+
 def row(family: Family, load: float, seed: int, summaries: dict[str, dict]) -> dict:
     ours = summaries["slurmplan"]
     # peers that finished at least as many jobs (a policy that leaves jobs unfinished looks fast on the rest)

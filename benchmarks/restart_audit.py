@@ -23,13 +23,12 @@ the table for the held-out LLM traces the restart flag fires on. Same trace, clu
 
 from __future__ import annotations
 
-import argparse
 import collections
 import json
 import re
 from dataclasses import asdict, dataclass
 
-from bench_robust import audited
+from bench_robust import audit_parser, audited
 
 from slurmplan.domain import ActionKind
 from slurmplan.sim.engine import Simulation
@@ -110,14 +109,7 @@ def audit(family: str, load: float, seed: int, policy: str = "slurmplan") -> tup
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("family")
-    parser.add_argument("load", type=float)
-    parser.add_argument("seed", type=int)
-    parser.add_argument("--policy", default="slurmplan")
-    parser.add_argument("--each", action="store_true", help="every restart on its own line")
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
+    args = audit_parser(__doc__, "restart").parse_args()
     restarts, jobs, _ = audit(args.family, args.load, args.seed, args.policy)
     if args.json:
         print(json.dumps([asdict(r) for r in restarts], indent=1))

@@ -16,12 +16,11 @@ there. Same trace, cluster, costs and preset as ``bench_robust.py``.
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 from dataclasses import dataclass
 
-from bench_robust import audited
+from bench_robust import audit_parser, audited
 
 from slurmplan.domain import ActionKind
 from slurmplan.sim.engine import Simulation
@@ -91,14 +90,7 @@ def audit(family: str, load: float, seed: int, policy: str = "slurmplan") -> lis
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("family")
-    parser.add_argument("load", type=float)
-    parser.add_argument("seed", type=int)
-    parser.add_argument("--policy", default="slurmplan")
-    parser.add_argument("--each", action="store_true", help="every stop on its own line")
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
+    args = audit_parser(__doc__, "stop").parse_args()
     stops = audit(args.family, args.load, args.seed, args.policy)
     if args.json:
         print(json.dumps([s.__dict__ for s in stops], indent=1))
