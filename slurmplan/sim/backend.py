@@ -473,17 +473,21 @@ class SimBackend:
 
         One pass that computes each job's ETA once (every tick asks, over every running job), inline rather than
         a method call per job: at its current rate, after its restore; inf when it makes no progress. ETA is
-        ``max(now, restore_until) + max(0.0, work_total - work_done) / rate``, its two ``max`` written as
-        conditionals that pick the same operand (two builtin calls per running job per call saved)."""
-        now, best, due, due_id = self.now, math.inf, None, 0
+        ``max(last_update, restore_until) + max(0.0, work_total - work_done) / rate``, its two ``max`` written as
+        conditionals that pick the same operand (two builtin calls per running job per call saved).
+
+        From ``last_update``, not ``now``: ``work_done`` stands as of ``last_update``. The two are equal except
+        inside ``advance`` after a completion, which brings only the finished job up to ``now``; an ETA from
+        ``now`` would then put a second completion in the same interval late by the time already passed."""
+        best, due, due_id = math.inf, None, 0
         running, inf = JobState.RUNNING, math.inf
         for job in self.running.values():
             rate = job.rate
             if job.state is not running or rate <= 0:
                 eta = inf
             else:
-                restore, left = job.restore_until, job.work_total - job.work_done
-                eta = (restore if restore > now else now) + (left if left > 0.0 else 0.0) / rate
+                restore, last, left = job.restore_until, job.last_update, job.work_total - job.work_done
+                eta = (restore if restore > last else last) + (left if left > 0.0 else 0.0) / rate
             if due is None or eta < best or (eta == best and job.job_id < due_id):
                 best, due, due_id = eta, job, job.job_id
         return best, due

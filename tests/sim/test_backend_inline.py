@@ -35,13 +35,13 @@ def _compared(backend: SimBackend, seen: list[int]):
 
 
 def _plain_due(backend: SimBackend) -> tuple[float, int | None]:
-    """The next completion as ``_due`` computed it before its ``max`` calls became conditionals."""
+    """The next completion as ``_due`` computes it, with ``max`` rather than conditionals."""
     best, due_id = math.inf, None
     for job in backend.running.values():
         if job.state is not JobState.RUNNING or job.rate <= 0:
             eta = math.inf
         else:
-            eta = max(backend.now, job.restore_until) + max(0.0, job.work_total - job.work_done) / job.rate
+            eta = max(job.last_update, job.restore_until) + max(0.0, job.work_total - job.work_done) / job.rate
         if due_id is None or eta < best or (eta == best and job.job_id < due_id):
             best, due_id = eta, job.job_id
     return best, due_id

@@ -237,3 +237,18 @@ def test_advance_reuses_the_completion_it_was_just_told_only_while_nothing_chang
     submit(b, 4, gpu_type="k80", gpus=1, work=10.0)  # submitted held: nothing runs sooner
     act(b, ActionKind.RELEASE, 4)  # now job 4 ends first, at 201 s
     assert [j.job_id for j in b.advance(205.0)] == [4]
+
+
+def test_two_completions_inside_one_advance_each_end_at_their_own_time():
+    """After the first completion, only the finished job has been brought up to the new ``now``: the second one's
+    ETA must count from where its work stands (``last_update``), or it ends late by the time already passed."""
+    b = backend()
+    submit(b, 1, work=1000.0)  # v100x2 at 10/s: done at 100 s
+    act(b, ActionKind.RELEASE, 1)
+    submit(b, 2, work=1500.0)  # the other v100 node: done at 150 s
+    act(b, ActionKind.RELEASE, 2)
+    submit(b, 3, gpu_type="k80", work=1800.0)  # done at 180 s
+    act(b, ActionKind.RELEASE, 3)
+    done = b.advance(300.0)
+    assert [j.job_id for j in done] == [1, 2, 3]
+    assert [j.finish_time for j in done] == pytest.approx([100.0, 150.0, 180.0])
