@@ -219,8 +219,17 @@ def managed_jobs(
         steps = source.progress(ob.job)
         if memo is not None:
             hit = memo.get(ob.job.job_id)
-            if hit is not None and hit[0] is ob.job and (hit[1] == steps or not _reads_nodes(ob.job)):
-                mj = hit[2] if hit[1] == steps else _managed_job(hit[2].job, hit[2].hints, hit[2].candidates, steps)
+            # a typed job never reads its type from the nodes (``_reads_nodes``' first test, without the call)
+            if (
+                hit is not None
+                and hit[0] is ob.job
+                and (hit[1] == steps or ob.job.gpu_type or not _reads_nodes(ob.job))
+            ):
+                mj = hit[2]
+                if hit[1] != steps:  # ``_managed_job`` with last tick's Job, hints and candidates, written out
+                    d = mj.__dict__.copy()
+                    d["steps_done"] = steps
+                    mj = frozen_from(ManagedJob, d)
                 memo[ob.job.job_id] = (ob.job, steps, mj)
                 out.append(mj)
                 continue

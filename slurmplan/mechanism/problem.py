@@ -323,13 +323,16 @@ def build_problem(inp: TickInput, states: Mapping[JobId, JobState], finished: tu
     if len(set(ids)) != len(ids):
         dup = sorted({i for i in ids if ids.count(i) > 1})
         raise ValidationError("jobs", dup, "each job id at most once in a tick's input", "tick input")
-    holding = tuple(mj for mj in inp.jobs if mj.hints.managed and mj.job.state.active)
+    holding = tuple([mj for mj in inp.jobs if mj.hints.managed and mj.job.state.active])
     pool = build_pool(inp.cluster, holding)
     raw_capacity = pool.capacity()
     total = dict(_node_table(inp.cluster).total)  # the pool's memo: no second pass over every node
     rows: list[ManagedJob] = []
     excluded: list[tuple[ManagedJob, Assignment]] = []
     for mj in sorted(inp.jobs, key=lambda m: (m.job.submit_time, m.job.job_id)):
+        if mj.job.state in RUNNING_STATES and mj.hints.managed:  # ``_exclusion``'s first answer: most rows
+            rows.append(mj)
+            continue
         why = _exclusion(mj, total)
         if why is None:
             rows.append(mj)

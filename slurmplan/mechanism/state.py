@@ -83,7 +83,26 @@ def advance(inp: TickInput, state: SchedulerState) -> dict[int, JobState]:
             or (a.nodes is not job.nodes and a.nodes != job.nodes)
         ):
             a = running_cell(mj, st)
-        out[job.job_id] = _ran(st, a, job.nodes, ran)
+        # ``_ran(st, a, job.nodes, ran)`` written out, with ``_plus``'s one-Cell case (the very Cell, the job's
+        # only key) in place: every running job, every tick (``tests/mechanism/test_advance_steady.py``)
+        d = st.__dict__.copy()
+        cell = a.cell
+        if ran > 0 and cell is not None:
+            by = st.attained_by_cell
+            if len(by) == 1:
+                [(key, value)] = by.items()
+                d["attained_by_cell"] = {cell: value + ran} if key is cell else _plus(by, cell, ran)
+            else:
+                d["attained_by_cell"] = _plus(by, cell, ran)
+            by = st.epoch_by_cell
+            if len(by) == 1:
+                [(key, value)] = by.items()
+                d["epoch_by_cell"] = {cell: value + ran} if key is cell else _plus(by, cell, ran)
+            else:
+                d["epoch_by_cell"] = _plus(by, cell, ran)
+        d["current"], d["attained_s"], d["requeued_at"] = a, st.attained_s + ran, None
+        d["ran_on"] = tuple(job.nodes) or st.ran_on
+        out[job.job_id] = frozen_from(JobState, d)
     return out
 
 
