@@ -72,7 +72,13 @@ def advance(inp: TickInput, state: SchedulerState) -> dict[int, JobState]:
                 st = evolve(st, current=None, signalled_at=None, sent="", requeued_at=now if st.ran_on else None)
             out[job.job_id] = _requeue_wait_over(st, now, inp.config.requeue_delay_s)
             continue
-        ran = dt if job.start_time is None else min(dt, max(0.0, now - job.start_time))
+        # ``min(dt, max(0.0, now - start))`` as conditionals that pick the same operand (two builtin calls a job)
+        if job.start_time is None:
+            ran = dt
+        else:
+            since = now - job.start_time
+            since = since if since > 0.0 else 0.0
+            ran = since if since < dt else dt
         # ``running_cell``'s first answer, read here: most running jobs are kept where they were the tick before
         a = st.current
         cell = a.cell if a is not None and a.reason is Reason.KEPT else None
