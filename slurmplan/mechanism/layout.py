@@ -52,6 +52,7 @@ def requests_for(
     # Plain lists: a numpy element read costs several times a list's, and each row reads these four or more times.
     running, current, signalled = info.running.tolist(), info.current.tolist(), info.signalled.tolist()
     cols = col.tolist()
+    memo = _kept_requests.get
     for j, c in enumerate(cols):
         if c < 0:
             continue
@@ -59,6 +60,12 @@ def requests_for(
         cand = p.candidates[j][c] if p.candidates else None
         run = running[j]
         if run and c == current[j] and not signalled[j]:  # kept where it runs: most rows, the same as last tick
+            job = mj.job
+            hit = memo(job.job_id)  # ``_kept_request``'s hit, read in place: every kept row, every tick
+            same = hit is not None and hit[0] == j and hit[1] is cell and hit[2] is cand
+            if same and hit[3] is job.nodes and hit[4] is mj.hints:
+                kept.append(hit[5])
+                continue
             kept.append(_kept_request(j, cell, cand, mj))
             continue
         st = states[mj.job.job_id]
