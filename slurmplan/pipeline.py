@@ -502,7 +502,7 @@ def _tick_body(
         return TickReport(mode=mode, tick_id=tick_id, rolled_forward=rolled, skipped=why)
     observed = [source.classify(job) for job in snapshot.jobs]
     managed, unpriced = managed_jobs(observed, snapshot.cluster, source, memo)
-    refused = tuple(o for o in [*observed, *unpriced] if o.error and not o.job.state.finished)
+    refused = tuple([o for o in [*observed, *unpriced] if o.error and not o.job.state.finished])  # a list: no generator
     state = prune(journal.load_state(), managed, observed, snapshot.time, config.round_s)
     t1 = time.perf_counter()
 
@@ -519,7 +519,7 @@ def _tick_body(
         round_index=out.state.round_index,
         new_round=out.new_round,
         managed=len(managed),
-        unmanaged=sum(1 for o in observed if not o.managed and not o.error and not o.job.state.finished),
+        unmanaged=len([o for o in observed if not o.managed and not o.error and not o.job.state.finished]),
         refused=refused,
         actions=tuple(actions),
         assignments=out.assignments,
