@@ -374,6 +374,8 @@ def _steady_row(
     prev = st.planned
     if prev is None or prev is not st.current or prev.cell is not cell or where.__class__ is not Placed:
         return None
+    if prev.reason is not Reason.KEPT:  # ``advance`` keeps only a KEPT one as ``current``: a guard, not a branch
+        return None
     nodes = where.nodes  # type: ignore[attr-defined]
     if prev.nodes is not nodes or prev.gpus_per_node != where.gpus_per_node or not prev.plan:  # type: ignore[attr-defined]
         return None
