@@ -36,8 +36,8 @@ the fortnight, one pair at load 5-6, CPU 216.8 -> 208.5 s (-3.8 %). Fifteenth se
 main c76ffe9: instructions -0.6 %; the fortnight, one pair at load 5, CPU 88.2 -> 87.0 s on this machine today (about
 1.5x from the goal by CPU). Sixteenth session (a fast path for steady rows through assignment and the next state,
 per-row calls out; decisions identical), against main 43e9e71: instructions -1.9 % (LAS), -1.6 % (flagship); the
-fortnight, one pair at load 7-9, CPU 143.5 -> 145.8 s (noise at that load). ``slurmplan/sim/RESULTS.md`` sections
-4.2-4.7 say where the time goes and what the rest needs.
+fortnight, two pairs at load 4-9, CPU 143.5 -> 145.8 and 137.6 -> 137.8 s (noise at that load).
+``slurmplan/sim/RESULTS.md`` sections 4.2-4.7 say where the time goes and what the rest needs.
 """
 
 from __future__ import annotations
