@@ -34,8 +34,10 @@ deficits for every row; decisions identical), against main a978d85: instructions
 ``decision_hash.py --days 0.3``); ``--days 2`` three pairs CPU 21.2 -> 21.3, 24.4 -> 23.3, 21.9 -> 22.4 s (noise);
 the fortnight, one pair at load 5-6, CPU 216.8 -> 208.5 s (-3.8 %). Fifteenth session (decisions identical), against
 main c76ffe9: instructions -0.6 %; the fortnight, one pair at load 5, CPU 88.2 -> 87.0 s on this machine today (about
-1.5x from the goal by CPU). ``slurmplan/sim/RESULTS.md`` sections 4.2-4.6 say where the time goes and what the rest
-needs.
+1.5x from the goal by CPU). Sixteenth session (a fast path for steady rows through assignment and the next state,
+per-row calls out; decisions identical), against main 43e9e71: instructions -1.9 % (LAS), -1.6 % (flagship); the
+fortnight, two pairs at load 4-9, CPU 143.5 -> 145.8 and 137.6 -> 137.8 s (noise at that load).
+``slurmplan/sim/RESULTS.md`` sections 4.2-4.7 say where the time goes and what the rest needs.
 """
 
 from __future__ import annotations

@@ -219,8 +219,17 @@ def managed_jobs(
         steps = source.progress(ob.job)
         if memo is not None:
             hit = memo.get(ob.job.job_id)
-            if hit is not None and hit[0] is ob.job and (hit[1] == steps or not _reads_nodes(ob.job)):
-                mj = hit[2] if hit[1] == steps else _managed_job(hit[2].job, hit[2].hints, hit[2].candidates, steps)
+            # a typed job never reads its type from the nodes (``_reads_nodes``' first test, without the call)
+            if (
+                hit is not None
+                and hit[0] is ob.job
+                and (hit[1] == steps or ob.job.gpu_type or not _reads_nodes(ob.job))
+            ):
+                mj = hit[2]
+                if hit[1] != steps:  # ``_managed_job`` with last tick's Job, hints and candidates, written out
+                    d = mj.__dict__.copy()
+                    d["steps_done"] = steps
+                    mj = frozen_from(ManagedJob, d)
                 memo[ob.job.job_id] = (ob.job, steps, mj)
                 out.append(mj)
                 continue
@@ -493,7 +502,7 @@ def _tick_body(
         return TickReport(mode=mode, tick_id=tick_id, rolled_forward=rolled, skipped=why)
     observed = [source.classify(job) for job in snapshot.jobs]
     managed, unpriced = managed_jobs(observed, snapshot.cluster, source, memo)
-    refused = tuple(o for o in [*observed, *unpriced] if o.error and not o.job.state.finished)
+    refused = tuple([o for o in [*observed, *unpriced] if o.error and not o.job.state.finished])  # a list: no generator
     state = prune(journal.load_state(), managed, observed, snapshot.time, config.round_s)
     t1 = time.perf_counter()
 
@@ -510,7 +519,7 @@ def _tick_body(
         round_index=out.state.round_index,
         new_round=out.new_round,
         managed=len(managed),
-        unmanaged=sum(1 for o in observed if not o.managed and not o.error and not o.job.state.finished),
+        unmanaged=len([o for o in observed if not o.managed and not o.error and not o.job.state.finished]),
         refused=refused,
         actions=tuple(actions),
         assignments=out.assignments,

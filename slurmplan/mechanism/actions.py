@@ -164,6 +164,10 @@ _kept_as_written: dict[JobId, tuple[str, Cell, Plan | None]] = {}
 every tick with the same three objects, and the cache behind ``same_configuration`` hashes the plan's dozen
 fields each time. Holding the objects keeps their ids theirs; a job id's entry is replaced, never stale."""
 
+kept_as_written = _kept_as_written.get
+"""``_annotate``'s memo entry of a job id (None: none), for ``engine``'s steady rows; the memo is cleared in place,
+never rebound, so this stays its lookup."""
+
 
 def _annotate(job: Job, a: Assignment, st: JobState, stamp: RoundStamp) -> tuple[list[Action], JobState]:
     """A running job that keeps its configuration: nothing to send when its comment already names it (the

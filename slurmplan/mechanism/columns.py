@@ -8,6 +8,7 @@ decisions do not depend on any of it (``tests/sim/test_sim_same_decisions.py`` f
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import is_
 
 import numpy as np
 
@@ -69,9 +70,9 @@ def matrix(rows: list[ManagedJob]) -> tuple[tuple[Cell, ...], np.ndarray, tuple[
 
     Cells are keyed by plain tuples: hashing and comparing the dataclass itself costs several times more.
     """
-    keys = tuple(tuple(mj.candidates) for mj in rows)
+    keys = tuple([tuple(mj.candidates) for mj in rows])  # a list first: no generator step per row
     last = _last_matrix.value  # read once: another thread may replace it, never change it
-    if last is not None and len(last[0]) == len(keys) and all(a is b for a, b in zip(last[0], keys, strict=True)):
+    if last is not None and len(last[0]) == len(keys) and all(map(is_, last[0], keys)):  # compared in C
         cells, throughput, table = last[1]  # same jobs with the same candidates as the previous tick
         return cells, throughput.copy(), table
     out = _build_matrix(keys)

@@ -29,16 +29,16 @@ from slurmplan.domain import (
     ValidationError,
     frozen_from,
 )
-from slurmplan.mechanism.actions import PHASE, RoundStamp, job_actions, kept_quietly
+from slurmplan.mechanism.actions import PHASE, RoundStamp, job_actions, kept_as_written, kept_quietly
 from slurmplan.mechanism.layout import Placement, place_round
 from slurmplan.mechanism.placement import Placed
 from slurmplan.mechanism.pricing import remaining_prior
 from slurmplan.mechanism.priorities import EPS, deficits, priorities, received_share, start_epoch
-from slurmplan.mechanism.problem import ProblemContext, build_problem, column_index
+from slurmplan.mechanism.problem import RUNNING_STATES, ProblemContext, build_problem, column_index
 from slurmplan.mechanism.reconfig import horizons
 from slurmplan.mechanism.round import RoundChoice, RunningInfo, gpus_left, plan_round
 from slurmplan.mechanism.state import advance, evolve
-from slurmplan.tick_types import JobState, SchedulerState, TickConfig, TickInput, TickOutput
+from slurmplan.tick_types import JobState, ManagedJob, SchedulerState, TickConfig, TickInput, TickOutput
 
 log = logging.getLogger(__name__)
 
@@ -270,10 +270,18 @@ def assign(
     states: Mapping[JobId, JobState],
     info: RunningInfo,
     notes: list[str | None] | None = None,
+    settled: dict[int, JobState] | None = None,
+    new_round: bool = False,
 ) -> list[Assignment]:
     """Turn every row into an Assignment with its Reason and detail, on the nodes placement found; ``notes``
     (``row_notes``) are the policy's words per row, appended to the detail as ``with_policy_notes`` would, but
     with each Assignment built once (the flagship writes one for most jobs, every tick).
+
+    ``settled`` (a dict to fill) takes the steady rows' fast path (``_steady_row``): a running job kept on the
+    very Cell, nodes and plan of its assignment of the tick before gets that assignment with this tick's numbers
+    and detail, and, when nothing is to be sent for it, its next state goes into ``settled`` by row, which
+    ``settle`` then takes as it is (``new_round`` as ``settle``'s). Without it every row takes the plain path, which
+    ``tests/mechanism/test_steady_rows.py`` compares the fast one with on every tick of real runs.
 
     Runs for every job every tick: the per-row numbers are read from Python lists, not numpy scalars.
     """
@@ -284,6 +292,8 @@ def assign(
     cells, candidates = p.cells, p.candidates
     thr_at, x_at, x_sum = _row_values(p, choice.col, x)
     note_of = notes if notes is not None else [None] * len(cols)
+    fast = settled is not None
+    kept = Reason.KEPT
     for j, job_id in enumerate(p.job_ids):
         c, note = cols[j], note_of[j]
         reason, detail, pri = choice.reason[j], choice.detail[j], pris[j]
@@ -294,6 +304,24 @@ def assign(
             continue
         cand = candidates[j][c] if candidates else None
         where = placed[j]
+        if fast and reason is kept and running[j]:
+            got = _steady_row(
+                states[job_id],
+                cells[c],
+                where,
+                ctx.jobs[j],
+                cand,
+                _noted(detail, note) if note else detail,
+                thr_at[j],
+                pri,
+                x_at[j],
+            )
+            if got is not None:
+                out.append(got)
+                nxt = _quiet_next(states[job_id], got, ctx.jobs[j], new_round)
+                if nxt is not None:
+                    settled[j] = nxt  # type: ignore[index]
+                continue
         if not isinstance(where, Placed):
             if info_running[j] and not signalled[j]:
                 cur = states[job_id].current
@@ -323,6 +351,58 @@ def assign(
             )
         )
     return out
+
+
+def _steady_row(
+    st: JobState,
+    cell: Cell,
+    where: Placed | object,
+    mj: ManagedJob,
+    cand: Candidate | None,
+    detail: str,
+    throughput: float,
+    priority: float,
+    share: float,
+) -> Assignment | None:
+    """A kept running row's Assignment from its previous one, or None where the plain path must build it.
+
+    Steady: the job's last assignment (``planned``) is the one it runs under (``current``: kept, on nodes Slurm
+    still shows), on this very column's Cell, placed on the very node tuple it had with as many GPUs a node, with
+    a plan, and no spread note. Then the plain path (``assign``'s KEPT branch) builds an Assignment equal field by
+    field to the previous one but for throughput, priority, share and ``detail`` (this tick's, with the policy's
+    note: the caller's): it is that one's fields with this tick's four values."""
+    prev = st.planned
+    if prev is None or prev is not st.current or prev.cell is not cell or where.__class__ is not Placed:
+        return None
+    if prev.reason is not Reason.KEPT:  # ``advance`` keeps only a KEPT one as ``current``: a guard, not a branch
+        return None
+    nodes = where.nodes  # type: ignore[attr-defined]
+    if prev.nodes is not nodes or prev.gpus_per_node != where.gpus_per_node or not prev.plan:  # type: ignore[attr-defined]
+        return None
+    job_nodes = mj.job.nodes
+    if job_nodes is not nodes and tuple(job_nodes) != nodes:
+        return None  # re-placed: the plain path says MOVED
+    if cand is not None and len(nodes) > max(1, cand.nodes):
+        return None  # the plain path appends its spread note
+    d = prev.__dict__.copy()
+    d["throughput"], d["priority"], d["share"], d["detail"] = throughput, priority, share, detail
+    return frozen_from(Assignment, d)
+
+
+def _quiet_next(st: JobState, a: Assignment, mj: ManagedJob, new_round: bool) -> JobState | None:
+    """A steady row's next state (``_next_state`` for a running job kept: planned and current are ``a``) when
+    ``job_actions`` would send nothing for it (``kept_quietly``'s test, read here without the call), else None."""
+    job = mj.job
+    if st.signalled_at is not None or not mj.hints.managed or job.state not in RUNNING_STATES:
+        return None
+    seen = kept_as_written(job.job_id)
+    if seen is None or seen[0] is not job.admin_comment or seen[1] is not a.cell or seen[2] is not a.plan:
+        return None
+    d = st.__dict__.copy()
+    d["planned"] = d["current"] = a
+    if new_round:
+        d["rounds_scheduled"] = st.rounds_scheduled + 1
+    return frozen_from(JobState, d)
 
 
 def _row_values(p: AllocationProblem, col: np.ndarray, x: np.ndarray) -> tuple[list, list, list]:
@@ -378,6 +458,10 @@ def _next_state(st: JobState, a: Assignment, running: bool, new_round: bool) -> 
     return frozen_from(JobState, d)
 
 
+_NONE: dict[int, JobState] = {}
+"""``settle`` without steady rows: every row's next state built there (read only)."""
+
+
 def settle(
     ctx: ProblemContext,
     assignments: list[Assignment],
@@ -386,6 +470,7 @@ def settle(
     now: float,
     stamp: RoundStamp,
     config: TickConfig,
+    settled: Mapping[int, JobState] | None = None,
 ) -> tuple[list[Action], dict[JobId, JobState]]:
     """Each job's state after this tick's decision (``_next_state``; an excluded job's plan forgotten) and the
     actions that bring it there: ``plan_actions`` over those states, for the rows then the excluded jobs, in one
@@ -395,7 +480,12 @@ def settle(
     actions: list[Action] = []
     out: dict[JobId, JobState] = {}
     running = ctx.running.tolist()
+    done = settled.get if settled else _NONE.get
     for j, (mj, a) in enumerate(zip(ctx.jobs, assignments, strict=True)):
+        st = done(j)
+        if st is not None:  # a steady row's next state, built by ``assign``'s fast path
+            out[a.job_id] = st
+            continue
         st = _next_state(states[a.job_id], a, running[j], new_round)
         if kept_quietly(mj, a, st):
             out[a.job_id] = st
@@ -434,8 +524,9 @@ def decide(inp: TickInput, policy: Policy, state: SchedulerState) -> TickOutput:
         hook = getattr(policy, "between_rounds", None)
         choice = replay(ctx, x, pri, states, info, config, lambda rows: deficits(problem, states, rows), hook)
     choice, placed = place_round(ctx, choice, x, pri, states, info, config)
-    assignments = assign(ctx, choice, placed, x, states, info, row_notes(allocation, problem))
-    actions, new_states = settle(ctx, assignments, states, new_round, inp.now, stamp, config)
+    settled: dict[int, JobState] = {}  # the steady rows' next states (``assign``'s fast path)
+    assignments = assign(ctx, choice, placed, x, states, info, row_notes(allocation, problem), settled, new_round)
+    actions, new_states = settle(ctx, assignments, states, new_round, inp.now, stamp, config, settled)
     assignments.extend(a for _, a in ctx.excluded)
     if new_round:
         log.info("round %d: %d jobs, %d actions", round_index, problem.num_jobs, len(actions))

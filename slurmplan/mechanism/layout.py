@@ -52,6 +52,7 @@ def requests_for(
     # Plain lists: a numpy element read costs several times a list's, and each row reads these four or more times.
     running, current, signalled = info.running.tolist(), info.current.tolist(), info.signalled.tolist()
     cols = col.tolist()
+    memo = _kept_requests.get
     for j, c in enumerate(cols):
         if c < 0:
             continue
@@ -59,6 +60,12 @@ def requests_for(
         cand = p.candidates[j][c] if p.candidates else None
         run = running[j]
         if run and c == current[j] and not signalled[j]:  # kept where it runs: most rows, the same as last tick
+            job = mj.job
+            hit = memo(job.job_id)  # ``_kept_request``'s hit, read in place: every kept row, every tick
+            same = hit is not None and hit[0] == j and hit[1] is cell and hit[2] is cand
+            if same and hit[3] is job.nodes and hit[4] is mj.hints:
+                kept.append(hit[5])
+                continue
             kept.append(_kept_request(j, cell, cand, mj))
             continue
         st = states[mj.job.job_id]
@@ -117,7 +124,7 @@ def place_with_repack(
     ``frozen``: its QOS may not be preempted by a job of the round (``qos.frozen_rows``), and a move is a requeue.
     """
     placed = place(ctx.pool, requests)
-    if all(isinstance(p, Placed) or p.waits for p in (placed[r.row] for r in requests)):
+    if all(isinstance(p, Placed) or p.waits for p in placed.values()):  # ``place`` answers every request's row
         return placed  # a job that only waits out its requeue delay is no fragmentation to repack for
     fewest = evict_fewest(ctx.pool, requests, placed, frozen)
     if fewest is not None:
@@ -153,12 +160,12 @@ def place_round(
     waiting = [r.row for r in requests if not running[r.row]]
     frozen = frozen_rows(info.qos, config.qos_preemption, info.running, waiting)
     placed = place_with_repack(ctx, requests, frozen)
-    stay = [r.row for r in requests if _stays_put(placed[r.row], r.row, info)]
+    stay = [r.row for r in requests if isinstance(placed[r.row], Unplaced) and _stays_put(placed[r.row], r.row, info)]
     if stay:  # kept on its own nodes, placed first, so that no other job is put on them
         choice = _kept_in_place(choice, stay, info, placed)
         requests = requests_for(ctx, choice.col, states, info, delay)
         placed = place_with_repack(ctx, requests, frozen)
-    if not stay and not any(isinstance(placed[r.row], Unplaced) and not ctx.running[r.row] for r in requests):
+    if not stay and not any(isinstance(w, Unplaced) and not ctx.running[row] for row, w in placed.items()):
         return choice, placed
     p = ctx.problem
     taken = (r.cell for r in requests if isinstance(placed[r.row], Placed) or ctx.running[r.row])

@@ -168,31 +168,30 @@ class _Free:
         running job where it runs, so the first pass is the answer."""
         plan_of, index = self.plan, self.index
         plans = []
+        g, c, m = self.g, self.c, self.m
+        short = False
         for req in requests:  # a kept job's request is the same object tick after tick (``layout._kept_request``)
             if not req.preferred:
                 plans.append(None)
                 continue
             hit = _kept_plans.get(id(req))
             if hit is not None and hit[0] is req and hit[1] is index:
-                plans.append(hit[2])
-                continue
-            moved = _kept_nodes.get(id(req.preferred))  # the same job's request, at another row?
-            if moved is not None and moved[1] is index and _same_but_row(moved[0], req):
-                plan = moved[2]
+                plan = hit[2]
             else:
-                plan = plan_of(req)
-            if len(_kept_plans) > 20_000:
-                _kept_plans.clear()
-                _kept_nodes.clear()
-            _kept_plans[id(req)] = (req, index, plan)  # holds both: their ids stay theirs
-            _kept_nodes[id(req.preferred)] = (req, index, plan)
+                moved = _kept_nodes.get(id(req.preferred))  # the same job's request, at another row?
+                if moved is not None and moved[1] is index and _same_but_row(moved[0], req):
+                    plan = moved[2]
+                else:
+                    plan = plan_of(req)
+                if len(_kept_plans) > 20_000:
+                    _kept_plans.clear()
+                    _kept_nodes.clear()
+                _kept_plans[id(req)] = (req, index, plan)  # holds both: their ids stay theirs
+                _kept_nodes[id(req.preferred)] = (req, index, plan)
             plans.append(plan)
-        g, c, m = self.g, self.c, self.m
-        short = False
-        for plan in plans:
             if plan is None:
                 continue
-            unique, gpn, cpn, mpn, _ = plan
+            unique, gpn, cpn, mpn, _ = plan  # taken at once, in the same order as one pass after the plans would
             for i in unique:
                 g[i] -= gpn
                 c[i] -= cpn

@@ -14,6 +14,7 @@ deficit, which breaks ties between equal priorities (Gavel's order: priority, th
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from operator import attrgetter
 
 import numpy as np
 
@@ -24,6 +25,10 @@ from slurmplan.tick_types import JobState, SchedulerState, TickConfig
 
 EPS = 1e-9
 """Shares below this are treated as zero (solver round-off)."""
+
+
+_EPOCH, _DEFICIT = attrgetter("epoch_by_cell"), attrgetter("deficit_by_cell")
+"""A state's per-Cell seconds, read in C (``_per_column`` reads one per row, every tick: no Python call)."""
 
 
 def _per_column(
@@ -75,7 +80,7 @@ def received_share(
     The unit is X's (share of wall-clock time), so ``X / received`` is 1 when a job got exactly its share.
     """
     span = max(0.0, now - epoch_start) + head_s
-    return (_per_column(problem, states, lambda st: st.epoch_by_cell) + head_s) / span
+    return (_per_column(problem, states, _EPOCH) + head_s) / span
 
 
 def deficits(
@@ -85,7 +90,7 @@ def deficits(
 
     ``only`` (a row mask) fills those rows alone, zeros elsewhere: a refill between rounds breaks ties among the
     jobs it may start (``pick_order`` reads the deficits of eligible rows only), a few of a tick's ~100 rows."""
-    return _per_column(problem, states, lambda st: st.deficit_by_cell, only)
+    return _per_column(problem, states, _DEFICIT, only)
 
 
 def start_epoch(

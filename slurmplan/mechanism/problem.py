@@ -323,13 +323,16 @@ def build_problem(inp: TickInput, states: Mapping[JobId, JobState], finished: tu
     if len(set(ids)) != len(ids):
         dup = sorted({i for i in ids if ids.count(i) > 1})
         raise ValidationError("jobs", dup, "each job id at most once in a tick's input", "tick input")
-    holding = tuple(mj for mj in inp.jobs if mj.hints.managed and mj.job.state.active)
+    holding = tuple([mj for mj in inp.jobs if mj.hints.managed and mj.job.state.active])
     pool = build_pool(inp.cluster, holding)
     raw_capacity = pool.capacity()
     total = dict(_node_table(inp.cluster).total)  # the pool's memo: no second pass over every node
     rows: list[ManagedJob] = []
     excluded: list[tuple[ManagedJob, Assignment]] = []
     for mj in sorted(inp.jobs, key=lambda m: (m.job.submit_time, m.job.job_id)):
+        if mj.job.state in RUNNING_STATES and mj.hints.managed:  # ``_exclusion``'s first answer: most rows
+            rows.append(mj)
+            continue
         why = _exclusion(mj, total)
         if why is None:
             rows.append(mj)
@@ -372,10 +375,10 @@ def _assemble(
     # they are the same objects) and the few numbers that move with the clock and progress, done below as array
     # operations over all rows at once (the same float operations, in the same order, as one row at a time).
     col_of = column_index(cells)
-    fixed = [_fixed_row(mj, by_shape) for mj in rows]
+    fixed = _fixed_rows_of(rows, by_shape)
     got = [states.get(mj.job.job_id) for mj in rows]
     col_ids = column_ids(cells)
-    current = [current_column(mj, st, by_shape, col_of, col_ids) for mj, st in zip(rows, got, strict=True)]
+    current = _current_columns(rows, got, by_shape, col_of, col_ids)
     (ids, requested, unit, submit, accounts, job_class, known_steps, steps_total, deadline_at, limit, started,
      least_gpus) = zip(*fixed, strict=True) if fixed else ((),) * 12  # fmt: skip
     requested = np.array(requested, dtype=np.int64).reshape(n)
@@ -468,6 +471,38 @@ class _LastShapes:
 
 
 _last_shapes = _LastShapes()
+
+
+def _fixed_rows_of(rows: list[ManagedJob], by_shape: Mapping[tuple[GpuType, int], int]) -> list[tuple]:
+    """``[_fixed_row(mj, by_shape) for mj in rows]``, with the memo's hit read in place (every row, every tick)."""
+    memo = _fixed_rows.get
+    out = []
+    for mj in rows:
+        job = mj.job
+        hit = memo(job.job_id)
+        if hit is not None and hit[0] is job and hit[1] is mj.hints and hit[2] is mj.candidates and hit[3] is by_shape:
+            out.append(hit[4])
+        else:
+            out.append(_fixed_row(mj, by_shape))
+    return out
+
+
+def _current_columns(
+    rows: list[ManagedJob],
+    got: list[JobState | None],
+    by_shape: Mapping[tuple[GpuType, int], int],
+    col_of: Mapping[Cell, int],
+    ids: Mapping[int, int],
+) -> list[int]:
+    """``current_column`` of every row, with its first answer (a running job's remembered Cell is the column's own
+    object, found by its id) read in place: every running row, every tick."""
+    out = []
+    for mj, st in zip(rows, got, strict=True):
+        cur = st.current if st is not None else None
+        cell = cur.cell if cur is not None else None
+        col = ids.get(id(cell)) if cell is not None and mj.job.state in RUNNING_STATES else None
+        out.append(col if col is not None else current_column(mj, st, by_shape, col_of, ids))
+    return out
 
 
 def _fixed_row(mj: ManagedJob, by_shape: Mapping[tuple[GpuType, int], int]) -> tuple:

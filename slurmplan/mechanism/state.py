@@ -72,7 +72,13 @@ def advance(inp: TickInput, state: SchedulerState) -> dict[int, JobState]:
                 st = evolve(st, current=None, signalled_at=None, sent="", requeued_at=now if st.ran_on else None)
             out[job.job_id] = _requeue_wait_over(st, now, inp.config.requeue_delay_s)
             continue
-        ran = dt if job.start_time is None else min(dt, max(0.0, now - job.start_time))
+        # ``min(dt, max(0.0, now - start))`` as conditionals that pick the same operand (two builtin calls a job)
+        if job.start_time is None:
+            ran = dt
+        else:
+            since = now - job.start_time
+            since = since if since > 0.0 else 0.0
+            ran = since if since < dt else dt
         # ``running_cell``'s first answer, read here: most running jobs are kept where they were the tick before
         a = st.current
         cell = a.cell if a is not None and a.reason is Reason.KEPT else None
@@ -83,7 +89,26 @@ def advance(inp: TickInput, state: SchedulerState) -> dict[int, JobState]:
             or (a.nodes is not job.nodes and a.nodes != job.nodes)
         ):
             a = running_cell(mj, st)
-        out[job.job_id] = _ran(st, a, job.nodes, ran)
+        # ``_ran(st, a, job.nodes, ran)`` written out, with ``_plus``'s one-Cell case (the very Cell, the job's
+        # only key) in place: every running job, every tick (``tests/mechanism/test_advance_steady.py``)
+        d = st.__dict__.copy()
+        cell = a.cell
+        if ran > 0 and cell is not None:
+            by = st.attained_by_cell
+            if len(by) == 1:
+                [(key, value)] = by.items()
+                d["attained_by_cell"] = {cell: value + ran} if key is cell else _plus(by, cell, ran)
+            else:
+                d["attained_by_cell"] = _plus(by, cell, ran)
+            by = st.epoch_by_cell
+            if len(by) == 1:
+                [(key, value)] = by.items()
+                d["epoch_by_cell"] = {cell: value + ran} if key is cell else _plus(by, cell, ran)
+            else:
+                d["epoch_by_cell"] = _plus(by, cell, ran)
+        d["current"], d["attained_s"], d["requeued_at"] = a, st.attained_s + ran, None
+        d["ran_on"] = tuple(job.nodes) or st.ran_on
+        out[job.job_id] = frozen_from(JobState, d)
     return out
 
 

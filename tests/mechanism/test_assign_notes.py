@@ -23,8 +23,8 @@ def test_notes_written_by_assign_equal_notes_appended_afterwards(monkeypatch) ->
         last["allocation"], last["problem"] = allocation, problem
         return plain_row_notes(allocation, problem)
 
-    def checked_assign(ctx, choice, placed, x, states, info, notes=None):
-        out = plain_assign(ctx, choice, placed, x, states, info, notes)
+    def checked_assign(ctx, choice, placed, x, states, info, notes=None, settled=None, new_round=False):
+        out = plain_assign(ctx, choice, placed, x, states, info, notes, settled, new_round)  # steady rows' fast path
         reference = engine.with_policy_notes(
             plain_assign(ctx, choice, placed, x, states, info), last["allocation"], last["problem"]
         )

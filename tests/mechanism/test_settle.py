@@ -44,7 +44,9 @@ def test_settle_equals_next_state_then_plan_actions_on_every_tick(policy: str, m
         seen["quiet"] += quiet
         return quiet
 
-    def checked_settle(ctx, assignments, states, new_round, now, stamp, config):
+    def checked_settle(ctx, assignments, states, new_round, now, stamp, config, settled=None):
+        # without ``assign``'s steady rows (``settled``): every row through ``settle``'s own shortcut here
+        # (``test_steady_rows.py`` compares the two ways ``decide`` takes)
         got = plain_settle(ctx, assignments, states, new_round, now, stamp, config)
         want = _plain(ctx, assignments, states, new_round, now, stamp, config)
         assert repr(got[0]) == repr(want[0])
