@@ -106,7 +106,8 @@ def _run_benchmark(scenario: Scenario, repeat: int) -> None:
     print(f"  candidates: {statistics.median(cands):.1f} s, decide: {statistics.median(decides):.1f} s")
     print(
         f"  ticks {summary['ticks']}, rounds {summary['rounds']}, finished {summary['finished']}/{summary['jobs']}, "
-        f"avg JCT {summary['avg_jct_h']:.4f} h, utilization {summary['utilization']:.3f}"
+        f"avg JCT {summary['avg_jct_h']:.4f} h, utilization {summary['utilization']:.3f}, "
+        f"restarts per job {summary['restarts_per_job']:.4f}"
     )
 
 
