@@ -88,7 +88,11 @@ def undominated(idx: lp.LpIndex, score: np.ndarray) -> np.ndarray:
         return np.ones(n, dtype=bool)
     group = idx.rows.astype(np.int64) * max(len(idx.types), 1) + idx.type_of
     _, rank = np.unique(score, return_inverse=True)
-    order = np.lexsort((-score, idx.gpus, group))
+    _, size = np.unique(idx.gpus, return_inverse=True)
+    # One integer key instead of lexsort's three: (group, GPUs ascending, score descending); equal keys are equal
+    # in all three, and neither of two such variables dominates the other, so their order does not matter.
+    top = int(rank.max()) + 1
+    order = np.argsort((group * (int(size.max()) + 1) + size) * top + (top - 1 - rank))
     base = group[order] * (n + 1)  # every group's values above every earlier group's
     seen = np.maximum.accumulate(base + rank[order])
     before = np.empty(n, dtype=np.int64)
