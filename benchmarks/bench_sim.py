@@ -34,11 +34,11 @@ deficits for every row; decisions identical), against main a978d85: instructions
 ``decision_hash.py --days 0.3``); ``--days 2`` three pairs CPU 21.2 -> 21.3, 24.4 -> 23.3, 21.9 -> 22.4 s (noise);
 the fortnight, one pair at load 5-6, CPU 216.8 -> 208.5 s (-3.8 %). Fifteenth session (decisions identical), against
 main c76ffe9: instructions -0.6 %; the fortnight, one pair at load 5, CPU 88.2 -> 87.0 s on this machine today (about
-1.5x from the goal by CPU). Sixteenth session (LAS's LP without its dominated variables: the same optima, another
-vertex where there are several, issue 27's allowance), against main 0a39731 at load 7-11: the fortnight, one pair,
-CPU 157.2 -> 153.9 s, avg JCT 2.8962 -> 2.8990 h (+0.1 %), restarts per job 2.42 -> 2.44; ``--days 2`` three pairs
--1.2, -8.9, -2.8 %, avg JCT 2.7486 -> 2.7503 h. ``slurmplan/sim/RESULTS.md`` sections 4.2-4.8 say where the time goes
-and what the rest needs.
+1.5x from the goal by CPU). Sixteenth session (LAS's LP without its dominated variables: the same optima,
+another vertex where there are several, issue 27's allowance), against main 0a39731, the fortnight, three pairs
+(load 7-11, 5-7, 1-2): CPU 157.2 -> 153.9, 132.7 -> 127.8, 99.3 -> 93.0 s; avg JCT 2.8962 -> 2.8990 h (+0.1 %),
+restarts per job 2.42 -> 2.44; ``--days 2`` three pairs -1.2, -8.9, -2.8 %, avg JCT 2.7486 -> 2.7503 h.
+``slurmplan/sim/RESULTS.md`` sections 4.2-4.8 say where the time goes and what the rest needs.
 """
 
 from __future__ import annotations
