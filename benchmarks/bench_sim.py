@@ -37,7 +37,11 @@ main c76ffe9: instructions -0.6 %; the fortnight, one pair at load 5, CPU 88.2 -
 1.5x from the goal by CPU). Sixteenth session (a fast path for steady rows through assignment and the next state,
 per-row calls out; decisions identical), against main 43e9e71: instructions -1.9 % (LAS), -1.6 % (flagship); the
 fortnight, two pairs at load 4-9, CPU 143.5 -> 145.8 and 137.6 -> 137.8 s (noise at that load).
-``slurmplan/sim/RESULTS.md`` sections 4.2-4.7 say where the time goes and what the rest needs.
+Also sixteenth session (LAS's LP without its dominated variables: the same optima,
+another vertex where there are several, issue 27's allowance), against main 0a39731, the fortnight, three pairs
+(load 7-11, 5-7, 1-2): CPU 157.2 -> 153.9, 132.7 -> 127.8, 99.3 -> 93.0 s; avg JCT 2.8962 -> 2.8990 h (+0.1 %),
+restarts per job 2.42 -> 2.44; ``--days 2`` three pairs -1.2, -8.9, -2.8 %, avg JCT 2.7486 -> 2.7503 h.
+``slurmplan/sim/RESULTS.md`` sections 4.2-4.8 say where the time goes and what the rest needs.
 """
 
 from __future__ import annotations
@@ -108,7 +112,8 @@ def _run_benchmark(scenario: Scenario, repeat: int) -> None:
     print(f"  candidates: {statistics.median(cands):.1f} s, decide: {statistics.median(decides):.1f} s")
     print(
         f"  ticks {summary['ticks']}, rounds {summary['rounds']}, finished {summary['finished']}/{summary['jobs']}, "
-        f"avg JCT {summary['avg_jct_h']:.4f} h, utilization {summary['utilization']:.3f}"
+        f"avg JCT {summary['avg_jct_h']:.4f} h, utilization {summary['utilization']:.3f}, "
+        f"restarts per job {summary['restarts_per_job']:.4f}"
     )
 
 

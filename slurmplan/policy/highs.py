@@ -68,6 +68,12 @@ class _Mode:
 _mode = _Mode()
 
 
+def fast_solves() -> bool:
+    """Whether new models take ``FAST`` (not inside ``reference_solves``): LAS also leaves out dominated
+    variables only then, so that ``reference_solves`` runs every LP as before issue 27's item 5."""
+    return _mode.value is FAST
+
+
 @contextmanager
 def reference_solves() -> Iterator[None]:
     """Models built inside solve with ``REFERENCE`` (the equal-optima guard and ``bench_sim --reference``)."""

@@ -89,7 +89,10 @@ def index(problem: AllocationProblem, throughput: np.ndarray | None = None) -> L
     usable = (np.asarray(thr) > 0) & cell_ok[None, :]
     rows, cols = np.nonzero(usable)
     host = []
-    for need, cap_map in zip(host_needs(problem), (problem.cpu_capacity, problem.memory_capacity_mb), strict=True):
+    caps = (problem.cpu_capacity, problem.memory_capacity_mb)
+    # Without host capacities (the simulator's clusters) the needs are not read at all: a pass over every row.
+    needs = host_needs(problem) if any(cap is not None for cap in caps) else (None, None)
+    for need, cap_map in zip(needs, caps, strict=True):
         if cap_map is not None and need.any():
             host_cap = np.array([float(cap_map.get(t, np.inf)) for t in types])
             host.append((need[rows, cols], host_cap))

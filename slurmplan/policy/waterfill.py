@@ -220,7 +220,8 @@ def max_min(
     model = _model(c, a, b, lo, hi, solver, water_filling)
 
     ceiling = np.zeros(nj)
-    np.maximum.at(ceiling, idx.rows, score)
+    if water_filling:  # read only when freezing jobs between levels
+        np.maximum.at(ceiling, idx.rows, score)
     levels = np.zeros(nj)
     frozen = ~has_var  # bottlenecked jobs (or jobs that can use nothing); weight 0 is inactive, not frozen
     x = np.zeros(n)

@@ -9,6 +9,10 @@ level ``t``, then the efficiency pass's total score under the same level rows). 
 point, or a model edited differently, would show here. Real HiGHS on a short version of ``bench_sim``'s trace
 (same generator, rate, cluster, round and tick); nothing is mocked, the check only re-solves a copy.
 
+LAS's LP also leaves out its dominated variables (``las.undominated``, issue 27's sixteenth session) except under
+``reference_solves``, so for LAS this compares both changes with every solve before them (the pruned LP against the
+whole one, round by round: ``tests/policy/test_las_pruned.py``).
+
 The policies are the two whose max-min LPs take ``highs.FAST``: LAS and makespan (water filling keeps the defaults;
 ``las_agnostic`` is the same code as LAS). When written (after main e4d097b): LAS 3.0284 h with the defaults,
 3.0206 h fast (-0.26 %), 392 LPs; makespan 3.1728 h and 3.1634 h (-0.29 %), 1,448 LPs.
