@@ -89,8 +89,9 @@ def advance(inp: TickInput, state: SchedulerState) -> dict[int, JobState]:
             or (a.nodes is not job.nodes and a.nodes != job.nodes)
         ):
             a = running_cell(mj, st)
-        # ``_ran(st, a, job.nodes, ran)`` written out, with ``_plus``'s one-Cell case (the very Cell, the job's
-        # only key) in place: every running job, every tick (``tests/mechanism/test_advance_steady.py``)
+        # ``evolve(st, current=a, attained_s=..., attained_by_cell=..., epoch_by_cell=..., ran_on=...,
+        # requeued_at=None)`` written out, with ``_plus``'s one-Cell case (the very Cell, the job's only key) in
+        # place: every running job, every tick (``tests/mechanism/test_advance_steady.py`` compares the plain code)
         d = st.__dict__.copy()
         cell = a.cell
         if ran > 0 and cell is not None:
@@ -129,22 +130,6 @@ def finished_runs(
         if st.attained_s + ran > 0:
             out.append(st.attained_s + ran)
     return out
-
-
-def _ran(st: JobState, current: Assignment, nodes: tuple[str, ...], ran: float) -> JobState:
-    """``evolve(st, current=..., attained_s=..., attained_by_cell=..., epoch_by_cell=..., ran_on=...,
-    requeued_at=None)`` for a running job that ran ``ran`` seconds in ``current``, written out: it runs for
-    every running job every tick (the same additions in the same order as before, so the same floats)."""
-    d = st.__dict__.copy()
-    cell = current.cell
-    if ran > 0 and cell is not None:
-        d["attained_by_cell"], d["epoch_by_cell"] = (
-            _plus(st.attained_by_cell, cell, ran),
-            _plus(st.epoch_by_cell, cell, ran),
-        )
-    d["current"], d["attained_s"], d["requeued_at"] = current, st.attained_s + ran, None
-    d["ran_on"] = tuple(nodes) or st.ran_on
-    return frozen_from(JobState, d)
 
 
 def _plus(seconds: Mapping[Cell, float], cell: Cell, ran: float) -> dict[Cell, float]:
