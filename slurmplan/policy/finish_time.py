@@ -63,4 +63,4 @@ class FinishTimeFairness(Policy):
         if x.value is None or prob.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
             return self.empty(problem, str(prob.status))
         status = "optimal" if prob.status == cp.OPTIMAL else "optimal_inaccurate"
-        return self.result(problem, idx.dense(np.asarray(x.value)), float(prob.value), status)
+        return self.result(problem, idx.dense(lp.within(a, b, x.value)), float(prob.value), status)

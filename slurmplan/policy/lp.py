@@ -245,6 +245,23 @@ def base_constraints(idx: LpIndex, extra_vars: int = 0) -> tuple[sp.csr_matrix, 
     return a, b
 
 
+def within(a: sp.csr_matrix, b: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """``v`` in [0, 1], scaled down so that ``a @ v <= b`` holds exactly, for an interior-point solver's answer.
+
+    CLARABEL meets a constraint to its own relative tolerance, which on a tight CPU budget can leave a type 1e-5
+    over capacity. Every coefficient of the base constraints is >= 0, so scaling down the variables of each
+    violated row, one row after another, never breaks a row already met.
+    """
+    v = np.clip(np.asarray(v, dtype=float), 0.0, 1.0)
+    for i in np.nonzero(a @ v > b)[0]:
+        row = a.getrow(i)
+        cols, coef = row.indices, row.data
+        used = float(coef @ v[cols])
+        if used > b[i]:
+            v[cols[coef > 0]] *= max(b[i], 0.0) / used
+    return v
+
+
 @dataclass(frozen=True, eq=False)
 class LpResult:
     """Outcome of one LP: ``ok`` with the variable vector, or not, with the solver's message."""

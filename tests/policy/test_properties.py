@@ -98,3 +98,22 @@ def test_fifo_agnostic_equals_aware_on_homogeneous_cluster(problem):
 def test_homogeneous_single_size_is_plain_las():
     problem = type_problem({"v100": [5, 50, 500]}, {"v100": 2})
     np.testing.assert_allclose(load_policy("las").allocate(problem).x[:, 0], [2 / 3] * 3, atol=1e-6)
+
+
+def test_within_scales_an_interior_point_answer_onto_the_constraints():
+    # The hypothesis run above once drew an FTF answer 1e-5 over a CPU budget of 1 (CLARABEL's tolerance):
+    # lp.within is what makes a conic solver's x meet a @ x <= b exactly. Rows: job 0's two shares, job 1's
+    # share, and a CPU budget of 1 that columns 0 and 2 need 9 CPUs of.
+    import scipy.sparse as sp
+
+    from slurmplan.policy.lp import within
+
+    a = sp.csr_matrix(np.array([[1.0, 1.0, 0.0], [0.0, 0.0, 1.0], [9.0, 0.0, 9.0]]))
+    b = np.ones(3)
+    over = np.array([0.5, 0.6, 1 / 9 + 1e-5])
+    v = within(a, b, over)
+    assert (a @ v <= b * (1 + 1e-12)).all()
+    assert (v <= over).all() and (v > 0).all()  # only shrunk, nothing dropped
+    feasible = np.array([0.05, 0.3, 0.05])
+    np.testing.assert_array_equal(within(a, b, feasible), feasible)  # a feasible answer is left exactly as it is
+    np.testing.assert_array_equal(within(a, np.array([1.0, 1.0, 0.0]), feasible), [0.0, 0.3, 0.0])  # no CPUs
