@@ -2,7 +2,7 @@
 ``slurmplan replay`` predicts it on the dev cluster.
 
     python benchmarks/bench_replay_batch.py                        # seeds 1001-1230, plain Slurm vs the preset
-    python benchmarks/bench_replay_batch.py --seeds 3001:3201      # a held-out draw (see below)
+    python benchmarks/bench_replay_batch.py --seeds 3101:3201      # a held-out draw (see below)
     python benchmarks/bench_replay_batch.py --flagship-params '{"protect_pushed": false}'   # a candidate too
     python benchmarks/bench_replay_batch.py --json                 # one JSON object per seed, then the summary
 
@@ -16,7 +16,9 @@ them, about 1.5 s a trace and policy, to count how often the flagship would lose
 Per seed: plain Slurm's avg JCT (``slurm_fifo``), the preset's, and each candidate's (the preset plus
 ``--flagship-params``), with restarts per job. The summary: per policy, the median and worst ratio to plain Slurm
 and the traces it loses (ratio above 1). Seeds: 1001-1230 were drawn in the sixteenth session and looked into
-(development now); draw fresh ones from 3001 up for a held-out check, once per candidate, and say so here.
+(development now); draw fresh ones for a held-out check, once per candidate, and say so here: 3001-3100 were
+drawn in the seventeenth session (dropping ``protect_pushed``, RESULTS.md section 7), so the next draw starts at
+3101.
 """
 
 from __future__ import annotations

@@ -37,8 +37,8 @@ table, what was found and fixed, and what still loses: ``slurmplan/sim/RESULTS.m
 job mix. The unseen families' seeds 101 and 102 have been tuned against for three sessions, so they are
 development traces now; a check on workloads the preset has not seen draws seeds no session has used (201, 202, 301
 and 302 were drawn, and their losses looked into, in the thirteenth session; 401 and 402 in the fourteenth, to check
-``stop_gang``; 501 and 502 for ``--shapes``; 601 and 602 in the fifteenth, to check ``protect_pushed``: take 701
-and up for the next check). With ``--quick`` the first new seed.
+``stop_gang``; 501 and 502 for ``--shapes``; 601 and 602 in the fifteenth, to check ``protect_pushed``; 701 and
+702 in the seventeenth, to check dropping it: take 801 and up for the next check). With ``--quick`` the first new seed.
 
 ``--shapes`` (fourteenth session, held out by shape) swaps the families for ``SHAPES``: every held-out check
 before it changed only the seeds of families whose clusters, loads and job mixes had been looked at for many
