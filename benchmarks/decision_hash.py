@@ -8,14 +8,21 @@ Run it on two checkouts (``PYTHONPATH`` set to each) and compare the printed has
 and assignments (their ``repr``) and the allocation's job ids and X (its bytes), so any changed decision, reason,
 detail or share changes it. Issue 27's speed work keeps decisions byte-identical except where equal optima may
 be broken differently (``tests/sim/test_equal_optima.py``); this is the check for the identical part.
+
+``--no-details`` hashes the decisions without their words: each assignment's ``detail``, each action's ``reason``
+and the why at the end of a held job's comment (``held_text``) are blanked, so a change to what the details say
+(issue 23: the flagship's notes between rounds) can show that placements, sizes, starts and stops stay identical.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
+import re
 import time
 
+from slurmplan.domain import Action, Assignment
 from slurmplan.policy.registry import load_policy
 from slurmplan.sim.cluster import CRIUS_CLUSTER, parse_cluster
 from slurmplan.sim.engine import SimOptions, Simulation
@@ -25,6 +32,30 @@ from slurmplan.sim.workload import build_workloads
 from slurmplan.tick_types import TickOutput
 
 _SITE_CLUSTER = "a100:50x8,a40:100x4,v100:25x8"  # bench_site_history.SITE_CLUSTER
+_HELD_WHY = re.compile(r"(slurmplan: held \([^)]*\) \| round \d+ \| ).*\Z", re.DOTALL)
+"""A held job's decision in its comment (``actions.held_text``): what comes after the round is the detail."""
+
+
+def bare_assignment(a: Assignment) -> Assignment:
+    """The assignment without its words (``detail``): what ``--no-details`` hashes."""
+    return dataclasses.replace(a, detail="")
+
+
+def bare_action(a: Action) -> Action:
+    """The action without its words: no ``reason``, and a held job's comment cut after its round."""
+    comment = a.admin_comment if a.admin_comment is None else _HELD_WHY.sub(r"\1", a.admin_comment)
+    return dataclasses.replace(a, reason="", admin_comment=comment)
+
+
+def tick_bytes(out: TickOutput, details: bool = True) -> bytes:
+    """One tick's decisions as hashed: its actions and assignments (``repr``), the allocation's job ids and X."""
+    actions, assignments = out.actions, out.assignments
+    if not details:
+        actions, assignments = tuple(map(bare_action, actions)), tuple(map(bare_assignment, assignments))
+    parts = [repr(actions).encode(), repr(assignments).encode()]
+    if out.allocation is not None:
+        parts += [repr(out.allocation.job_ids).encode(), out.allocation.x.tobytes()]
+    return b"".join(parts) + b"|"
 
 
 def main() -> None:
@@ -34,6 +65,9 @@ def main() -> None:
     parser.add_argument("--jobs-per-day", type=float, default=None, help="default 13,000/14, or 50,000/30 with --site")
     parser.add_argument(
         "--site", action="store_true", help="bench_site_history's cluster, rate and 360-s rounds (its busy rounds)"
+    )
+    parser.add_argument(
+        "--no-details", action="store_true", help="hash decisions without their words (details, action reasons)"
     )
     args = parser.parse_args()
     if args.site and args.policy == "las":
@@ -50,12 +84,7 @@ def main() -> None:
 
     def hashed_step() -> TickOutput:
         out = step()
-        digest.update(repr(out.actions).encode())
-        digest.update(repr(out.assignments).encode())
-        if out.allocation is not None:
-            digest.update(repr(out.allocation.job_ids).encode())
-            digest.update(out.allocation.x.tobytes())
-        digest.update(b"|")
+        digest.update(tick_bytes(out, not args.no_details))
         return out
 
     sim.step = hashed_step  # type: ignore[method-assign]
@@ -64,7 +93,8 @@ def main() -> None:
     print(
         f"{args.policy}{' (site)' if args.site else ''}, {args.days:g} days: "
         f"{result.ticks} ticks, avg JCT {summarize(result)['avg_jct_h']!r} h, "
-        f"decisions {digest.hexdigest()[:16]}, CPU {time.process_time() - cpu:.1f} s"
+        f"decisions{' (no details)' if args.no_details else ''} {digest.hexdigest()[:16]}, "
+        f"CPU {time.process_time() - cpu:.1f} s"
     )
 
 

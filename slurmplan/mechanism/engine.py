@@ -138,8 +138,13 @@ def replay(
     config: TickConfig,
     deficit: Callable[[np.ndarray], np.ndarray] | None = None,
     hook: Callable[[AllocationProblem, np.ndarray, np.ndarray], np.ndarray] | None = None,
+    notes: list[str | None] | None = None,
 ) -> RoundChoice:
     """Between rounds: the round's decisions stand; GPUs freed since are refilled from the round's X.
+
+    ``notes`` (``row_notes`` of the round's allocation): a row kept running or left waiting carries its round's
+    detail without them (``without_note``); a stopping row keeps them (they say why it stops, and a requeue-hold
+    writes its detail into the job's comment).
 
     ``hook``: a policy's own rows for the jobs free to start between rounds (its ``between_rounds``: given the
     tick's problem, X with the arrivals' rows and which jobs are free to start; called only with
@@ -159,11 +164,13 @@ def replay(
     running, signalled, current, info_running = (
         ctx.running.tolist(), info.signalled.tolist(), info.current.tolist(), info.running.tolist()
     )  # fmt: skip
+    note_of = notes if notes is not None else [None] * n
     for j, job_id in enumerate(p.job_ids):
         planned = states[job_id].planned
         if running[j] and not signalled[j]:
             col[j], fixed[j], reasons[j] = current[j], True, Reason.KEPT
-            details[j] = planned.detail if planned is not None and planned.reason is Reason.KEPT else "lease renewed"
+            kept = planned is not None and planned.reason is Reason.KEPT
+            details[j] = without_note(planned.detail, note_of[j]) if kept else "lease renewed"  # type: ignore[union-attr]
             if current[j] < 0:
                 details[j] = "runs in a configuration none of its candidates has; decided at the next round"
         elif planned is not None:
@@ -171,6 +178,8 @@ def replay(
             fixed[j] = info_running[j] or (target >= 0 and planned.reason in _CHOSEN_REASONS)
             col[j] = target if planned.reason in _CHOSEN_REASONS else -1
             reasons[j], details[j] = planned.reason, planned.detail
+            if planned.reason is Reason.WAITING and not info_running[j]:
+                details[j] = without_note(planned.detail, note_of[j])
     col = np.array(col, dtype=np.int64).reshape(n)
     fixed = np.array(fixed, dtype=bool).reshape(n)
     x = with_arrivals(p, x, states, ~fixed & ~info.running) if config.start_arrivals else x
@@ -193,6 +202,17 @@ def replay(
     rows = np.arange(n)
     chosen_pri = pri[rows, np.maximum(col, 0)] if p.cells else np.zeros(n)
     return RoundChoice(col, tuple(reasons), tuple(details), np.where(col >= 0, chosen_pri, 0.0))
+
+
+def without_note(detail: str, note: str | None) -> str:
+    """A round's detail without the policy's note that ``assign`` appended to it (``_noted``'s inverse): what a
+    row carries between rounds (issue 23, seventeenth session). The note says why the round decided as it did;
+    it stays on the round's own assignment (journaled in full, read by ``explain``). Before, it was carried and
+    appended again every tick (the flagship's details grew to 2,258 characters on ``decision_hash.py``)."""
+    if not note or not detail.endswith(note):
+        return detail
+    head = detail[: len(detail) - len(note)]
+    return head[:-2] if head.endswith("; ") else head or "as decided at the round"
 
 
 def with_arrivals(
@@ -514,6 +534,7 @@ def decide(inp: TickInput, policy: Policy, state: SchedulerState) -> TickOutput:
     allocation = _allocate(policy, problem, state) if new_round else state.allocation
     epoch_start = start_epoch(states, state, allocation, inp.now, config) if new_round else state.epoch_start
     x = align(allocation, problem)
+    notes = row_notes(allocation, problem)
     shares = received_share(
         problem, states, inp.now, inp.now if epoch_start is None else epoch_start, config.round_s / 2
     )
@@ -522,10 +543,12 @@ def decide(inp: TickInput, policy: Policy, state: SchedulerState) -> TickOutput:
         choice = plan_round(problem, x, pri, info, config, deficit=deficits(problem, states))
     else:
         hook = getattr(policy, "between_rounds", None)
-        choice = replay(ctx, x, pri, states, info, config, lambda rows: deficits(problem, states, rows), hook)
+        owed = lambda rows: deficits(problem, states, rows)  # noqa: E731
+        choice = replay(ctx, x, pri, states, info, config, owed, hook, notes)
     choice, placed = place_round(ctx, choice, x, pri, states, info, config)
     settled: dict[int, JobState] = {}  # the steady rows' next states (``assign``'s fast path)
-    assignments = assign(ctx, choice, placed, x, states, info, row_notes(allocation, problem), settled, new_round)
+    # The policy's notes say why the round decided as it did: appended to the round's details only
+    assignments = assign(ctx, choice, placed, x, states, info, notes if new_round else None, settled, new_round)
     actions, new_states = settle(ctx, assignments, states, new_round, inp.now, stamp, config, settled)
     assignments.extend(a for _, a in ctx.excluded)
     if new_round:

@@ -96,6 +96,12 @@ from slurmplan.policy.flagship_params import PARAMS
 from slurmplan.policy.flagship_sizing import catch_up, catch_up_floors, climb_idle, deadline_floors, grow
 from slurmplan.policy.greedy import Packing, reference_throughput
 
+FORGET_S = 86_400.0
+"""How long a job may be out of the problem before the flagship forgets what it remembered of it (``_forget``):
+a finished or cancelled job's entries go then. A job also leaves the problem for a moment while Slurm requeues it
+(COMPLETING) or while its GPUs are drained; forgetting it then would shorten its ``protect_pushed`` shield and reset
+its time alone (as a daemon restart does), so only a day out counts as gone."""
+
 __all__ = ["Slurmplan", "expected_remaining_s", "sla_floors"]
 
 
@@ -126,6 +132,7 @@ class Slurmplan(Policy):
         self._alone_s: dict = {}
         self._blocked = np.zeros(0, dtype=bool)  # GPU types reserved this round (see _select)
         self._pushed: dict = {}  # job id -> when another job's change last pushed it off its GPUs (protect_pushed)
+        self._seen: dict = {}  # job id -> the last round it was in the problem (``_forget``)
 
     def allocate(self, problem: AllocationProblem) -> Allocation:
         if problem.num_jobs == 0:
@@ -163,6 +170,7 @@ class Slurmplan(Policy):
             problem, pack, queue, left, cannot_wait, p["move_pay"], prior, choose, p["stop_gang"], shielded
         )
         self._remember_pushed(problem, pack, running, moves)
+        self._forget(problem)
         notes = self._notes(problem, pack, queue, est, source, floors, guarded, stretch, running, moves)
         x = pack.x()
         unmet = int(((sla_floor > 0) & ((x * problem.throughput).sum(axis=1) < sla_floor - 1e-9)).sum())
@@ -198,6 +206,23 @@ class Slurmplan(Policy):
                 self._pushed[problem.job_ids[j]] = _now(problem)
             else:
                 self._pushed.pop(problem.job_ids[j], None)
+
+    def _forget(self, problem: AllocationProblem) -> None:
+        """Drop what is remembered of jobs that left (issue 23, seventeenth session: ``_pushed`` and ``_alone_s``
+        kept every job a daemon ever saw): a push older than ``hold_s`` shields nothing, and a job out of the
+        problem for ``FORGET_S`` has finished or been cancelled. Neither changes a decision (a push that old reads
+        as none; a job back after a day gets its time alone anew, as after a daemon restart)."""
+        now = _now(problem)
+        seen = self._seen
+        seen.update(dict.fromkeys(problem.job_ids, now))
+        hold = self.params["hold_s"]
+        for i in [i for i, t in self._pushed.items() if now - t >= hold]:
+            del self._pushed[i]
+        gone = [i for i, t in seen.items() if now - t > FORGET_S]
+        for i in gone:
+            del seen[i]
+            self._alone_s.pop(i, None)
+            self._pushed.pop(i, None)
 
     def _floors(
         self, problem: AllocationProblem, floors: np.ndarray, running: np.ndarray
