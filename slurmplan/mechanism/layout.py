@@ -17,7 +17,7 @@ from dataclasses import replace
 import numpy as np
 
 from slurmplan.domain import Candidate, Cell, JobId, Reason
-from slurmplan.mechanism.placement import Placed, PlacementRequest, Unplaced, place, placed_gpus
+from slurmplan.mechanism.placement import Placed, PlacementRequest, Unplaced, place, place_keeping, placed_gpus
 from slurmplan.mechanism.priorities import EPS
 from slurmplan.mechanism.problem import ProblemContext
 from slurmplan.mechanism.qos import frozen_rows
@@ -130,9 +130,9 @@ def place_with_repack(
     if fewest is not None:
         log.info("moved %d kept jobs to seat %d GPUs more", fewest[1], placed_gpus(fewest[0]) - placed_gpus(placed))
         return fewest[0]
-    repacked = place(ctx.pool, requests, kept_first=False)
     before = {row for row, where in placed.items() if isinstance(where, Placed)}
-    if any(not isinstance(repacked[row], Placed) for row in before) or placed_gpus(repacked) <= placed_gpus(placed):
+    repacked = place_keeping(ctx.pool, requests, before, kept_first=False)  # None: it lost a job placed before
+    if repacked is None or placed_gpus(repacked) <= placed_gpus(placed):
         return placed
     if any(repacked[row] != placed[row] for row in frozen):
         return placed

@@ -14,7 +14,7 @@ would sit reserved and idle for the whole wait, so the round gives them to the n
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, fields
 
 import numpy as np
@@ -299,12 +299,28 @@ def place(
     largest first. Without it every request is taken largest first and only tries its preferred nodes when its
     turn comes: the repacking a round falls back to when kept jobs fragment the nodes a larger job needs.
     """
+    out = place_keeping(pool, requests, (), kept_first=kept_first)
+    assert out is not None  # nothing to keep placed
+    return out
+
+
+def place_keeping(
+    pool: NodePool, requests: Sequence[PlacementRequest], keep: Collection[int], *, kept_first: bool = True
+) -> dict[int, Placed | Unplaced] | None:
+    """``place``, or None as soon as a row in ``keep`` is left unplaced (it would be in the whole answer too: a
+    request's answer is given once and never changed).
+
+    The round's fallbacks (``repack.evict_fewest``, ``layout.place_with_repack``'s repacking) throw away an answer
+    that loses a job placed before, and on the site history's first day most did (1,254 of the 1,473 evictions'
+    placements, 645 of the 1,308 repackings), after placing every request (issue 27)."""
     free = _Free(pool)
     out: dict[int, Placed | Unplaced] = {}
     later = free.keep_all(requests, out) if kept_first else []
     for req in sorted(later if kept_first else requests, key=lambda r: (-r.cell.gpus, r.row)):
         kept = None if kept_first or not req.preferred else free.keep(req)
-        out[req.row] = kept or free.fit(req)
+        where = out[req.row] = kept or free.fit(req)
+        if keep and req.row in keep and not isinstance(where, Placed):
+            return None
     return out
 
 

@@ -18,7 +18,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from slurmplan.mechanism.placement import Placed, PlacementRequest, Unplaced, place, placed_gpus
+from slurmplan.mechanism.placement import Placed, PlacementRequest, Unplaced, place_keeping, placed_gpus
 from slurmplan.mechanism.problem import NodePool
 
 Placement = dict[int, Placed | Unplaced]
@@ -63,9 +63,9 @@ def evict_fewest(
         for r in requests
         if (r.row not in kept or r.row in moved) and r.row not in seats
     ]
-    again = place(pool, stay + first + rest)
-    before = [row for row, where in placed.items() if isinstance(where, Placed)]
-    if any(not isinstance(again[row], Placed) for row in before) or placed_gpus(again) <= placed_gpus(placed):
+    before = {row for row, where in placed.items() if isinstance(where, Placed)}
+    again = place_keeping(pool, stay + first + rest, before)  # None: it lost a job placed before
+    if again is None or placed_gpus(again) <= placed_gpus(placed):
         return None
     return again, len(moved)
 

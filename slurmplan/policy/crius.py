@@ -51,21 +51,26 @@ class Crius(Policy):
         step is chosen over the other jobs on the type), so each type's step sequence is computed once and a
         column uses its prefix until it fits: same choices as trying each column on its own copy, ~4x fewer
         searches (bench_policies: 16 columns on 4 types)."""
-        best_value, best_state = -np.inf, None
+        best_value, best_state, best_c = -np.inf, None, -1
         states = self._chains(pack, j, score)  # type -> packing after 0, 1, ... steps (None: no step)
-        for c in np.nonzero(pack.problem.throughput[j] > 0)[0]:
+        for c in np.nonzero(pack.problem.throughput[j] > 0)[0].tolist():
             t = pack.cell_type[c]
             if t < 0:
                 continue
-            trial = self._room_for(pack, states.setdefault(int(t), [pack]), j, int(c), score)
+            trial = self._room_for(pack, states.setdefault(int(t), [pack]), j, c, score)
             if trial is None:
                 continue
-            trial = trial.copy()
-            trial.assign(j, int(c))
-            value = trial.value(score)
+            # the value of ``trial`` with j assigned to c (``Packing.value`` reads the columns only), without
+            # copying the packing: only the best is built (issue 27)
+            cols = trial.col.copy()
+            cols[j] = c
+            on = cols >= 0
+            value = float(score[np.nonzero(on)[0], cols[on]].sum())
             if value > best_value:
-                best_value, best_state = value, trial
+                best_value, best_state, best_c = value, trial, c
         if best_state is not None:
+            best_state = best_state.copy()
+            best_state.assign(j, best_c)
             pack.col[:], pack.free[:] = best_state.col, best_state.free
             for (_, free), (_, best_free) in zip(pack.host, best_state.host, strict=True):
                 free[:] = best_free

@@ -268,12 +268,18 @@ def _make_room(
     pushed: list[int] = []
     back: list[int] = []
     t = trial.cell_type[c0]
-    for k in order[::-1].tolist():
-        if trial.fits(j, c0):
-            return pushed, back
+    if trial.fits(j, c0):
+        return pushed, back
+    # Only jobs on type t in a column they did not run in can be moved; a step changes the moved job's column
+    # only, so the jobs that can move are known before the loop, and j's fit changes only after a step (issue 27:
+    # asking it for every job in the order was a million ``fits`` calls on the site history's first day).
+    col = trial.col
+    movable = (col >= 0) & (trial.cell_type[np.maximum(col, 0)] == t) & (col != cur)
+    movable[j] = False
+    for k in order[::-1][movable[order[::-1]]].tolist():
         col = trial.col[k]
-        if k == j or col < 0 or trial.cell_type[col] != t or col == cur[k]:
-            continue
+        if col < 0 or trial.cell_type[col] != t or col == cur[k]:
+            continue  # (only if ``order`` named k twice)
         trial.release(k)
         if cur[k] < 0:
             pushed.append(k)
@@ -282,7 +288,9 @@ def _make_room(
             back.append(k)
         else:
             return None
-    return (pushed, back) if trial.fits(j, c0) else None
+        if trial.fits(j, c0):
+            return pushed, back
+    return None
 
 
 def _place_elsewhere(
