@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
@@ -11,6 +11,9 @@ from slurmplan.domain import Allocation, AllocationProblem
 from slurmplan.policy import lp
 from slurmplan.policy.base import Param, Policy, positive
 from slurmplan.policy.waterfill import max_min
+
+if TYPE_CHECKING:
+    from slurmplan.policy.las_warm import WarmStart
 
 
 def normalised_score(problem: AllocationProblem, aware: bool) -> tuple[lp.LpIndex, np.ndarray]:
@@ -153,6 +156,9 @@ class MaxMinFairness(Policy):
     is byte for byte the same (5 % of ``bench_sim``'s LPs: no job came, left or changed since) reuses the answer,
     which HiGHS, deterministic on the same input, would give again."""
 
+    _warm: WarmStart | None = None
+    """Where the next LP starts: the last one's final bases (``las_warm``; only where ``prune`` holds)."""
+
     def allocate(self, problem: AllocationProblem) -> Allocation:
         if problem.num_jobs == 0:
             return self.empty(problem)
@@ -196,6 +202,13 @@ class MaxMinFairness(Policy):
                 keep = None
             else:
                 idx, score = without(idx, keep), score[keep]
+        start = None
+        if prune:
+            if self._warm is None:
+                from slurmplan.policy.las_warm import WarmStart  # highspy: only where an LP is solved
+
+                self._warm = WarmStart()
+            start = self._warm.bind(problem, idx)
         res = max_min(
             idx,
             score,
@@ -204,9 +217,12 @@ class MaxMinFairness(Policy):
             water_filling=self.params["water_filling"],
             max_iterations=self.params["max_iterations"],
             efficiency_pass=self.params["efficiency_pass"],
+            start=start,
         )
         if not res.ok:
             self._last_lp = None
+            if self._warm is not None:
+                self._warm.forget()
             return self.empty(problem, "infeasible")
         x = res.x
         if keep is not None:

@@ -3,12 +3,15 @@
 On a real LAS run on ``bench_sim``'s trace (real HiGHS) every round's allocation is compared with a fresh policy's
 (nothing remembered), byte for byte, and the run must have rounds that reuse an answer. On generated problems a
 policy that solved one problem and then gets a second (the same, one weight changed, one capacity changed, or
-another problem) answers the second exactly as a fresh policy does: a key that left out the weights or the
+another problem) answers the second exactly as one that solved the first and forgot its answer (but not its
+bases, ``las_warm``) does, or, where the LP is the same, with the first answer (a re-solve from that LP's own final
+basis repeats it up to the last bits): a key that left out the weights or the
 capacities, or a cache that ignored the key, fails here.
 """
 
 from __future__ import annotations
 
+import copy
 from dataclasses import replace
 
 import numpy as np
@@ -31,6 +34,14 @@ def _same(a, b) -> None:
     assert a.x.tobytes() == b.x.tobytes()
 
 
+def _copied(warm):
+    if warm is None:
+        return None
+    out = copy.copy(warm)
+    out._cells, out._types = dict(warm._cells), dict(warm._types)
+    return out
+
+
 def test_a_real_run_decides_as_with_every_lp_solved(monkeypatch):
     fresh = load_policy("las")
     solve = MaxMinFairness.solve
@@ -40,11 +51,17 @@ def test_a_real_run_decides_as_with_every_lp_solved(monkeypatch):
         if self is fresh:
             return solve(self, problem, idx, score)
         key = lp_key(idx, score, problem.column("weights"), (self.solver, self.prune(), tuple(self.params.items())))
-        counts["reused"] += int(self._last_lp is not None and self._last_lp[0] == key)
+        reused = self._last_lp is not None and self._last_lp[0] == key
+        counts["reused"] += int(reused)
         counts["solves"] += 1
+        fresh._warm = _copied(self._warm)  # from the same starting bases (las_warm), nothing else remembered
         out = solve(self, problem, idx, score)
         fresh._last_lp = None  # solve it afresh
-        _same(out, solve(fresh, problem, idx, score))
+        again = solve(fresh, problem, idx, score)
+        if reused:  # a solve from the LP's own final basis: the same vertex, up to the last bits
+            np.testing.assert_allclose(out.x, again.x, rtol=0, atol=1e-9)
+        else:
+            _same(out, again)
         return out
 
     monkeypatch.setattr(MaxMinFairness, "solve", checked)
@@ -69,9 +86,19 @@ def test_the_second_problem_is_answered_as_by_a_fresh_policy(first, other, chang
         second = replace(first, capacity={**first.capacity, gpu_type: first.capacity[gpu_type] + 1})
     else:
         second = other
-    policy = load_policy("las")
-    policy.allocate(first)
-    _same(policy.allocate(second), load_policy("las").allocate(second))
+    policy, fresh = load_policy("las"), load_policy("las")
+    answer = policy.allocate(first)
+    fresh.allocate(first)
+    fresh._last_lp = None  # solves the second (from the same bases as ``policy`` would)
+    last = policy._last_lp
+    idx, score = normalised_score(second, True)
+    key = lp_key(idx, score, second.column("weights"), (policy.solver, policy.prune(), tuple(policy.params.items())))
+    out, again = policy.allocate(second), fresh.allocate(second)
+    if last is not None and last[0] == key:  # the same LP: its answer again, which a re-solve from the LP's own
+        np.testing.assert_allclose(out.x, again.x, rtol=0, atol=1e-9)  # final basis repeats up to the last bits
+        assert np.float64(out.objective).tobytes() == np.float64(answer.objective).tobytes()
+    else:
+        _same(out, again)
 
 
 def test_the_key_sees_weights_scores_and_capacities():
