@@ -143,6 +143,23 @@ class HighsModel:
             a.data.astype(float),
         )
         self._runs = 0
+        self._started = False
+
+    def basis(self) -> tuple[list, list]:
+        """The last solve's status of every column and every row (HiGHS's own values, as it hands them over)."""
+        b = self._h.getBasis()
+        return b.col_status, b.row_status
+
+    def start_from(self, cols: list, rows: list) -> bool:
+        """Start the next solve from these statuses, one per column and one per row (``basis``'s values). They
+        need not form a basis: HiGHS completes or trims them first (an "alien" basis). False if it refused them."""
+        b = highspy.HighsBasis()
+        b.col_status = cols
+        b.row_status = rows
+        b.valid = True
+        b.alien = True
+        self._started = self._h.setBasis(b) == highspy.HighsStatus.kOk
+        return self._started
 
     def set_cost(self, c: np.ndarray) -> None:
         self._recost = True
@@ -170,7 +187,7 @@ class HighsModel:
 
     def run(self) -> LpResult:
         """Solve (interior point the first time on large models, then simplex from the last basis)."""
-        first_large = self._runs == 0 and self.n > _IPM_ABOVE
+        first_large = self._runs == 0 and self.n > _IPM_ABOVE and not self._started
         self._h.setOptionValue("solver", "ipm" if first_large else "simplex")
         options = REFERENCE if first_large else self.options
         for name, value in options.recost if self._recost and self._runs else options.fresh:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 import scipy.sparse as sp
@@ -176,6 +177,15 @@ def max_min_rows(idx: lp.LpIndex, score: np.ndarray, w: np.ndarray) -> tuple[sp.
     return sp.csc_matrix((value, index, start), shape=shape), b, first_job_row
 
 
+class WarmStart(Protocol):
+    """Where ``max_min``'s solves start (``before``) and what they ended on (``after``): phase 0 is the first
+    max-min solve, phase 1 the efficiency pass. ``las.WarmStart`` carries them from one round's LP to the next."""
+
+    def before(self, model, phase: int) -> None: ...
+
+    def after(self, model, phase: int) -> None: ...
+
+
 def max_min(
     idx: lp.LpIndex,
     score: np.ndarray,
@@ -190,6 +200,7 @@ def max_min(
     bonus: np.ndarray | None = None,
     level_slack: float = 0.0,
     min_gain: float = 0.0,
+    start: WarmStart | None = None,
 ) -> MaxMinResult:
     """Maximise ``min_m score_m(X) / w_m`` over jobs with ``w_m > 0`` (and, with water filling, the next minima).
 
@@ -203,7 +214,8 @@ def max_min(
     that fraction: the flagship uses both to keep running jobs where they are when it costs little fairness.
     ``min_gain`` stops water filling once a level raises the active jobs by less than that fraction of the
     highest level reached (each such level typically freezes a single job whose SLA floor already lifts it
-    above the water); the efficiency pass still hands out whatever capacity is left.
+    above the water); the efficiency pass still hands out whatever capacity is left. ``start`` (HiGHS only)
+    starts the first solve and the efficiency pass from statuses it gives, and is shown their final ones.
 
     One LP model is built once and edited between levels (t's coefficients, the level bounds, then the
     objective), so with HiGHS every solve after the first is a warm-started simplex.
@@ -234,7 +246,11 @@ def max_min(
             model.set_coeffs(job_rows, n, np.where(active, w, 0.0))
             model.set_row_upper(job_rows, -np.where(active, levels, levels * (1 - _LEVEL_SLACK)))
         it += 1
+        if start is not None and it == 1:
+            start.before(model, 0)
         res = floors.run(model)
+        if start is not None and it == 1 and res.ok:
+            start.after(model, 0)
         if not res.ok:
             if it == 1:
                 return MaxMinResult(False, x, levels, float("nan"), it, res.message)
@@ -266,7 +282,11 @@ def max_min(
         model.set_row_upper(job_rows, -levels * (1 - level_slack) * (1 - _LEVEL_SLACK))
         model.set_col_bounds(n, 0.0, 0.0)
         model.set_cost(np.concatenate([-gain_coef, [0.0]]))
+        if start is not None:
+            start.before(model, 1)
         res = model.run()
+        if start is not None and res.ok:
+            start.after(model, 1)
         if res.ok:
             x = res.x[:n]
         elif it == 0:

@@ -11,7 +11,8 @@ point, or a model edited differently, would show here. Real HiGHS on a short ver
 
 LAS's LP also leaves out its dominated variables (``las.undominated``, issue 27's sixteenth session) except under
 ``reference_solves``, so for LAS this compares both changes with every solve before them (the pruned LP against the
-whole one, round by round: ``tests/policy/test_las_pruned.py``).
+whole one, round by round: ``tests/policy/test_las_pruned.py``), and its LPs start from the last round's bases
+(``las_warm``, the seventeenth session; ``tests/policy/test_las_warm.py``), which the reference solves do not.
 
 The policies are the two whose max-min LPs take ``highs.FAST``: LAS and makespan (water filling keeps the defaults;
 ``las_agnostic`` is the same code as LAS). When written (after main e4d097b): LAS 3.0284 h with the defaults,
@@ -71,7 +72,7 @@ def test_fast_solves_break_only_ties_and_keep_avg_jct_within_one_percent(policy:
     fast = _run(policy)
 
     assert fast["finished"] == reference["finished"] == JOBS
-    assert sum(f for _, _, f in solved) > 300, "the fast options were not used"
+    assert sum(f for _, _, f in solved) > 250, "the fast options were not used"  # LAS: 296 (las.lp_key reuses some)
     got, want = np.array([s[0] for s in solved]), np.array([s[1] for s in solved])
     np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
     assert fast["avg_jct_h"] == pytest.approx(reference["avg_jct_h"], rel=0.01)
