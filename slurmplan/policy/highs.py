@@ -29,6 +29,10 @@ _IPM_ABOVE = 4000
 
 _banner_shown = False
 
+_STATUS = [highspy.HighsBasisStatus(i) for i in range(5)]
+"""HiGHS's basis statuses by value: kLower, kBasic, kUpper, kZero, kNonbasic."""
+_LOWER, _BASIC, _UPPER = 0, 1, 2
+
 
 @dataclass(frozen=True)
 class SolveOptions:
@@ -145,17 +149,38 @@ class HighsModel:
         self._runs = 0
         self._started = False
 
-    def basis(self) -> tuple[list, list]:
-        """The last solve's status of every column and every row (HiGHS's own values, as it hands them over)."""
-        b = self._h.getBasis()
-        return b.col_status, b.row_status
+    def basis(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The last (optimal) solve's status of every column and every row as small integers (HiGHS's
+        ``HighsBasisStatus`` values), from its basic variables and the solution ``x``: a nonbasic column sits at a
+        bound (1 for a share at its upper bound, else 0), a nonbasic row at its upper bound (every row is ``<=``).
+        ``getBasis`` gives the same through one Python object per status, 0.4 ms on a 2,000-column LP; this 20 us.
 
-    def start_from(self, cols: list, rows: list) -> bool:
-        """Start the next solve from these statuses, one per column and one per row (``basis``'s values). They
-        need not form a basis: HiGHS completes or trims them first (an "alien" basis). False if it refused them."""
+        ``getBasicVariables`` refactors the basis when the solve left no factorisation. HiGHS solves an LP whose
+        matrix has no nonzeros without simplex (``solveUnconstrainedLp``), and factoring that empty matrix
+        crashes HiGHS 1.16 (a segfault, ``tests/policy/test_highs_basis.py``): such LPs, and any call HiGHS
+        refuses (no valid basis: it then hands back zeros), read ``getBasis`` instead."""
+        if self._h.getNumNz() > 0:
+            status, basic = self._h.getBasicVariables()
+            if status == highspy.HighsStatus.kOk:
+                cols = np.where(np.asarray(x) > 0.5, _UPPER, _LOWER).astype(np.int8)
+                rows = np.full(self.m, _UPPER, dtype=np.int8)
+                cols[basic[basic >= 0]] = _BASIC
+                rows[-1 - basic[basic < 0]] = _BASIC
+                return cols, rows
+        return self.slow_basis()
+
+    def slow_basis(self) -> tuple[np.ndarray, np.ndarray]:
+        """``basis`` read through ``getBasis`` (safe in every state; the reference ``basis`` is tested against)."""
+        b = self._h.getBasis()
+        cols = np.array([int(s) for s in b.col_status], dtype=np.int8)
+        return cols, np.array([int(s) for s in b.row_status], dtype=np.int8)
+
+    def start_from(self, cols: np.ndarray, rows: np.ndarray) -> bool:
+        """Start the next solve from these statuses (``basis``'s codes), one per column and one per row. They need
+        not form a basis: HiGHS completes or trims them first (an "alien" basis). False if it refused them."""
         b = highspy.HighsBasis()
-        b.col_status = cols
-        b.row_status = rows
+        b.col_status = [_STATUS[i] for i in cols.tolist()]
+        b.row_status = [_STATUS[i] for i in rows.tolist()]
         b.valid = True
         b.alien = True
         self._started = self._h.setBasis(b) == highspy.HighsStatus.kOk

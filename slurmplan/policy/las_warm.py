@@ -11,12 +11,13 @@ vertex where several are optimal may differ, which issue 27 allows (``tests/sim/
 
 from __future__ import annotations
 
-import highspy
 import numpy as np
 
 from slurmplan.domain import AllocationProblem, Cell
 from slurmplan.policy import lp
 
+_LOWER, _BASIC = 0, 1
+"""A new job's columns start at 0 (nonbasic at the lower bound), its rows basic (``highs.HighsModel.basis``'s codes)."""
 _T = -1
 """The key of the max-min LP's last column, ``t``."""
 
@@ -49,12 +50,12 @@ class WarmStart:
         cols, rows, _ = self._now
         last_cols, last_rows, statuses = last[0], last[1], last[2][phase]
         model.start_from(
-            _carried(last_cols, statuses[0], cols, highspy.HighsBasisStatus.kLower),
-            _carried(last_rows, statuses[1], rows, highspy.HighsBasisStatus.kBasic),
+            _carried(last_cols, statuses[0], cols, _LOWER),
+            _carried(last_rows, statuses[1], rows, _BASIC),
         )
 
-    def after(self, model, phase: int) -> None:
-        self._now[2][phase] = model.basis()
+    def after(self, model, phase: int, x: np.ndarray) -> None:
+        self._now[2][phase] = model.basis(x)
         if phase == 1:
             self._last = self._now
 
@@ -63,12 +64,10 @@ class WarmStart:
         self._last = None
 
 
-def _carried(last_keys: np.ndarray, last_status: list, keys: np.ndarray, default) -> list:
+def _carried(last_keys: np.ndarray, last_status: np.ndarray, keys: np.ndarray, default: int) -> np.ndarray:
     """Each key's status in the last LP, ``default`` for a key it did not have (a new job's column or row)."""
     if len(last_keys) == 0:
-        return [default] * len(keys)
+        return np.full(len(keys), default, dtype=np.int8)
     order = np.argsort(last_keys, kind="stable")
-    pos = np.minimum(np.searchsorted(last_keys, keys, sorter=order), len(order) - 1)
-    src = order[pos]
-    src[last_keys[src] != keys] = -1
-    return [last_status[i] if i >= 0 else default for i in src.tolist()]
+    src = order[np.minimum(np.searchsorted(last_keys, keys, sorter=order), len(order) - 1)]
+    return np.where(last_keys[src] == keys, last_status[src], default).astype(np.int8)

@@ -183,7 +183,7 @@ class WarmStart(Protocol):
 
     def before(self, model, phase: int) -> None: ...
 
-    def after(self, model, phase: int) -> None: ...
+    def after(self, model, phase: int, x: np.ndarray) -> None: ...
 
 
 def max_min(
@@ -215,7 +215,8 @@ def max_min(
     ``min_gain`` stops water filling once a level raises the active jobs by less than that fraction of the
     highest level reached (each such level typically freezes a single job whose SLA floor already lifts it
     above the water); the efficiency pass still hands out whatever capacity is left. ``start`` (HiGHS only)
-    starts the first solve and the efficiency pass from statuses it gives, and is shown their final ones.
+    starts the first solve and the efficiency pass from statuses it gives, and is shown their final ones
+    (with the solution).
 
     One LP model is built once and edited between levels (t's coefficients, the level bounds, then the
     objective), so with HiGHS every solve after the first is a warm-started simplex.
@@ -250,7 +251,7 @@ def max_min(
             start.before(model, 0)
         res = floors.run(model)
         if start is not None and it == 1 and res.ok:
-            start.after(model, 0)
+            start.after(model, 0, res.x)
         if not res.ok:
             if it == 1:
                 return MaxMinResult(False, x, levels, float("nan"), it, res.message)
@@ -286,7 +287,7 @@ def max_min(
             start.before(model, 1)
         res = model.run()
         if start is not None and res.ok:
-            start.after(model, 1)
+            start.after(model, 1, res.x)
         if res.ok:
             x = res.x[:n]
         elif it == 0:

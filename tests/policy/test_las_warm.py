@@ -8,7 +8,6 @@ checked on keys that come, go and move.
 
 from __future__ import annotations
 
-import highspy
 import numpy as np
 
 from slurmplan.policy import las_warm
@@ -23,10 +22,11 @@ from slurmplan.sim.workload import build_workloads
 
 def test_statuses_follow_their_keys():
     last = np.array([40, 10, 30, 20])
-    statuses = ["a", "b", "c", "d"]
-    assert las_warm._carried(last, statuses, np.array([10, 20, 50, 40, 30]), "new") == ["b", "d", "new", "a", "c"]
-    assert las_warm._carried(last, statuses, np.array([99, 0]), "new") == ["new", "new"]
-    assert las_warm._carried(np.array([], dtype=np.int64), [], np.array([1, 2]), "new") == ["new", "new"]
+    statuses = np.array([2, 1, 0, 4], dtype=np.int8)
+    carried = las_warm._carried(last, statuses, np.array([10, 20, 50, 40, 30]), 3)
+    assert carried.tolist() == [1, 4, 3, 2, 0]
+    assert las_warm._carried(last, statuses, np.array([99, 0]), 3).tolist() == [3, 3]
+    assert las_warm._carried(np.array([], dtype=np.int64), statuses[:0], np.array([1, 2]), 3).tolist() == [3, 3]
 
 
 class _Iterations:
@@ -38,7 +38,7 @@ class _Iterations:
     def before(self, model, phase: int) -> None:
         pass
 
-    def after(self, model, phase: int) -> None:
+    def after(self, model, phase: int, x) -> None:
         self.count[phase] += model._h.getInfo().simplex_iteration_count
 
 
@@ -46,9 +46,9 @@ def test_warm_lps_reach_the_cold_optima_in_fewer_iterations(monkeypatch):
     warm_iterations = [0, 0]
     after = las_warm.WarmStart.after
 
-    def counted(self, model, phase):
+    def counted(self, model, phase, x):
         warm_iterations[phase] += model._h.getInfo().simplex_iteration_count
-        after(self, model, phase)
+        after(self, model, phase, x)
 
     monkeypatch.setattr(las_warm.WarmStart, "after", counted)
     cold = _Iterations()
@@ -84,7 +84,23 @@ def test_an_alien_start_is_accepted():
 
     a = sp.csc_matrix(np.array([[1.0, 1.0], [1.0, 0.0]]))
     model = HighsModel(np.array([-1.0, -2.0]), a, np.array([1.0, 0.5]), np.zeros(2), np.ones(2))
-    basic = highspy.HighsBasisStatus.kBasic
-    assert model.start_from([basic, basic], [basic, basic])
+    assert model.start_from(np.ones(2, dtype=np.int8), np.ones(2, dtype=np.int8))  # every status basic
     res = model.run()
     assert res.ok and np.allclose(res.x, [0.0, 1.0])
+
+
+def test_the_basis_codes_are_highs_own():
+    """``basis``'s codes, read from the basic variables and the solution, equal ``getBasis``'s statuses."""
+    import scipy.sparse as sp
+
+    from slurmplan.policy.highs import HighsModel
+
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        a = sp.random(30, 60, density=0.2, format="csc", random_state=rng)
+        model = HighsModel(-rng.random(60), a, rng.random(30) * 3, np.zeros(60), np.ones(60))
+        res = model.run()
+        cols, rows = model.basis(res.x)
+        b = model._h.getBasis()
+        assert cols.tolist() == [int(s) for s in b.col_status]
+        assert rows.tolist() == [int(s) for s in b.row_status]
