@@ -15,6 +15,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 _ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -43,7 +45,9 @@ def test_get_basic_variables_crashes_highs_on_an_empty_matrix():
     print("survived")
     """
     )
-    assert out.returncode < 0 and "survived" not in out.stdout, (out.returncode, out.stdout, out.stderr[-2000:])
+    if out.returncode == 0 and "survived" in out.stdout:  # highspy is not pinned: a fixed release must not fail CI
+        pytest.skip("this HiGHS no longer crashes on an empty matrix: the nnz guard in HighsModel.basis may go")
+    assert out.returncode < 0, (out.returncode, out.stdout, out.stderr[-2000:])
 
 
 def test_basis_falls_back_where_the_fast_read_is_unsafe():
