@@ -212,7 +212,7 @@ def without_note(detail: str, note: str | None) -> str:
     if not note or not detail.endswith(note):
         return detail
     head = detail[: len(detail) - len(note)]
-    return head[:-2] if head.endswith("; ") else head or "as decided at the round"
+    return head[: -len(_NOTE_SEP)] if head.endswith(_NOTE_SEP) else head or "as decided at the round"
 
 
 def with_arrivals(
@@ -269,11 +269,15 @@ def row_notes(allocation: Allocation | None, problem: AllocationProblem) -> list
     return [by_job.get(job_id) for job_id in problem.job_ids]
 
 
+_NOTE_SEP = "; "
+"""Between a decision's detail and the policy's note (``_noted`` appends it, ``without_note`` takes it off)."""
+
+
 def _noted(detail: str, note: str | None) -> str:
     """A decision's detail with the policy's note appended (``with_policy_notes``'s rule)."""
     if not note:
         return detail
-    return f"{detail}; {note}" if detail else note
+    return f"{detail}{_NOTE_SEP}{note}" if detail else note
 
 
 def _with_detail(a: Assignment, detail: str) -> Assignment:

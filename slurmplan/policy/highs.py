@@ -31,7 +31,8 @@ _banner_shown = False
 
 _STATUS = [highspy.HighsBasisStatus(i) for i in range(5)]
 """HiGHS's basis statuses by value: kLower, kBasic, kUpper, kZero, kNonbasic."""
-_LOWER, _BASIC, _UPPER = 0, 1, 2
+LOWER, BASIC, UPPER = 0, 1, 2
+"""The codes ``HighsModel.basis`` reads and ``start_from`` takes for kLower, kBasic, kUpper (``las_warm`` too)."""
 
 
 @dataclass(frozen=True)
@@ -162,10 +163,10 @@ class HighsModel:
         if self._h.getNumNz() > 0:
             status, basic = self._h.getBasicVariables()
             if status == highspy.HighsStatus.kOk:
-                cols = np.where(np.asarray(x) > 0.5, _UPPER, _LOWER).astype(np.int8)
-                rows = np.full(self.m, _UPPER, dtype=np.int8)
-                cols[basic[basic >= 0]] = _BASIC
-                rows[-1 - basic[basic < 0]] = _BASIC
+                cols = np.where(np.asarray(x) > 0.5, UPPER, LOWER).astype(np.int8)
+                rows = np.full(self.m, UPPER, dtype=np.int8)
+                cols[basic[basic >= 0]] = BASIC
+                rows[-1 - basic[basic < 0]] = BASIC
                 return cols, rows
         return self.slow_basis()
 

@@ -15,9 +15,8 @@ import numpy as np
 
 from slurmplan.domain import AllocationProblem, Cell
 from slurmplan.policy import lp
+from slurmplan.policy.highs import BASIC, LOWER  # a new job's columns start at 0 (nonbasic, lower bound), rows basic
 
-_LOWER, _BASIC = 0, 1
-"""A new job's columns start at 0 (nonbasic at the lower bound), its rows basic (``highs.HighsModel.basis``'s codes)."""
 _T = -1
 """The key of the max-min LP's last column, ``t``."""
 
@@ -50,8 +49,8 @@ class WarmStart:
         cols, rows, _ = self._now
         last_cols, last_rows, statuses = last[0], last[1], last[2][phase]
         model.start_from(
-            _carried(last_cols, statuses[0], cols, _LOWER),
-            _carried(last_rows, statuses[1], rows, _BASIC),
+            _carried(last_cols, statuses[0], cols, LOWER),
+            _carried(last_rows, statuses[1], rows, BASIC),
         )
 
     def after(self, model, phase: int, x: np.ndarray) -> None:

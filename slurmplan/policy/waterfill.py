@@ -179,7 +179,7 @@ def max_min_rows(idx: lp.LpIndex, score: np.ndarray, w: np.ndarray) -> tuple[sp.
 
 class WarmStart(Protocol):
     """Where ``max_min``'s solves start (``before``) and what they ended on (``after``): phase 0 is the first
-    max-min solve, phase 1 the efficiency pass. ``las.WarmStart`` carries them from one round's LP to the next."""
+    max-min solve, phase 1 the efficiency pass. ``las_warm.WarmStart`` carries them from one round's LP to the next."""
 
     def before(self, model, phase: int) -> None: ...
 
