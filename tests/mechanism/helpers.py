@@ -239,3 +239,20 @@ def crius_llm_simulation(
     spec = parse_cluster(CRIUS_CLUSTER)
     options = SimOptions(round_s=300.0, tick_s=30.0, max_time_s=hours * 3600.0)
     return Simulation(build_workloads(jobs, spec, None), spec, load_policy(policy), options)
+
+
+def overwrite_comments_every(monkeypatch, sim: Simulation, every: int) -> None:
+    """Every ``every``-th advance of ``sim``'s cluster an admin overwrites the even-numbered running jobs'
+    comments: the tick's shortcuts for kept jobs must notice and annotate them again."""
+    advance, calls = sim.backend.advance, [0]
+
+    def advance_then_overwrite(t: float):
+        done = advance(t)
+        calls[0] += 1
+        if calls[0] % every == 0:
+            for job in sim.backend.running.values():
+                if job.job_id % 2 == 0:
+                    job.admin_comment, job.cached = "overwritten by an admin", None
+        return done
+
+    monkeypatch.setattr(sim.backend, "advance", advance_then_overwrite)

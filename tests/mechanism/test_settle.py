@@ -18,7 +18,7 @@ from slurmplan.mechanism import actions as actions_mod
 from slurmplan.mechanism import engine
 from slurmplan.mechanism.state import evolve
 
-from .helpers import crius_llm_simulation
+from .helpers import crius_llm_simulation, overwrite_comments_every
 
 
 def _plain(ctx, assignments, states, new_round, now, stamp, config):
@@ -61,19 +61,7 @@ def test_settle_equals_next_state_then_plan_actions_on_every_tick(policy: str, m
     monkeypatch.setattr(engine, "kept_quietly", counting_quietly)
     monkeypatch.setattr(engine, "settle", checked_settle)
     sim = crius_llm_simulation(policy)
-    advance, calls = sim.backend.advance, [0]
-
-    def advance_then_overwrite(t: float):
-        """Every seventh advance an admin overwrites some running jobs' comments: those must be annotated again."""
-        done = advance(t)
-        calls[0] += 1
-        if calls[0] % 7 == 0:
-            for job in sim.backend.running.values():
-                if job.job_id % 2 == 0:
-                    job.admin_comment, job.cached = "overwritten by an admin", None
-        return done
-
-    monkeypatch.setattr(sim.backend, "advance", advance_then_overwrite)
+    overwrite_comments_every(monkeypatch, sim, 7)
     sim.run()
     assert seen["ticks"] > 50
     assert seen["quiet"] > seen["rows"] // 3  # the shortcut was taken for most running rows

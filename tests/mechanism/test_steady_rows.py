@@ -25,7 +25,7 @@ from slurmplan.mechanism.actions import kept_as_written
 from slurmplan.mechanism.placement import Placed
 from slurmplan.tick_types import JobState as TickJobState
 
-from .helpers import crius_llm_simulation, mjob
+from .helpers import crius_llm_simulation, mjob, overwrite_comments_every
 
 
 def _watch(policy: str, monkeypatch) -> dict[str, int]:
@@ -66,19 +66,7 @@ def _watch(policy: str, monkeypatch) -> dict[str, int]:
     monkeypatch.setattr(engine, "settle", checked_settle)
     monkeypatch.setattr(engine, "_steady_row", counting_steady)
     sim = crius_llm_simulation(policy)
-    advance, calls = sim.backend.advance, [0]
-
-    def advance_then_overwrite(t: float):
-        """Every seventh advance an admin overwrites some running jobs' comments: those must be annotated again."""
-        done = advance(t)
-        calls[0] += 1
-        if calls[0] % 7 == 0:
-            for job in sim.backend.running.values():
-                if job.job_id % 2 == 0:
-                    job.admin_comment, job.cached = "overwritten by an admin", None
-        return done
-
-    monkeypatch.setattr(sim.backend, "advance", advance_then_overwrite)
+    overwrite_comments_every(monkeypatch, sim, 7)
     sim.run()
     return seen
 
