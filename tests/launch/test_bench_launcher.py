@@ -2,19 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
+from tests.benchmark_modules import load_benchmark
 
 
 def _bench_launcher():
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_launcher.py"
-    spec = importlib.util.spec_from_file_location("bench_launcher", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_launcher"] = module  # the spawned/forked workers find the target by its module
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("bench_launcher")
 
 
 def test_the_step_benchmark_runs_on_one_process():

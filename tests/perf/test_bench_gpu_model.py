@@ -3,24 +3,15 @@ means something only if the trained module is the model ``ModelSpec`` describes.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 
-PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_gpu.py"
+from tests.benchmark_modules import load_benchmark
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_gpu", PATH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_gpu"] = module  # its dataclasses look their module up while being defined
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("bench_gpu")
 
 
 def test_the_trained_gpt_has_the_parameters_the_model_counts(bench) -> None:

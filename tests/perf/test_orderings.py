@@ -10,6 +10,7 @@ from slurmplan.perf.hardware import get_gpu, with_node_shape
 from slurmplan.perf.orderings import ORDERINGS, check_orderings, check_schedules, check_takeaway_1, schedule_times
 from slurmplan.perf.plans import PlanSpace
 from slurmplan.perf.rubick import bandwidths, dp_members_per_node
+from tests.benchmark_modules import load_benchmark
 
 A100 = with_node_shape(get_gpu("a100-80g"), 8)
 
@@ -48,15 +49,7 @@ def test_a_dp_all_reduce_spreads_over_the_nics_of_its_group_members_in_each_node
 
 
 def _bench():
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_perf_model.py"
-    spec = importlib.util.spec_from_file_location("bench_perf_model", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("bench_perf_model")
 
 
 def test_table_4_1_plans_are_reported_among_all_plans_and_among_the_papers_recompute_choice() -> None:

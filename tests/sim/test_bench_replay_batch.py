@@ -6,7 +6,6 @@ the replay's own: the trace byte for byte as ``slurmplan trace generate replay-l
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,19 +14,12 @@ from slurmplan.cli import main as cli
 from slurmplan.replay.harness import ReplayConfig, predict
 from slurmplan.sim.metrics import summarize
 from slurmplan.slurm.replay_ops import auth_cred_expire_s
-
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
+from tests.benchmark_modules import load_benchmark
 
 
 @pytest.fixture(scope="module")
 def batch():
-    sys.path.insert(0, str(BENCH))
-    try:
-        import bench_replay_batch
-
-        yield bench_replay_batch
-    finally:
-        sys.path.remove(str(BENCH))
+    return load_benchmark("bench_replay_batch")
 
 
 def test_a_seed_is_the_replays_trace_and_prediction(batch, tmp_path: Path) -> None:

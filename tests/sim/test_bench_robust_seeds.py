@@ -3,21 +3,15 @@ seeds, so the traces are new workloads of the same kind (issue 23, thirteenth se
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.benchmark_modules import load_benchmark
+
 
 def _bench():
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_robust.py"
-    spec = importlib.util.spec_from_file_location("bench_robust", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("bench_robust", module)  # its dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("bench_robust")
 
 
 def test_new_seeds_keep_each_family_and_draw_other_traces() -> None:

@@ -6,26 +6,17 @@ cell, node list, signal or start does not."""
 from __future__ import annotations
 
 import dataclasses
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from slurmplan.domain import Action, ActionKind, Assignment, Cell, GpuType, Reason
-
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
+from tests.benchmark_modules import load_benchmark
 
 
 @pytest.fixture(scope="module")
 def dh():
-    sys.path.insert(0, str(BENCH))
-    try:
-        import decision_hash
-
-        yield decision_hash
-    finally:
-        sys.path.remove(str(BENCH))
+    return load_benchmark("decision_hash")
 
 
 @dataclasses.dataclass

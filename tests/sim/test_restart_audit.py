@@ -5,27 +5,17 @@ the audit's counts silently."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
 from slurmplan.mechanism.pricing import price_change
 from slurmplan.mechanism.reconfig import judge_move
 from slurmplan.tick_types import TickConfig
-
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
+from tests.benchmark_modules import load_benchmark
 
 
 @pytest.fixture(scope="module")
 def audit_module():
-    sys.path.insert(0, str(BENCH))
-    try:
-        import restart_audit
-
-        yield restart_audit
-    finally:
-        sys.path.remove(str(BENCH))
+    return load_benchmark("restart_audit")
 
 
 def test_the_rules_are_read_from_the_notes_own_wording(audit_module) -> None:

@@ -5,25 +5,16 @@ wording: a rewording breaks this test, not the audit's figures silently."""
 from __future__ import annotations
 
 import math
-import sys
-from pathlib import Path
 
 import pytest
 
 from slurmplan.mechanism.pricing import price_change
-
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
+from tests.benchmark_modules import load_benchmark
 
 
 @pytest.fixture(scope="module")
 def audit_module():
-    sys.path.insert(0, str(BENCH))
-    try:
-        import stop_audit
-
-        yield stop_audit
-    finally:
-        sys.path.remove(str(BENCH))
+    return load_benchmark("stop_audit")
 
 
 def test_the_priced_figures_are_read_from_price_changes_wording(audit_module) -> None:
