@@ -98,13 +98,14 @@ def _cheapest_nodes(
             continue
         gpn = g // k
         costs = []
+        have, taken = pool.gpus.tolist(), used.tolist()  # read per node as Python ints (issue 27)
         for i in idx.tolist():
-            plan = _evictions(i, gpn, pool, used, on_node, kept, placed, moved)
+            plan = _evictions(i, have[i] - taken[i], gpn, on_node, kept, placed, moved)
             if plan is not None:
                 costs.append((len(plan[0]), plan[1], i, plan[0]))
         if len(costs) < k:
             continue
-        costs.sort(key=lambda c: c[:3])
+        costs.sort()  # by (jobs moved, their GPUs, node): the node is unique, so the lists are never compared
         chosen = costs[:k]
         for _, _, _, rows in chosen:
             for row in rows:
@@ -113,9 +114,11 @@ def _cheapest_nodes(
     return None
 
 
-def _evictions(i, gpn, pool, used, on_node, kept, placed, moved) -> tuple[list[int], int] | None:
-    """Kept jobs to move off node ``i`` (smallest first) so that it has ``gpn`` GPUs free, and their GPUs."""
-    free = int(pool.gpus[i]) - int(used[i])
+def _evictions(i, free, gpn, on_node, kept, placed, moved) -> tuple[list[int], int] | None:
+    """Kept jobs to move off node ``i`` (smallest first) so that it has ``gpn`` GPUs free, and their GPUs;
+    ``free``: its GPUs free now."""
+    if free >= gpn:
+        return [], 0  # nobody to move (the loop below would stop before its first job)
     rows: list[int] = []
     gpus = 0
     for row in sorted((r for r in on_node.get(i, []) if r not in moved), key=lambda r: (kept[r].cell.gpus, r)):

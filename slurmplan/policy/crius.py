@@ -53,21 +53,34 @@ class Crius(Policy):
         searches (bench_policies: 16 columns on 4 types)."""
         best_value, best_state, best_c = -np.inf, None, -1
         states = self._chains(pack, j, score)  # type -> packing after 0, 1, ... steps (None: no step)
-        for c in np.nonzero(pack.problem.throughput[j] > 0)[0].tolist():
-            t = pack.cell_type[c]
-            if t < 0:
-                continue
-            trial = self._room_for(pack, states.setdefault(int(t), [pack]), j, c, score)
-            if trial is None:
-                continue
-            # the value of ``trial`` with j assigned to c (``Packing.value`` reads the columns only), without
-            # copying the packing: only the best is built (issue 27)
-            cols = trial.col.copy()
-            cols[j] = c
-            on = cols >= 0
-            value = float(score[np.nonzero(on)[0], cols[on]].sum())
-            if value > best_value:
-                best_value, best_state, best_c = value, trial, c
+        columns = np.nonzero(pack.problem.throughput[j] > 0)[0].tolist()
+        if pack.col[j] < 0:  # every search of a round: each type's columns at once (issue 27)
+            found = self._rooms(pack, states, j, columns, score)
+            bases: dict[int, tuple[np.ndarray, int]] = {}
+            for c in columns:
+                trial = found.get(c)
+                if trial is None:
+                    continue
+                base = bases.get(id(trial))
+                if base is None:
+                    base = bases[id(trial)] = _value_base(trial, j, c, score)
+                # the same sum as ``_trial_value``: the same elements in the same order (only j's differs)
+                values = base[0].copy()
+                values[base[1]] = score[j, c]
+                value = float(values.sum())
+                if value > best_value:
+                    best_value, best_state, best_c = value, trial, c
+        else:
+            for c in columns:
+                t = pack.cell_type[c]
+                if t < 0:
+                    continue
+                trial = self._room_for(pack, states.setdefault(int(t), [pack]), j, c, score)
+                if trial is None:
+                    continue
+                value = _trial_value(trial, j, c, score)
+                if value > best_value:
+                    best_value, best_state, best_c = value, trial, c
         if best_state is not None:
             best_state = best_state.copy()
             best_state.assign(j, best_c)
@@ -102,29 +115,90 @@ class Crius(Policy):
     _last_chains: tuple | None = None
     """``_chains``' memo: (problem, scores, the packing's contents, the chains by type)."""
 
+    _last_rooms: tuple[dict, set] | None = None
+    """``_rooms``' memo for the chains it was last given (by identity; ``_chains`` hands the same dict out again
+    while the packing's contents stay): the columns (with host limits: each with the job's needs there) that fit in
+    no packing of their type's chain. Whether a job not placed fits in a packing depends on the column's GPUs and
+    its needs alone, and the chains do not depend on which job asks; a column that fits somewhere places the job
+    (the packing changes, and the chains with it), so only the columns that fit nowhere are asked again."""
+
     def _room_for(self, pack: Packing, chain: list[Packing | None], j: int, c: int, score) -> Packing | None:
         """The first packing of type c's step chain (extended on demand) where j fits in c, as ``_make_room``
         would reach it; None when the search depth or the steps run out first."""
         t = pack.cell_type[c]
         for k in range(self.params["search_depth"] + 1):
             if k == len(chain):
-                prev = chain[-1]
-                step = None if prev is None else self._cheapest_step(prev, t, j, score)
-                if step is None:
-                    chain.append(None)
-                else:
-                    nxt = prev.copy()
-                    if step[1] < 0:
-                        nxt.release(step[0])
-                    else:
-                        nxt.assign(step[0], step[1])
-                    chain.append(nxt)
+                self._extend(chain, t, j, score)
             state = chain[k]
             if state is None:
                 return None
             if state.fits(j, c):
                 return state
         return None
+
+    def _rooms(
+        self, pack: Packing, states: dict[int, list[Packing | None]], j: int, columns: list[int], score: np.ndarray
+    ) -> dict[int, Packing]:
+        """``_room_for`` for every column of an unplaced j at once: column -> the first packing of its type's step
+        chain where j fits (columns that fit nowhere within the depth are left out).
+
+        Each type's columns are tested against the chain's packings together, one array comparison per packing,
+        with ``Packing.fits``'s test for an unplaced job (its GPUs, then each host need, against the type's free
+        amount plus 1e-9), and the chain is extended only while a column is left that fits in none so far: the
+        same packings, the same chain, as the column-by-column walk (issue 27: 380,000 ``_room_for`` calls and
+        600,000 ``fits`` a site day)."""
+        last = self._last_rooms
+        if last is not None and last[0] is states:
+            nowhere = last[1]
+        else:
+            nowhere = set()
+            self._last_rooms = (states, nowhere)  # holds the chains: their id stays theirs
+        by_type: dict[int, list[int]] = {}
+        types = pack.cell_type.tolist()
+        key_of = {c: (c, *(float(need[j, c]) for need, _ in pack.host)) for c in columns} if pack.host else None
+        for c in columns:
+            t = types[c]
+            if t >= 0 and (c if key_of is None else key_of[c]) not in nowhere:
+                by_type.setdefault(t, []).append(c)
+        found: dict[int, Packing] = {}
+        depth = self.params["search_depth"]
+        for t, cols in by_type.items():
+            chain = states.setdefault(t, [pack])
+            left = np.array(cols, dtype=np.int64)
+            gpus = pack.cell_gpus[left]
+            needs = [need[j, left] for need, _ in pack.host]
+            for k in range(depth + 1):
+                if k == len(chain):
+                    self._extend(chain, t, j, score)
+                state = chain[k]
+                if state is None:
+                    break
+                ok = gpus <= state.free[t] + 0.0 + 1e-9
+                for need, (_, free) in zip(needs, state.host, strict=True):
+                    ok &= ~(need > free[t] + 0.0 + 1e-9)
+                for c in left[ok].tolist():
+                    found[c] = state
+                if ok.all():
+                    left = left[:0]
+                    break
+                keep = ~ok
+                left, gpus, needs = left[keep], gpus[keep], [need[keep] for need in needs]
+            nowhere.update(left.tolist() if key_of is None else (key_of[c] for c in left.tolist()))
+        return found
+
+    def _extend(self, chain: list[Packing | None], t: int, j: int, score: np.ndarray) -> None:
+        """One more packing on type t's step chain: the last one after its cheapest step, or None (no step)."""
+        prev = chain[-1]
+        step = None if prev is None else self._cheapest_step(prev, t, j, score)
+        if step is None:
+            chain.append(None)
+            return
+        nxt = prev.copy()
+        if step[1] < 0:
+            nxt.release(step[0])
+        else:
+            nxt.assign(step[0], step[1])
+        chain.append(nxt)
 
     def _make_room(self, pack: Packing, j: int, c: int, score: np.ndarray) -> bool:
         """Up to ``search_depth`` scaling steps on pack until j fits in c (the reference ``_place`` follows)."""
@@ -162,3 +236,22 @@ class Crius(Policy):
         cost = np.where(ok, (score[rows, cur][:, None] - score[rows]) / np.maximum(freed, 1e-12), np.inf)
         r, c2 = np.unravel_index(int(np.argmin(cost)), cost.shape)
         return int(rows[r]), int(c2)
+
+
+def _trial_value(trial: Packing, j: int, c: int, score: np.ndarray) -> float:
+    """The value of ``trial`` with j assigned to c (``Packing.value`` reads the columns only), without copying
+    the packing: only the best is built (issue 27)."""
+    cols = trial.col.copy()
+    cols[j] = c
+    on = cols >= 0
+    return float(score[np.nonzero(on)[0], cols[on]].sum())
+
+
+def _value_base(trial: Packing, j: int, c: int, score: np.ndarray) -> tuple[np.ndarray, int]:
+    """``_trial_value``'s summands for ``trial`` with j in c, and j's position among them: the other columns of
+    j on the same packing differ in that one summand only."""
+    cols = trial.col.copy()
+    cols[j] = c
+    on = cols >= 0
+    rows = np.nonzero(on)[0]
+    return score[rows, cols[on]], int(np.searchsorted(rows, j))

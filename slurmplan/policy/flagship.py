@@ -347,6 +347,10 @@ class Slurmplan(Policy):
         hit = seen.get((j, floor))
         if hit is not None:
             return list(hit)
+        if floor == 0:  # most jobs: every job's answer from one sort (``_floorless``)
+            out = _floorless(problem, thr, gpus)[j].tolist()
+            seen[(j, floor)] = tuple(out)
+            return out
         row = thr[j]
         usable = np.nonzero(row > 0)[0]
         req = -1 if problem.requested is None else int(problem.requested[j])
@@ -389,6 +393,35 @@ def _columns_of(problem: AllocationProblem) -> tuple[np.ndarray, np.ndarray, dic
     gpus = np.array([c.gpus for c in problem.cells], dtype=np.int64)
     _last_columns.value = (problem, thr, gpus, {})
     return thr, gpus, _last_columns.value[3]
+
+
+def _floorless(problem: AllocationProblem, thr: np.ndarray, gpus: np.ndarray) -> list[np.ndarray]:
+    """Every job's ``_choices`` at floor 0, found with one sort of the whole throughput matrix: per row, the usable
+    columns first, then those of the requested size before the others, then fastest first, ties by column (a
+    stable sort over the whole row orders the usable columns as sorting them alone does); remembered per problem.
+    Issue 27: the flagship asked 92,000 of these a site day one job at a time."""
+    last = _last_floorless.value
+    if last is not None and last[0] is problem:
+        return last[1]
+    usable = thr > 0
+    if problem.requested is None:
+        other = np.zeros(thr.shape, dtype=bool)
+    else:
+        req = np.asarray(problem.requested, dtype=np.int64)
+        other = (gpus[None, :] != gpus[np.maximum(req, 0)][:, None]) & (req >= 0)[:, None]
+    order = np.lexsort((-thr, other, ~usable), axis=-1)
+    rows = [order[j, :k] for j, k in enumerate(usable.sum(axis=1).tolist())]
+    _last_floorless.value = (problem, rows)
+    return rows
+
+
+class _LastFloorless:
+    """``(problem, each job's choices at floor 0)`` of the last ``_floorless``."""
+
+    value: tuple[AllocationProblem, list[np.ndarray]] | None = None
+
+
+_last_floorless = _LastFloorless()
 
 
 def _now(problem: AllocationProblem) -> float:

@@ -4,7 +4,8 @@
 GPU counts from a memo kept per problem (``flagship._columns_of``), compares sizes as one array operation, and
 remembers its answers per job and floor for the same problem (issue 27). The plain computation below is the code
 before that change; both must give the same lists on the problems of a real simulated run, for floors of none, an
-SLA's and a catch-up's (infinite), asked once and again.
+SLA's and a catch-up's (infinite), asked once and again. At floor 0 (most jobs) every job's answer comes from one
+sort of the whole matrix (``flagship._floorless``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import math
 import numpy as np
 
 from slurmplan.domain import AllocationProblem
+from slurmplan.policy import flagship
 from slurmplan.policy.flagship import Slurmplan
 from slurmplan.policy.registry import load_policy
 from slurmplan.sim.cluster import CRIUS_CLUSTER, parse_cluster
@@ -66,6 +68,7 @@ def test_the_kept_columns_give_the_plain_choices() -> None:
                 first.append(-1)  # a caller's change to its list must not reach the next caller's
                 assert Slurmplan._choices(problem, j, floor) == want  # the remembered answer
                 compared += 1
+        assert flagship._last_floorless.value[0] is problem  # floor 0 was answered from the one sort
     # other sizes than the requested one were in play (else the size test would not be exercised)
     assert any(len({c.gpus for c in p.cells}) > 1 for p in problems)
     assert compared > 300
