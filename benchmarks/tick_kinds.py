@@ -134,13 +134,19 @@ def main() -> None:
         _print_fit(between, total)
 
 
+def fit_rows(cpu: np.ndarray, steady: np.ndarray, other: np.ndarray) -> tuple[float, float, float]:
+    """``(fixed, per steady row, per other row)``: the least-squares fit of ``cpu`` (one value a tick)."""
+    design = np.column_stack([np.ones_like(cpu), steady, other])
+    (fixed, per_steady, per_other), *_ = np.linalg.lstsq(design, cpu, rcond=None)
+    return float(fixed), float(per_steady), float(per_other)
+
+
 def _print_fit(ticks: list[tuple[float, int, int, dict[str, float]]], total: float) -> None:
     """CPU of a tick between rounds (and of each stage in it) = fixed + per steady row x steady rows + per other
     row x other rows, fitted by least squares over the ticks."""
     cpu = np.array([t[0] for t in ticks])
     steady, other = np.array([t[1] for t in ticks], dtype=float), np.array([t[2] for t in ticks], dtype=float)
-    design = np.column_stack([np.ones_like(cpu), steady, other])
-    (fixed, per_steady, per_other), *_ = np.linalg.lstsq(design, cpu, rcond=None)
+    fixed, per_steady, per_other = fit_rows(cpu, steady, other)
     on_steady = per_steady * steady.sum()
     print(f"\nfit over {len(cpu)} ticks between rounds ({cpu.sum():.2f} s CPU): fixed {1e3 * fixed:.3f} ms a tick,")
     print(f"   {1e6 * per_steady:.1f} us a steady row, {1e6 * per_other:.1f} us another row;")
@@ -149,8 +155,7 @@ def _print_fit(ticks: list[tuple[float, int, int, dict[str, float]]], total: flo
     stages = sorted({name for t in ticks for name in t[3]})
     fits = []
     for name in stages:
-        spent = np.array([t[3].get(name, 0.0) for t in ticks])
-        (f0, f1, f2), *_ = np.linalg.lstsq(design, spent, rcond=None)
+        f0, f1, f2 = fit_rows(np.array([t[3].get(name, 0.0) for t in ticks]), steady, other)
         fits.append((f1, f0, f2, name))
     print("   by stage (fixed ms a tick, us a steady row, us another row):")
     for f1, f0, f2, name in sorted(fits, reverse=True):
