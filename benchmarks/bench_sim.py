@@ -41,7 +41,12 @@ Also sixteenth session (LAS's LP without its dominated variables: the same optim
 another vertex where there are several, issue 27's allowance), against main 0a39731, the fortnight, three pairs
 (load 7-11, 5-7, 1-2): CPU 157.2 -> 153.9, 132.7 -> 127.8, 99.3 -> 93.0 s; avg JCT 2.8962 -> 2.8990 h (+0.1 %),
 restarts per job 2.42 -> 2.44; ``--days 2`` three pairs -1.2, -8.9, -2.8 %, avg JCT 2.7486 -> 2.7503 h.
-``slurmplan/sim/RESULTS.md`` sections 4.2-4.8 say where the time goes and what the rest needs.
+Eighteenth session (held waiting jobs' comments not parsed again every tick; decisions identical), against main
+059c2d1: instructions -0.14 % (``decision_hash.py --days 0.3``); the fortnight, one pair at load 3-6, CPU 109.5 ->
+122.2 s (noise at that load); 24,191 ticks, avg JCT 2.8934 h both. ``tick_kinds.py --days 2 --fit``: a steady row
+costs about 17 us a tick between rounds, spread over a dozen stages, 35-40 % of the run: the most a tick that skips
+its steady rows could save.
+``slurmplan/sim/RESULTS.md`` sections 4.2-4.12 say where the time goes and what the rest needs.
 """
 
 from __future__ import annotations

@@ -29,7 +29,10 @@ loaded machine (30 x 46-55 s). Fifteenth session (the flagship's search reuses i
 unchanged; decisions identical, ``decision_hash.py --days 1 --site``), three pairs against main c76ffe9 at load
 3.0-3.6: CPU 25.9 -> 23.9, 22.6 -> 20.0, 24.6 -> 21.8 s (-7.7, -11.5, -11.4 %), -10.6 % instructions on the site day.
 The month is about 10-12 CPU minutes on this machine today (30 x 20-24 s): the goal is not met
-(``slurmplan/sim/RESULTS.md`` 4.3-4.6 say what it needs).
+(``slurmplan/sim/RESULTS.md`` 4.3-4.6 say what it needs). Eighteenth session (held waiting jobs' comments not parsed
+again every tick; decisions identical), three pairs against main 059c2d1 at load 2.3-2.9: CPU 25.5 -> 25.4, 26.9 ->
+25.2, 25.2 -> 26.8 s (noise), -0.45 % instructions on ``decision_hash.py --days 0.5 --site``; ``tick_kinds.py --days
+1 --site --fit``: a steady row costs about 22 us a tick between rounds, 32 % of the day (RESULTS 4.12).
 """
 
 from __future__ import annotations

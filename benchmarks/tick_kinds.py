@@ -12,6 +12,11 @@ them (``replay`` includes the ``plan_round`` and ``deficits`` it calls for refil
 between rounds were *steady*: a running job kept on the same Cell and nodes as the tick before, with no action
 (the rows a tick that took only the changed jobs would not touch).
 The timers add about a microsecond a call, so the stages' sum is a little above the run's CPU.
+
+``--fit`` also fits each tick between rounds' CPU, and each stage's, as a fixed part plus a cost per steady row
+and a cost per other row (least squares over the ticks; the timers' cost per call falls in the fixed part): what
+a steady row costs, stage by stage, and so how much a tick that skipped its steady rows (issue 27's incremental
+tick) could save at most.
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ from __future__ import annotations
 import argparse
 import time
 from collections import Counter, defaultdict
+
+import numpy as np
 
 import slurmplan.mechanism.engine as engine
 import slurmplan.pipeline as pipeline
@@ -71,6 +78,7 @@ def main() -> None:
     parser.add_argument("--days", type=float, default=2.0)
     parser.add_argument("--site", action="store_true", help="bench_site_history's cluster and rate")
     parser.add_argument("--policy", default=None, help="default: las, or the flagship with --site")
+    parser.add_argument("--fit", action="store_true", help="fit the ticks' and stages' CPU to their rows")
     args = parser.parse_args()
     timers = _Timers()
     for name in _ENGINE_STAGES:
@@ -80,6 +88,7 @@ def main() -> None:
     sim = _simulation(args.days, args.site, args.policy or ("slurmplan" if args.site else "las"))
     timers.wrap(sim.backend, "snapshot", "sim snapshot")
     timers.wrap(sim.journal, "apply", "apply (journal + sim)")
+    between: list[tuple[float, int, int, dict[str, float]]] = []  # between rounds: CPU, steady, other, stages
     kinds: dict[str, list] = defaultdict(lambda: [0, 0.0, Counter(), 0])
     rows: Counter[str] = Counter()
     step, last = sim.step, {"ids": None, "out": {}}
@@ -94,7 +103,10 @@ def main() -> None:
         if kind == "between, no action" and ids == last["ids"]:
             kind = "between, nothing changed"
         if not out.new_round:
+            steady, every = rows["steady"], rows["all"]
             _count_rows(out, last["out"], rows)
+            steady, every = rows["steady"] - steady, rows["all"] - every
+            between.append((spent, steady, every - steady, dict(timers.now)))
         last["ids"], last["out"] = ids, {a.job_id: a for a in out.assignments}
         entry = kinds[kind]
         entry[0] += 1
@@ -118,6 +130,37 @@ def main() -> None:
                 print(f"   {label:24s} {s:7.2f} s  {1000 * s / n:6.3f} ms a tick")
     steady = rows["steady"]
     print(f"\nrows between rounds: {rows['all']}, steady {steady} ({100 * steady / max(1, rows['all']):.1f} %)")
+    if args.fit and len(between) > 3:
+        _print_fit(between, total)
+
+
+def fit_rows(cpu: np.ndarray, steady: np.ndarray, other: np.ndarray) -> tuple[float, float, float]:
+    """``(fixed, per steady row, per other row)``: the least-squares fit of ``cpu`` (one value a tick)."""
+    design = np.column_stack([np.ones_like(cpu), steady, other])
+    (fixed, per_steady, per_other), *_ = np.linalg.lstsq(design, cpu, rcond=None)
+    return float(fixed), float(per_steady), float(per_other)
+
+
+def _print_fit(ticks: list[tuple[float, int, int, dict[str, float]]], total: float) -> None:
+    """CPU of a tick between rounds (and of each stage in it) = fixed + per steady row x steady rows + per other
+    row x other rows, fitted by least squares over the ticks."""
+    cpu = np.array([t[0] for t in ticks])
+    steady, other = np.array([t[1] for t in ticks], dtype=float), np.array([t[2] for t in ticks], dtype=float)
+    fixed, per_steady, per_other = fit_rows(cpu, steady, other)
+    on_steady = per_steady * steady.sum()
+    print(f"\nfit over {len(cpu)} ticks between rounds ({cpu.sum():.2f} s CPU): fixed {1e3 * fixed:.3f} ms a tick,")
+    print(f"   {1e6 * per_steady:.1f} us a steady row, {1e6 * per_other:.1f} us another row;")
+    print(f"   the steady rows' part {on_steady:.2f} s: {100 * on_steady / cpu.sum():.0f} % of those ticks,", end="")
+    print(f" {100 * on_steady / total:.0f} % of the run")
+    stages = sorted({name for t in ticks for name in t[3]})
+    fits = []
+    for name in stages:
+        f0, f1, f2 = fit_rows(np.array([t[3].get(name, 0.0) for t in ticks]), steady, other)
+        fits.append((f1, f0, f2, name))
+    print("   by stage (fixed ms a tick, us a steady row, us another row):")
+    for f1, f0, f2, name in sorted(fits, reverse=True):
+        if abs(f1) * steady.sum() >= 0.005 * on_steady:
+            print(f"   {name:24s} {1e3 * f0:7.3f} {1e6 * f1:7.2f} {1e6 * f2:7.1f}")
 
 
 def _count_rows(out: TickOutput, before: dict, rows: Counter[str]) -> None:

@@ -113,17 +113,37 @@ def held_text(a: Assignment, stamp: RoundStamp) -> str:
 
 
 def _hold(job: Job, a: Assignment, st: JobState, stamp: RoundStamp) -> tuple[list[Action], JobState]:
+    """Hold a pending job slurmplan has not chosen, and mark its comment held (each only when needed).
+
+    A job already held whose comment is the very one last found to need no new decision (``_held_as_written``)
+    sends nothing: ``decision_of`` is a pure function of the comment. Every waiting job asks every tick (the
+    flagship's busy site day: 164,000 times), and nothing is recorded in its state when nothing was sent."""
     key = f"hold round {stamp.index}"
     if st.sent == key:
+        return [], st
+    comment = job.admin_comment
+    if job.held and _held_as_written.get(job.job_id, _NO_COMMENT) is comment:
         return [], st
     acts: list[Action] = []
     if not job.held:
         acts.append(Action(ActionKind.HOLD, job.job_id, reason=f"{a.reason.value}: {a.detail}"))
-    current = decision_of(job.admin_comment)
+    current = decision_of(comment)
     if current and not current.startswith(f"{formats.PREFIX} held"):  # a decision from when it ran: replace it
-        comment = with_decision(job.admin_comment, held_text(a, stamp))
-        acts.append(Action(ActionKind.ANNOTATE, job.job_id, admin_comment=comment, reason=f"held: {a.reason.value}"))
+        written = with_decision(comment, held_text(a, stamp))
+        acts.append(Action(ActionKind.ANNOTATE, job.job_id, admin_comment=written, reason=f"held: {a.reason.value}"))
+    elif job.held:
+        if len(_held_as_written) > 20_000:  # a daemon sees new job ids for ever: bounded
+            _held_as_written.clear()
+        _held_as_written[job.job_id] = comment
     return acts, (evolve(st, sent=key) if acts else st)
+
+
+_held_as_written: dict[JobId, str] = {}
+"""``_hold``'s memo: per job, the comment last found to hold no decision to replace (by identity; holding it keeps
+its id its own). A held job with that very comment is left as it is. A job id's entry is replaced, never stale."""
+
+_NO_COMMENT = object()
+"""What ``_held_as_written`` answers for a job it has no entry for: no comment is this object."""
 
 
 def _signal_time(job: Job, now: float, config: TickConfig) -> float:

@@ -324,7 +324,9 @@ def assign(
         if c < 0:
             if running[j] and reason is Reason.WAITING:
                 reason = Reason.PREEMPTED  # running outside every column, and not chosen: it must stop
-            out.append(Assignment(job_id, reason, priority=pri, share=x_sum[j], detail=_noted(detail, note)))
+            # ``Assignment(job_id, reason, priority=pri, share=x_sum[j], detail=...)`` built without its per-field
+            # setattr: every waiting row, every tick (a third of the flagship's rows on a busy site day)
+            out.append(_assignment(job_id, reason, None, None, (), 0, 0.0, pri, x_sum[j], _noted(detail, note)))
             continue
         cand = candidates[j][c] if candidates else None
         where = placed[j]

@@ -20,6 +20,13 @@ def test_an_assignment_built_by_hand_is_the_dataclasss_own() -> None:
     assert hash(got) == hash(want)
 
 
+def test_a_waiting_rows_assignment_is_the_dataclasss_own() -> None:
+    """``assign``'s waiting rows pass every field to ``_assignment``: the defaults they stand for are the field's."""
+    got = _assignment(7, Reason.WAITING, None, None, (), 0, 0.0, 2.5, 0.25, "outranked")
+    want = Assignment(7, Reason.WAITING, priority=2.5, share=0.25, detail="outranked")
+    assert got == want and repr(got) == repr(want) and got.__dict__ == want.__dict__
+
+
 def test_a_managed_job_built_by_hand_is_the_dataclasss_own() -> None:
     job = Job(job_id=3, name="j", state=JobState.RUNNING, gpu_type="a100", gpus_per_node=2, node_count=1)
     values = (job, Hints(), (Candidate(Cell("a100", 2), 10.0),), 41.0)

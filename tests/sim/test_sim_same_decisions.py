@@ -157,6 +157,7 @@ def test_speed_paths_do_not_move_a_decision(table, monkeypatch):
             mech_engine._last_aligned.value = None
             mech_engine._last_columns.value = None
             mech_actions._kept_as_written.clear()
+            mech_actions._held_as_written.clear()
             lp_module._host_rows.clear()
             mech_placement._kept_rows.clear()
             mech_placement._kept_plans.clear()
