@@ -157,7 +157,6 @@ class _Free:
         same as one ``keep`` after the other; otherwise the free lists start again from the pool (this is called
         first: nothing was taken before) and the plans are taken one after the other. Most ticks keep every
         running job where it runs, so the first pass is the answer."""
-        plan_of, index = self.plan, self.index
         plans = []
         g, c, m = self.g, self.c, self.m
         short = False
@@ -165,20 +164,7 @@ class _Free:
             if not req.preferred:
                 plans.append(None)
                 continue
-            hit = _kept_plans.get(id(req))
-            if hit is not None and hit[0] is req and hit[1] is index:
-                plan = hit[2]
-            else:
-                moved = _kept_nodes.get(id(req.preferred))  # the same job's request, at another row?
-                if moved is not None and moved[1] is index and _same_but_row(moved[0], req):
-                    plan = moved[2]
-                else:
-                    plan = plan_of(req)
-                if len(_kept_plans) > 20_000:
-                    _kept_plans.clear()
-                    _kept_nodes.clear()
-                _kept_plans[id(req)] = (req, index, plan)  # holds both: their ids stay theirs
-                _kept_nodes[id(req.preferred)] = (req, index, plan)
+            plan = self._remembered_plan(req)
             plans.append(plan)
             if plan is None:
                 continue
@@ -254,8 +240,8 @@ class _Free:
         return out
 
     def _remembered_plan(self, req: PlacementRequest) -> tuple | None:
-        """``plan`` through ``keep_all``'s two memos (by the request, then by its node tuple when only its row
-        moved)."""
+        """``plan`` through the two memos (``_kept_plans`` by the request, then ``_kept_nodes`` by its node tuple
+        when only the same job's row moved), for ``keep_all`` and the repacking."""
         index = self.index
         hit = _kept_plans.get(id(req))
         if hit is not None and hit[0] is req and hit[1] is index:
@@ -265,7 +251,7 @@ class _Free:
         if len(_kept_plans) > 20_000:
             _kept_plans.clear()
             _kept_nodes.clear()
-        _kept_plans[id(req)] = (req, index, plan)
+        _kept_plans[id(req)] = (req, index, plan)  # holds both: their ids stay theirs
         _kept_nodes[id(req.preferred)] = (req, index, plan)
         return plan
 

@@ -241,10 +241,7 @@ class Crius(Policy):
 def _trial_value(trial: Packing, j: int, c: int, score: np.ndarray) -> float:
     """The value of ``trial`` with j assigned to c (``Packing.value`` reads the columns only), without copying
     the packing: only the best is built (issue 27)."""
-    cols = trial.col.copy()
-    cols[j] = c
-    on = cols >= 0
-    return float(score[np.nonzero(on)[0], cols[on]].sum())
+    return float(_value_base(trial, j, c, score)[0].sum())
 
 
 def _value_base(trial: Packing, j: int, c: int, score: np.ndarray) -> tuple[np.ndarray, int]:
