@@ -131,7 +131,8 @@ def place_with_repack(
         log.info("moved %d kept jobs to seat %d GPUs more", fewest[1], placed_gpus(fewest[0]) - placed_gpus(placed))
         return fewest[0]
     before = {row for row, where in placed.items() if isinstance(where, Placed)}
-    repacked = place_keeping(ctx.pool, requests, before, kept_first=False)  # None: it lost a job placed before
+    # None: it lost a job placed before, or could not be taken for a reason below (found as it goes)
+    repacked = place_keeping(ctx.pool, requests, before, kept_first=False, rival=placed, frozen=frozen)
     if repacked is None or placed_gpus(repacked) <= placed_gpus(placed):
         return placed
     if any(repacked[row] != placed[row] for row in frozen):

@@ -186,55 +186,72 @@ class _Free:
         return later
 
     def largest_first(
-        self, requests: Sequence[PlacementRequest], keep: Collection[int], out: dict[int, Placed | Unplaced]
+        self,
+        requests: Sequence[PlacementRequest],
+        keep: Collection[int],
+        out: dict[int, Placed | Unplaced],
+        rival: dict[int, Placed | Unplaced] | None = None,
+        frozen: Collection[int] = (),
     ) -> dict[int, Placed | Unplaced] | None:
         """Every request largest first, each on its preferred nodes if they still have room, else ``fit``; None
         as soon as a row in ``keep`` is left unplaced (``place_keeping`` without ``kept_first``: the round's
-        repacking).
+        repacking), or, given the first try's answer ``rival``, as soon as the answer can no longer be taken
+        (``_Rival``).
 
         A stretch of requests with preferred nodes that can hold them (``plan``, remembered as ``keep_all``
         remembers it) takes its nodes at once: when no node went below zero, each ``keep`` in order would have
         found its nodes free, as in ``keep_all``; otherwise the stretch is given back and taken one request after
         the other. Only the requests between the stretches (new jobs, most rounds a few) are placed by ``fit``.
-        The repacking placed each of ~230 requests by ``keep`` (issue 27: 1.1 s of a site day's 19 s)."""
+        The repacking placed each of ~230 requests by ``keep`` (issue 27: 1.1 s of a site day's 19 s). A plan is
+        asked for when its request's turn comes (a repacking that stops early asks no more)."""
         order = sorted(requests, key=lambda r: (-r.cell.gpus, r.row))
-        plans = [self._remembered_plan(req) if req.preferred else None for req in order]
+        judge = _Rival(requests, keep, rival, frozen) if rival is not None else None
+        plan_of = self._remembered_plan
         g, c, m = self.g, self.c, self.m
         i, n = 0, len(order)
         while i < n:
-            if plans[i] is None:
-                req = order[i]
+            req = order[i]
+            plan = plan_of(req) if req.preferred else None
+            if plan is None:
                 where = out[req.row] = self.fit(req)
                 if keep and req.row in keep and where.__class__ is not Placed:
                     return None
+                if judge is not None and judge.gives_up(req, where):
+                    return None
                 i += 1
                 continue
-            k = i
+            plans = [plan]
+            k = i + 1
+            while k < n and order[k].preferred and (plan := plan_of(order[k])) is not None:
+                plans.append(plan)
+                k += 1
             short = False
-            while k < n and plans[k] is not None:
-                unique, gpn, cpn, mpn, _ = plans[k]
+            for unique, gpn, cpn, mpn, _ in plans:
                 for r in unique:
                     g[r] -= gpn
                     c[r] -= cpn
                     m[r] -= mpn
                     short = short or g[r] < 0 or c[r] < 0 or m[r] < 0
-                k += 1
             self.stale = True
             if not short:
                 for j in range(i, k):
-                    out[order[j].row] = plans[j][4]
+                    req = order[j]
+                    where = out[req.row] = plans[j - i][4]
+                    if judge is not None and judge.gives_up(req, where):
+                        return None
                 i = k
                 continue
-            for j in range(i, k):  # given back, then one after the other
-                unique, gpn, cpn, mpn, _ = plans[j]
+            for unique, gpn, cpn, mpn, _ in plans:  # given back, then one after the other
                 for r in unique:
                     g[r] += gpn
                     c[r] += cpn
                     m[r] += mpn
             for j in range(i, k):
-                req = order[j]
-                where = out[req.row] = plans[j][4] if self._take(plans[j]) else self.fit(req)
+                req, plan = order[j], plans[j - i]
+                where = out[req.row] = plan[4] if self._take(plan) else self.fit(req)
                 if keep and req.row in keep and where.__class__ is not Placed:
+                    return None
+                if judge is not None and judge.gives_up(req, where):
                     return None
             i = k
         return out
@@ -372,6 +389,43 @@ class _Free:
         )
 
 
+class _Rival:
+    """When a repacking can no longer be taken instead of the first try's answer ``rival`` (what
+    ``layout.place_with_repack`` checks on the whole answer): a row of ``frozen`` placed otherwise, or more kept
+    rows moved (placed otherwise than in ``rival``, among those with preferred nodes in ``keep``) than rows
+    outside ``keep`` can still be seated, or none left to seat (then no more GPUs are placed). Each is final
+    once seen: a request's answer is given once and never changed.
+
+    Issue 27: the site history's busy day repacked 1,308 times between rounds and took one; 1,271 of them had
+    moved more kept rows than they could seat less than halfway down the largest-first order."""
+
+    __slots__ = ("keep", "rival", "frozen", "seatable", "moved")
+
+    def __init__(
+        self,
+        requests: Sequence[PlacementRequest],
+        keep: Collection[int],
+        rival: dict[int, Placed | Unplaced],
+        frozen: Collection[int],
+    ) -> None:
+        self.keep, self.rival, self.frozen = keep, rival, frozen
+        self.seatable = sum(1 for r in requests if r.row not in keep)
+        self.moved = 0
+
+    def gives_up(self, req: PlacementRequest, where: Placed | Unplaced) -> bool:
+        """Count ``req``'s answer ``where``; True when the repacking can no longer be taken."""
+        row = req.row
+        was = self.rival[row]
+        if where is not was and where != was:
+            if row in self.frozen:
+                return True
+            if row in self.keep:
+                self.moved += bool(req.preferred)
+        if row not in self.keep and where.__class__ is not Placed:
+            self.seatable -= 1
+        return self.seatable == 0 or self.moved > self.seatable
+
+
 def place(
     pool: NodePool, requests: Sequence[PlacementRequest], *, kept_first: bool = True
 ) -> dict[int, Placed | Unplaced]:
@@ -387,10 +441,18 @@ def place(
 
 
 def place_keeping(
-    pool: NodePool, requests: Sequence[PlacementRequest], keep: Collection[int], *, kept_first: bool = True
+    pool: NodePool,
+    requests: Sequence[PlacementRequest],
+    keep: Collection[int],
+    *,
+    kept_first: bool = True,
+    rival: dict[int, Placed | Unplaced] | None = None,
+    frozen: Collection[int] = (),
 ) -> dict[int, Placed | Unplaced] | None:
     """``place``, or None as soon as a row in ``keep`` is left unplaced (it would be in the whole answer too: a
-    request's answer is given once and never changed).
+    request's answer is given once and never changed). Without ``kept_first`` and given the first try's answer
+    ``rival`` (and the rows ``frozen`` in it), also None as soon as the answer could not replace ``rival``
+    (``_Rival``: the repacking's own tests in ``layout.place_with_repack``).
 
     The round's fallbacks (``repack.evict_fewest``, ``layout.place_with_repack``'s repacking) throw away an answer
     that loses a job placed before, and on the site history's first day most did (1,254 of the 1,473 evictions'
@@ -398,7 +460,7 @@ def place_keeping(
     free = _Free(pool)
     out: dict[int, Placed | Unplaced] = {}
     if not kept_first:
-        return free.largest_first(requests, keep, out)
+        return free.largest_first(requests, keep, out, rival, frozen)
     for req in sorted(free.keep_all(requests, out), key=lambda r: (-r.cell.gpus, r.row)):
         where = out[req.row] = free.fit(req)
         if keep and req.row in keep and not isinstance(where, Placed):

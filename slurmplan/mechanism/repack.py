@@ -16,8 +16,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import numpy as np
-
 from slurmplan.mechanism.placement import Placed, PlacementRequest, Unplaced, place_keeping, placed_gpus
 from slurmplan.mechanism.problem import NodePool
 
@@ -32,14 +30,18 @@ def evict_fewest(
     preempt, ``qos.frozen_rows``) are never moved."""
     index = pool.index()
     kept = {r.row: r for r in requests if r.preferred and _kept(placed[r.row], r)}
-    used = np.zeros(len(pool.names), dtype=np.int64)
+    used = [0] * len(pool.names)  # GPUs taken per node, a list: read and written one node at a time
     on_node: dict[int, list[int]] = {}
     for row, where in placed.items():
-        if isinstance(where, Placed):
+        if where.__class__ is Placed:
+            gpn = where.gpus_per_node
             for name in where.nodes:
-                used[index[name]] += where.gpus_per_node
+                i = index[name]
+                used[i] += gpn
                 if row in kept and row not in frozen:
-                    on_node.setdefault(index[name], []).append(row)
+                    on_node.setdefault(i, []).append(row)
+    for rows in on_node.values():  # the order ``_evictions`` moves them in, sorted once
+        rows.sort(key=lambda r: (kept[r].cell.gpus, r))
     todo = sorted(
         (r for r in requests if isinstance(placed[r.row], Unplaced) and not placed[r.row].waits),
         key=lambda r: (-r.cell.gpus, r.row),
@@ -54,7 +56,7 @@ def evict_fewest(
         gpn = req.cell.gpus // len(nodes)
         for i in nodes:
             used[i] += gpn
-    if not seats:
+    if not seats or _cannot_replace(pool, requests, placed, kept, moved, seats):
         return None
     stay = [r for r in requests if r.row in kept and r.row not in moved]
     first = [replace(r, preferred=seats[r.row]) for r in requests if r.row in seats]
@@ -70,6 +72,89 @@ def evict_fewest(
     return again, len(moved)
 
 
+def _cannot_replace(
+    pool: NodePool,
+    requests: list[PlacementRequest],
+    placed: Placement,
+    kept: dict[int, PlacementRequest],
+    moved: set[int],
+    seats: dict[int, tuple[str, ...]],
+) -> bool:
+    """True when the placement ``evict_fewest`` is about to make must lose a job placed before, so it would answer
+    None: proved on GPUs alone from what that placement surely keeps where it is.
+
+    Issue 27: on the site history's busy day 1,254 of 1,473 evictions were thrown away for a lost job, each after
+    building and placing the whole round again. What ``place_keeping`` (kept first) surely does: the kept jobs
+    that stay take their own nodes (they are first in its list and fitted together in ``placed``), and then each
+    seat takes its nodes when the GPUs, CPUs and memory left after them and the seats before it hold it (checked
+    here; else nothing is proved). Every other job placed before (the moved ones and the rest) must then fit in
+    the GPUs left on the seats' GPU types: a job split over ``k`` nodes at ``p`` GPUs each uses ``k * (p // s)``
+    whole ``s``-GPU blocks, and a node with ``f`` GPUs free holds ``f // s`` of them however its jobs are
+    packed (``a // s + b // s <= (a + b) // s``). When the jobs need more blocks than the nodes hold for some
+    ``s``, one of them is left unplaced. A necessary condition only: False says nothing (the evictions run)."""
+    index = pool.index()
+    by_row = {r.row: r for r in requests}
+    types = {by_row[row].cell.gpu_type for row in seats}
+    have, cpus, mem = pool.gpus.tolist(), pool.cpus.tolist(), pool.memory_mb.tolist()
+    n = len(have)
+    used, used_c, used_m = [0] * n, [0] * n, [0] * n
+    items: list[PlacementRequest] = []
+    for r in requests:
+        where = placed[r.row]
+        if where.__class__ is not Placed or r.cell.gpu_type not in types:
+            continue
+        if r.row not in kept or r.row in moved:
+            items.append(r)  # placed before, placed again by the second pass: somewhere on its type
+            continue
+        nodes = where.nodes
+        k = len(nodes)
+        if r.avoid or len(r.preferred) != k or len(set(nodes)) != k:
+            return False  # its ``plan`` may be None (then ``fit`` places it anew), or name a node twice
+        gpn, cpn, mpn = where.gpus_per_node, -(-r.cpus // k), -(-r.memory_mb // k)
+        for name in nodes:
+            i = index[name]
+            used[i] += gpn
+            used_c[i] += cpn
+            used_m[i] += mpn
+    for row, nodes in seats.items():
+        r = by_row[row]
+        k = len(nodes)
+        gpn, cpn, mpn = r.cell.gpus // k, -(-r.cpus // k), -(-r.memory_mb // k)
+        for name in nodes:
+            i = index[name]
+            used[i] += gpn
+            used_c[i] += cpn
+            used_m[i] += mpn
+            if used[i] > have[i] or used_c[i] > cpus[i] or used_m[i] > mem[i]:
+                return False  # the seat might not be taken
+    by_type = pool.by_type()
+    for t in types:
+        rows = by_type[t].tolist()
+        top = max(have[i] for i in rows)
+        shapes = [_shapes(r, len(rows), top) for r in items if r.cell.gpu_type == t]
+        if not all(shapes):
+            return True  # a job placed before that neither its nodes nor ``fit`` can place
+        for s in sorted({p for options in shapes for _, p in options}):
+            need = sum(min(k * (p // s) for k, p in options) for options in shapes)
+            if need > sum((have[i] - used[i]) // s for i in rows):
+                return True
+    return False
+
+
+def _shapes(req: PlacementRequest, type_nodes: int, top: int) -> list[tuple[int, int]]:
+    """Every (nodes, GPUs per node) ``place_keeping`` may place ``req`` with: on its preferred nodes (``plan``,
+    each node taken once), or by ``fit`` (``k`` dividing its GPUs, within its node limits); an empty list when
+    neither can place it."""
+    g = req.cell.gpus
+    most = max(req.most_nodes, -(-g // max(1, top))) if req.most_nodes else g
+    if req.max_nodes:
+        most = min(most, req.max_nodes)
+    out = [(k, g // k) for k in range(1, min(g, type_nodes, most) + 1) if g % k == 0]
+    if req.preferred and g % len(req.preferred) == 0:
+        out.append((len(set(req.preferred)), g // len(req.preferred)))
+    return out
+
+
 def _kept(where: Placed | Unplaced, req: PlacementRequest) -> bool:
     return isinstance(where, Placed) and set(where.nodes) == set(req.preferred)
 
@@ -77,7 +162,7 @@ def _kept(where: Placed | Unplaced, req: PlacementRequest) -> bool:
 def _cheapest_nodes(
     pool: NodePool,
     req: PlacementRequest,
-    used: np.ndarray,
+    used: list[int],
     on_node: dict[int, list[int]],
     kept: dict[int, PlacementRequest],
     placed: Placement,
@@ -92,15 +177,16 @@ def _cheapest_nodes(
     most = req.most_nodes or g
     if req.max_nodes:
         most = min(most, req.max_nodes)
-    idx = np.array([i for i in idx.tolist() if pool.names[i] not in req.avoid], dtype=np.int64)
-    for k in range(1, min(g, idx.size, most) + 1):
-        if g % k or g // k > int(pool.gpus[idx].max(initial=0)):
+    names, have = pool.names, pool.gpus.tolist()  # read per node as Python ints (issue 27)
+    rows = [i for i in idx.tolist() if names[i] not in req.avoid]
+    top = max((have[i] for i in rows), default=0)
+    for k in range(1, min(g, len(rows), most) + 1):
+        if g % k or g // k > top:
             continue
         gpn = g // k
         costs = []
-        have, taken = pool.gpus.tolist(), used.tolist()  # read per node as Python ints (issue 27)
-        for i in idx.tolist():
-            plan = _evictions(i, have[i] - taken[i], gpn, on_node, kept, placed, moved)
+        for i in rows:
+            plan = _evictions(i, have[i] - used[i], gpn, on_node, kept, placed, moved)
             if plan is not None:
                 costs.append((len(plan[0]), plan[1], i, plan[0]))
         if len(costs) < k:
@@ -115,13 +201,15 @@ def _cheapest_nodes(
 
 
 def _evictions(i, free, gpn, on_node, kept, placed, moved) -> tuple[list[int], int] | None:
-    """Kept jobs to move off node ``i`` (smallest first) so that it has ``gpn`` GPUs free, and their GPUs;
-    ``free``: its GPUs free now."""
+    """Kept jobs to move off node ``i`` (smallest first: ``on_node``'s lists are in that order) so that it has
+    ``gpn`` GPUs free, and their GPUs; ``free``: its GPUs free now."""
     if free >= gpn:
         return [], 0  # nobody to move (the loop below would stop before its first job)
     rows: list[int] = []
     gpus = 0
-    for row in sorted((r for r in on_node.get(i, []) if r not in moved), key=lambda r: (kept[r].cell.gpus, r)):
+    for row in on_node.get(i, ()):
+        if row in moved:
+            continue
         if free >= gpn:
             break
         rows.append(row)
@@ -130,7 +218,7 @@ def _evictions(i, free, gpn, on_node, kept, placed, moved) -> tuple[list[int], i
     return (rows, gpus) if free >= gpn else None
 
 
-def _move(row: int, pool: NodePool, used: np.ndarray, placed: Placement, moved: set[int]) -> None:
+def _move(row: int, pool: NodePool, used: list[int], placed: Placement, moved: set[int]) -> None:
     if row in moved:
         return
     moved.add(row)
