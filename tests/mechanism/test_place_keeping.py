@@ -16,6 +16,8 @@ def test_place_keeping_answers_what_place_answers(monkeypatch) -> None:
     keeping = placement.place_keeping
 
     def checked(pool, requests, keep, **kw):
+        kw.pop("rival", None)  # the repacking's give-up: tests/mechanism/test_fallback_pruning.py
+        kw.pop("frozen", None)
         plain = placement.place(pool, requests, **kw)
         out = keeping(pool, requests, keep, **kw)
         if out is None:
@@ -43,6 +45,8 @@ def test_largest_first_answers_what_one_request_after_the_other_answers(monkeypa
     keeping = placement.place_keeping
 
     def checked(pool, requests, keep, **kw):
+        kw.pop("rival", None)  # the repacking's give-up: tests/mechanism/test_fallback_pruning.py
+        kw.pop("frozen", None)
         out = keeping(pool, requests, keep, **kw)
         if not kw.get("kept_first", True):
             assert out == placement._largest_first_plain(pool, requests, keep)
@@ -137,6 +141,8 @@ def test_fit_from_the_free_lists_places_what_the_arrays_placed(monkeypatch) -> N
         return out
 
     def checked(pool, requests, keep, **kw):
+        kw.pop("rival", None)  # the repacking's give-up: tests/mechanism/test_fallback_pruning.py
+        kw.pop("frozen", None)
         out = keeping(pool, requests, keep, **kw)
         with monkeypatch.context() as m:
             m.setattr(placement._Free, "fit", _plain_fit)
