@@ -31,7 +31,7 @@ def evict_fewest(
     index = pool.index()
     kept = {r.row: r for r in requests if r.preferred and _kept(placed[r.row], r)}
     used = [0] * len(pool.names)  # GPUs taken per node, a list: read and written one node at a time
-    on_node: dict[int, list[int]] = {}
+    on_node: dict[int, list[int] | tuple[int, ...]] = {}
     for row, where in placed.items():
         if where.__class__ is Placed:
             gpn = where.gpus_per_node
@@ -40,23 +40,23 @@ def evict_fewest(
                 used[i] += gpn
                 if row in kept and row not in frozen:
                     on_node.setdefault(i, []).append(row)
-    for rows in on_node.values():  # the order ``_evictions`` moves them in, sorted once
-        rows.sort(key=lambda r: (kept[r].cell.gpus, r))
     todo = sorted(
         (r for r in requests if isinstance(placed[r.row], Unplaced) and not placed[r.row].waits),
         key=lambda r: (-r.cell.gpus, r.row),
     )
     moved: set[int] = set()
     seats: dict[int, tuple[str, ...]] = {}
+    seated: dict[int, PlacementRequest] = {}
     for req in todo:
         nodes = _cheapest_nodes(pool, req, used, on_node, kept, placed, moved)
         if nodes is None:
             continue
         seats[req.row] = tuple(pool.names[i] for i in nodes)
+        seated[req.row] = req
         gpn = req.cell.gpus // len(nodes)
         for i in nodes:
             used[i] += gpn
-    if not seats or _cannot_replace(pool, requests, placed, kept, moved, seats):
+    if not seats or _cannot_replace(pool, requests, placed, kept, moved, seats, seated):
         return None
     stay = [r for r in requests if r.row in kept and r.row not in moved]
     first = [replace(r, preferred=seats[r.row]) for r in requests if r.row in seats]
@@ -79,6 +79,7 @@ def _cannot_replace(
     kept: dict[int, PlacementRequest],
     moved: set[int],
     seats: dict[int, tuple[str, ...]],
+    seated: dict[int, PlacementRequest],
 ) -> bool:
     """True when the placement ``evict_fewest`` is about to make must lose a job placed before, so it would answer
     None: proved on GPUs alone from what that placement surely keeps where it is.
@@ -93,8 +94,7 @@ def _cannot_replace(
     packed (``a // s + b // s <= (a + b) // s``). When the jobs need more blocks than the nodes hold for some
     ``s``, one of them is left unplaced. A necessary condition only: False says nothing (the evictions run)."""
     index = pool.index()
-    by_row = {r.row: r for r in requests}
-    types = {by_row[row].cell.gpu_type for row in seats}
+    types = {r.cell.gpu_type for r in seated.values()}
     have, cpus, mem = pool.gpus.tolist(), pool.cpus.tolist(), pool.memory_mb.tolist()
     n = len(have)
     used, used_c, used_m = [0] * n, [0] * n, [0] * n
@@ -108,7 +108,7 @@ def _cannot_replace(
             continue
         nodes = where.nodes
         k = len(nodes)
-        if r.avoid or len(r.preferred) != k or len(set(nodes)) != k:
+        if r.avoid or len(r.preferred) != k or (k > 1 and len(set(nodes)) != k):
             return False  # its ``plan`` may be None (then ``fit`` places it anew), or name a node twice
         gpn, cpn, mpn = where.gpus_per_node, -(-r.cpus // k), -(-r.memory_mb // k)
         for name in nodes:
@@ -117,7 +117,7 @@ def _cannot_replace(
             used_c[i] += cpn
             used_m[i] += mpn
     for row, nodes in seats.items():
-        r = by_row[row]
+        r = seated[row]
         k = len(nodes)
         gpn, cpn, mpn = r.cell.gpus // k, -(-r.cpus // k), -(-r.memory_mb // k)
         for name in nodes:
@@ -156,14 +156,16 @@ def _shapes(req: PlacementRequest, type_nodes: int, top: int) -> list[tuple[int,
 
 
 def _kept(where: Placed | Unplaced, req: PlacementRequest) -> bool:
-    return isinstance(where, Placed) and set(where.nodes) == set(req.preferred)
+    if where.__class__ is not Placed:
+        return False
+    return where.nodes == req.preferred or set(where.nodes) == set(req.preferred)  # mostly the same order
 
 
 def _cheapest_nodes(
     pool: NodePool,
     req: PlacementRequest,
     used: list[int],
-    on_node: dict[int, list[int]],
+    on_node: dict[int, list[int] | tuple[int, ...]],
     kept: dict[int, PlacementRequest],
     placed: Placement,
     moved: set[int],
@@ -201,13 +203,17 @@ def _cheapest_nodes(
 
 
 def _evictions(i, free, gpn, on_node, kept, placed, moved) -> tuple[list[int], int] | None:
-    """Kept jobs to move off node ``i`` (smallest first: ``on_node``'s lists are in that order) so that it has
-    ``gpn`` GPUs free, and their GPUs; ``free``: its GPUs free now."""
+    """Kept jobs to move off node ``i`` (smallest first) so that it has ``gpn`` GPUs free, and their GPUs;
+    ``free``: its GPUs free now. A node's list in ``on_node`` is sorted the first time it is asked for (a tuple
+    from then on: ``evict_fewest`` asks ``_cheapest_nodes`` again for each job it seats)."""
     if free >= gpn:
         return [], 0  # nobody to move (the loop below would stop before its first job)
+    on = on_node.get(i, ())
+    if on.__class__ is list:
+        on = on_node[i] = tuple(sorted(on, key=lambda r: (kept[r].cell.gpus, r)))
     rows: list[int] = []
     gpus = 0
-    for row in on_node.get(i, ()):
+    for row in on:
         if row in moved:
             continue
         if free >= gpn:
