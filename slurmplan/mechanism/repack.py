@@ -33,15 +33,17 @@ def evict_fewest(
     used = [0] * len(pool.names)  # GPUs taken per node, a list: read and written one node at a time
     on_node: dict[int, list[int] | tuple[int, ...]] = {}
     for row, where in placed.items():
-        if where.__class__ is Placed:
-            gpn = where.gpus_per_node
-            for name in where.nodes:
-                i = index[name]
-                used[i] += gpn
-                if row in kept and row not in frozen:
-                    on_node.setdefault(i, []).append(row)
+        if where.__class__ is not Placed:
+            continue
+        gpn = where.gpus_per_node
+        movable = row in kept and row not in frozen
+        for name in where.nodes:
+            i = index[name]
+            used[i] += gpn
+            if movable:
+                on_node.setdefault(i, []).append(row)
     todo = sorted(
-        (r for r in requests if isinstance(placed[r.row], Unplaced) and not placed[r.row].waits),
+        (r for r in requests if (w := placed[r.row]).__class__ is not Placed and not w.waits),
         key=lambda r: (-r.cell.gpus, r.row),
     )
     moved: set[int] = set()
