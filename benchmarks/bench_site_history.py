@@ -32,7 +32,10 @@ The month is about 10-12 CPU minutes on this machine today (30 x 20-24 s): the g
 (``slurmplan/sim/RESULTS.md`` 4.3-4.6 say what it needs). Eighteenth session (held waiting jobs' comments not parsed
 again every tick; decisions identical), three pairs against main 059c2d1 at load 2.3-2.9: CPU 25.5 -> 25.4, 26.9 ->
 25.2, 25.2 -> 26.8 s (noise), -0.45 % instructions on ``decision_hash.py --days 0.5 --site``; ``tick_kinds.py --days
-1 --site --fit``: a steady row costs about 22 us a tick between rounds, 32 % of the day (RESULTS 4.12).
+1 --site --fit``: a steady row costs about 22 us a tick between rounds, 32 % of the day (RESULTS 4.12). Nineteenth
+session (the evictions and repackings between rounds cut short where they provably cannot be taken; decisions
+identical): -3.5 % instructions on ``decision_hash.py --days 1 --site``, CPU pairs against main ef0b2ac within the
+noise at load 2.3-4.4 (medians 15.8 -> 15.9 s and 20.0 -> 20.0 s; RESULTS 4.14).
 """
 
 from __future__ import annotations
