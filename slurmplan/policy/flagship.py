@@ -78,6 +78,7 @@ import numpy as np
 from slurmplan.domain import Allocation, AllocationProblem
 from slurmplan.policy.base import Policy, PolicyConfig
 from slurmplan.policy.crius import Crius
+from slurmplan.policy.flagship_arrivals import lone_arrivals, sized_rows
 from slurmplan.policy.flagship_fill import freed_rows
 from slurmplan.policy.flagship_match import match_types
 from slurmplan.policy.flagship_moves import Guarded, guard_moves, paying_columns
@@ -177,12 +178,29 @@ class Slurmplan(Policy):
         alloc = self.result(problem, x, float((pack.col >= 0).sum()), f"sla-unmet:{unmet}" if unmet else "optimal")
         return Allocation(alloc.job_ids, alloc.cells, alloc.x, alloc.policy, alloc.objective, alloc.status, notes)
 
-    def between_rounds(self, problem: AllocationProblem, x: np.ndarray, free: np.ndarray) -> np.ndarray:
+    def between_rounds(
+        self, problem: AllocationProblem, x: np.ndarray, free: np.ndarray, new: np.ndarray | None = None
+    ) -> np.ndarray:
         """Between rounds (``mechanism.engine.replay``): with ``fill_freed``, GPUs freed since the round also go
-        to the waiting jobs that never ran, in due order (``flagship_fill.py``); else the arrivals' rows only."""
+        to the waiting jobs that never ran, in due order (``flagship_fill.py``); else the arrivals' rows only.
+        With ``arrival_size``, the jobs that arrived since the round (``new``) start at the column this policy's
+        round would give them when nobody else waits (``flagship_arrivals.py``)."""
+        if self.params["arrival_size"] and new is not None:
+            rows = lone_arrivals(problem, x, new)
+            if rows is not None:
+                x = sized_rows(x, rows, self._round_x(problem))
         if not self.params["fill_freed"]:
             return x
         return freed_rows(problem, x, free, self.params["prior_floor_s"], self.params["length_weight"])
+
+    def _round_x(self, problem: AllocationProblem) -> np.ndarray:
+        """The X this policy's round would return for ``problem``, leaving what it remembers between rounds as it
+        was (the round's own call remembers; this one only looks)."""
+        kept = (dict(self._alone_s), self._blocked, dict(self._pushed), dict(self._seen))
+        try:
+            return np.asarray(self.allocate(problem).x, dtype=float)
+        finally:
+            self._alone_s, self._blocked, self._pushed, self._seen = kept
 
     # ------------------------------------------------------------------------------------------------ steps
 

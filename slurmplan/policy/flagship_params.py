@@ -13,7 +13,7 @@ bad value is refused with the field named. Steps that read them:
 - type matching (``flagship_match.py``): ``match_types``, ``stay_bonus``, ``short_bias_s``, ``stretch_weight``;
 - sizing (``flagship_sizing.py``): ``grow``, ``scale_up``, ``grow_first``, ``climb_by``, ``climb_floor_s``;
 - expected remaining time (``flagship_order.py``, ``mechanism/lengths.py``): ``prior_floor_s``, ``learn_lengths``;
-- between rounds (``flagship_fill.py``): ``fill_freed``;
+- between rounds (``flagship_fill.py``, ``flagship_arrivals.py``): ``fill_freed``, ``arrival_size``;
 - move pricing and hysteresis (``flagship_moves.py``, ``mechanism/pricing.py``): ``move_pay``, ``prior_floor_s``,
   ``stop_gang``, ``protect_pushed`` (with ``hold_s``; the restart costs' hold time and the costs are the tick's:
   ``TickConfig.move_hold_rounds``, measured costs).
@@ -157,6 +157,13 @@ PARAMS: dict[str, Param] = {
         "true (between rounds, GPUs freed since the round start the waiting jobs that never ran, in due order, on "
         "their requested size, as plain Slurm starts the next job at each completion) or false (they stay idle "
         "until the next round unless a job arrived since the round)",
+    ),
+    "arrival_size": Param(
+        bool,
+        False,
+        "true (a job that arrives between rounds, when every job not running arrived since the round, starts at "
+        "the column this policy's round would give it, on free GPUs, instead of its requested size: its first size "
+        "no longer depends on the rounds' phase; flagship_arrivals.py) or false",
     ),
     "stop_gang": Param(
         bool,
