@@ -78,7 +78,7 @@ import numpy as np
 from slurmplan.domain import Allocation, AllocationProblem
 from slurmplan.policy.base import Policy, PolicyConfig
 from slurmplan.policy.crius import Crius
-from slurmplan.policy.flagship_arrivals import lone_arrivals, sized_rows
+from slurmplan.policy.flagship_arrivals import lone_arrivals, never_ran, sized_rows
 from slurmplan.policy.flagship_fill import freed_rows
 from slurmplan.policy.flagship_match import match_types
 from slurmplan.policy.flagship_moves import Guarded, guard_moves, paying_columns
@@ -178,6 +178,12 @@ class Slurmplan(Policy):
         alloc = self.result(problem, x, float((pack.col >= 0).sum()), f"sla-unmet:{unmet}" if unmet else "optimal")
         return Allocation(alloc.job_ids, alloc.cells, alloc.x, alloc.policy, alloc.objective, alloc.status, notes)
 
+    @property
+    def round_at_arrival(self) -> bool:
+        """``arrival_round``: the mechanism opens a round when a job arrives between rounds on free GPUs and nobody
+        else waits (``mechanism.engine.arrival_round``)."""
+        return bool(self.params["arrival_round"])
+
     def between_rounds(
         self, problem: AllocationProblem, x: np.ndarray, free: np.ndarray, new: np.ndarray | None = None
     ) -> np.ndarray:
@@ -185,13 +191,14 @@ class Slurmplan(Policy):
         to the waiting jobs that never ran, in due order (``flagship_fill.py``); else the arrivals' rows only.
         With ``arrival_size``, the jobs that arrived since the round (``new``) start at the column this policy's
         round would give them when nobody else waits (``flagship_arrivals.py``)."""
-        if self.params["arrival_size"] and new is not None:
-            rows = lone_arrivals(problem, x, new)
+        p = self.params
+        if p["fill_freed"]:
+            x = freed_rows(problem, x, free, p["prior_floor_s"], p["length_weight"])
+        if p["arrival_size"] and new is not None:
+            rows = never_ran(problem, x, free) if p["size_waiting"] else lone_arrivals(problem, x, new)
             if rows is not None:
                 x = sized_rows(x, rows, self._round_x(problem))
-        if not self.params["fill_freed"]:
-            return x
-        return freed_rows(problem, x, free, self.params["prior_floor_s"], self.params["length_weight"])
+        return x
 
     def _round_x(self, problem: AllocationProblem) -> np.ndarray:
         """The X this policy's round would return for ``problem``, leaving what it remembers between rounds as it

@@ -43,13 +43,24 @@ def lone_arrivals(problem: AllocationProblem, x: np.ndarray, new: np.ndarray) ->
     return rows if rows.size else None
 
 
+def never_ran(problem: AllocationProblem, x: np.ndarray, free: np.ndarray) -> np.ndarray | None:
+    """``size_waiting``: rows of every job free to start that never ran and has a row to start on (an arrival's, or
+    ``fill_freed``'s for a job the round left waiting), or None."""
+    if problem.num_jobs == 0 or not problem.cells:
+        return None
+    ok = np.asarray(free, dtype=bool) & (problem.column("attained_time") <= 0) & (x.sum(axis=1) > EPS)
+    rows = np.flatnonzero(ok)
+    return rows if rows.size else None
+
+
 def sized_rows(x: np.ndarray, rows: np.ndarray, round_x: np.ndarray) -> np.ndarray:
-    """X with each of ``rows`` given the round's column (``round_x``'s largest share in that row) at ``SIZED``,
-    its requested-size columns kept below it as the fallback."""
+    """X with each of ``rows`` given the round's column (``round_x``'s largest share in that row) at ``SIZED`` plus
+    the row's own largest weight (so the order among them stays: arrivals, then ``fill_freed``'s due order), its
+    other columns kept below as the fallback."""
     out = x.copy()
     for j in rows.tolist():
         r = round_x[j]
         if r.max(initial=0.0) <= EPS:
             continue
-        out[j, int(np.argmax(r))] = SIZED
+        out[j, int(np.argmax(r))] = SIZED + x[j].max(initial=0.0)
     return out

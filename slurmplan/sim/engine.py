@@ -238,7 +238,9 @@ class Simulation:
         if step <= 0 or not math.isfinite(t):
             return t
         k = math.ceil((t - self._origin) / step - 1e-9)
-        return self._origin + k * step
+        # never before ``t``: a grid point a rounding error below an arrival would tick before the arrival, forever
+        # (a start before the first arrival, ``lead_s``, puts the grid off the arrivals' decimals)
+        return max(self._origin + k * step, t)
 
     def _round_after(self, t: float, start: float) -> float:
         if not math.isfinite(t):
