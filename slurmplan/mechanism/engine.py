@@ -147,8 +147,7 @@ def replay(
     writes its detail into the job's comment).
 
     ``hook``: a policy's own rows for the jobs free to start between rounds (its ``between_rounds``: given the
-    tick's problem, X with the arrivals' rows, which jobs are free to start and which of them arrived since the
-    round, with no decision yet; called only with
+    tick's problem, X with the arrivals' rows and which jobs are free to start; called only with
     ``start_arrivals`` and a free GPU; only the flagship has one).
 
     ``deficit`` gives the deficits (``priorities.deficits``) of the rows it is given, which break the refill's
@@ -188,8 +187,7 @@ def replay(
     if hook is not None and config.start_arrivals and p.cells:
         free = gpus_left((p.cells[c] for c in col[fixed & (col >= 0)].tolist()), p.capacity)
         if any(v > 0 for v in free.values()):  # only a free GPU can start anyone: most ticks skip the policy
-            new = ~fixed & ~info.running & np.array([states[j].planned is None for j in p.job_ids], dtype=bool)
-            x = hook(p, x, ~fixed & ~info.running, new)
+            x = hook(p, x, ~fixed & ~info.running)
     eligible = ~fixed & ~info.running & (x.sum(axis=1) > EPS) if p.cells else np.zeros(n, dtype=bool)
     if eligible.any():
         if free is None:

@@ -78,7 +78,6 @@ import numpy as np
 from slurmplan.domain import Allocation, AllocationProblem
 from slurmplan.policy.base import Policy, PolicyConfig
 from slurmplan.policy.crius import Crius
-from slurmplan.policy.flagship_arrivals import lone_arrivals, never_ran, sized_rows
 from slurmplan.policy.flagship_fill import freed_rows
 from slurmplan.policy.flagship_match import match_types
 from slurmplan.policy.flagship_moves import Guarded, guard_moves, paying_columns
@@ -184,30 +183,12 @@ class Slurmplan(Policy):
         else waits (``mechanism.engine.arrival_round``)."""
         return bool(self.params["arrival_round"])
 
-    def between_rounds(
-        self, problem: AllocationProblem, x: np.ndarray, free: np.ndarray, new: np.ndarray | None = None
-    ) -> np.ndarray:
+    def between_rounds(self, problem: AllocationProblem, x: np.ndarray, free: np.ndarray) -> np.ndarray:
         """Between rounds (``mechanism.engine.replay``): with ``fill_freed``, GPUs freed since the round also go
-        to the waiting jobs that never ran, in due order (``flagship_fill.py``); else the arrivals' rows only.
-        With ``arrival_size``, the jobs that arrived since the round (``new``) start at the column this policy's
-        round would give them when nobody else waits (``flagship_arrivals.py``)."""
-        p = self.params
-        if p["fill_freed"]:
-            x = freed_rows(problem, x, free, p["prior_floor_s"], p["length_weight"])
-        if p["arrival_size"] and new is not None:
-            rows = never_ran(problem, x, free) if p["size_waiting"] else lone_arrivals(problem, x, new)
-            if rows is not None:
-                x = sized_rows(x, rows, self._round_x(problem))
-        return x
-
-    def _round_x(self, problem: AllocationProblem) -> np.ndarray:
-        """The X this policy's round would return for ``problem``, leaving what it remembers between rounds as it
-        was (the round's own call remembers; this one only looks)."""
-        kept = (dict(self._alone_s), self._blocked, dict(self._pushed), dict(self._seen))
-        try:
-            return np.asarray(self.allocate(problem).x, dtype=float)
-        finally:
-            self._alone_s, self._blocked, self._pushed, self._seen = kept
+        to the waiting jobs that never ran, in due order (``flagship_fill.py``); else the arrivals' rows only."""
+        if not self.params["fill_freed"]:
+            return x
+        return freed_rows(problem, x, free, self.params["prior_floor_s"], self.params["length_weight"])
 
     # ------------------------------------------------------------------------------------------------ steps
 

@@ -13,8 +13,8 @@ bad value is refused with the field named. Steps that read them:
 - type matching (``flagship_match.py``): ``match_types``, ``stay_bonus``, ``short_bias_s``, ``stretch_weight``;
 - sizing (``flagship_sizing.py``): ``grow``, ``scale_up``, ``grow_first``, ``climb_by``, ``climb_floor_s``;
 - expected remaining time (``flagship_order.py``, ``mechanism/lengths.py``): ``prior_floor_s``, ``learn_lengths``;
-- between rounds (``flagship_fill.py``, ``flagship_arrivals.py``): ``fill_freed``, ``arrival_size``, ``size_waiting``;
-  an extra round at an arrival (``mechanism/engine.py``): ``arrival_round``;
+- between rounds (``flagship_fill.py``): ``fill_freed``; an extra round at an arrival (``mechanism/engine.py``):
+  ``arrival_round``;
 - move pricing and hysteresis (``flagship_moves.py``, ``mechanism/pricing.py``): ``move_pay``, ``prior_floor_s``,
   ``stop_gang``, ``protect_pushed`` (with ``hold_s``; the restart costs' hold time and the costs are the tick's:
   ``TickConfig.move_hold_rounds``, measured costs).
@@ -158,20 +158,6 @@ PARAMS: dict[str, Param] = {
         "true (between rounds, GPUs freed since the round start the waiting jobs that never ran, in due order, on "
         "their requested size, as plain Slurm starts the next job at each completion) or false (they stay idle "
         "until the next round unless a job arrived since the round)",
-    ),
-    "arrival_size": Param(
-        bool,
-        False,
-        "true (a job that arrives between rounds, when every job not running arrived since the round, starts at "
-        "the column this policy's round would give it, on free GPUs, instead of its requested size: its first size "
-        "no longer depends on the rounds' phase; flagship_arrivals.py) or false",
-    ),
-    "size_waiting": Param(
-        bool,
-        False,
-        "true (with arrival_size, also while other jobs wait: every job free to start between rounds that never ran, "
-        "arrivals first then the others in due order, starts at the column this policy's round would give it where "
-        "that fits the free GPUs, else as before) or false",
     ),
     "arrival_round": Param(
         bool,
