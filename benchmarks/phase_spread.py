@@ -2,7 +2,7 @@
 
     python benchmarks/phase_spread.py                                   # the shipped trace, preset and plain Slurm
     python benchmarks/phase_spread.py --seeds 107,149,163               # fresh replay-like traces instead
-    python benchmarks/phase_spread.py --flagship-params '{"arrival_size": true}'   # a candidate too
+    python benchmarks/phase_spread.py --flagship-params '{"arrival_round": true}'  # a candidate too
 
 A real daemon ticks from its own start, so where its 360-s rounds fall relative to the jobs' arrivals is chance: on
 the shipped trace the real runs of the preset spread 0.670-0.810 h, and were all slower than the prediction, which
