@@ -92,7 +92,7 @@ def main() -> None:
     result = sim.run()
     print(
         f"{args.policy}{' (site)' if args.site else ''}, {args.days:g} days: "
-        f"{result.ticks} ticks, avg JCT {summarize(result)['avg_jct_h']!r} h, "
+        f"{result.ticks} ticks ({result.rounds} rounds), avg JCT {summarize(result)['avg_jct_h']!r} h, "
         f"decisions{' (no details)' if args.no_details else ''} {digest.hexdigest()[:16]}, "
         f"CPU {time.process_time() - cpu:.1f} s"
     )

@@ -531,12 +531,14 @@ def decide(inp: TickInput, policy: Policy, state: SchedulerState) -> TickOutput:
     states = advance(inp, state)
     finished = state.finished_lengths
     new_round = state.last_round_start is None or inp.now - state.last_round_start >= config.round_s
-    round_index = state.round_index + 1 if new_round else state.round_index
     round_start = inp.now if new_round else float(state.last_round_start)  # type: ignore[arg-type]
-    stamp = RoundStamp(round_index)
     ctx = build_problem(inp, states, finished)
     problem = ctx.problem
     info = running_info(ctx, states, config, inp.now)
+    if not new_round and getattr(policy, "round_at_arrival", False):
+        new_round = arrival_round(ctx, states)  # an extra round; the rounds' grid (``round_start``) stays
+    round_index = state.round_index + 1 if new_round else state.round_index
+    stamp = RoundStamp(round_index)
     allocation = _allocate(policy, problem, state) if new_round else state.allocation
     epoch_start = start_epoch(states, state, allocation, inp.now, config) if new_round else state.epoch_start
     x = align(allocation, problem)
@@ -564,6 +566,26 @@ def decide(inp: TickInput, policy: Policy, state: SchedulerState) -> TickOutput:
     ends = [t + config.grace_s for t in signalled] + signalled  # grace ends; signals due (``signal_min_run_s``)
     wake = min((t for t in ends if t > inp.now), default=None)
     return TickOutput(tuple(actions), tuple(assignments), allocation, out_state, new_round, wake)
+
+
+def arrival_round(ctx: ProblemContext, states: Mapping[JobId, JobState]) -> bool:
+    """Open a round now, between rounds (a policy's ``round_at_arrival``; issue 23, nineteenth session): a job
+    arrived since the round (no decision yet), every job not running arrived since then too, and free GPUs can
+    start one of them in one of its columns. The policy then sizes the arrival as it sizes a job at any round (an
+    elastic job may start larger), where between rounds it would start at its requested size; every other job's
+    change is priced as at any round. The rounds' grid is kept: the next round falls where it would have."""
+    p = ctx.problem
+    if not p.cells:
+        return False
+    waiting = ~ctx.running
+    new = waiting & np.array([states[j].planned is None for j in p.job_ids], dtype=bool)
+    if not new.any() or (waiting & ~new).any():
+        return False
+    cur = np.asarray(p.current, dtype=np.int64) if p.current is not None else np.full(p.num_jobs, -1)
+    free = gpus_left((p.cells[c] for c in cur[ctx.running & (cur >= 0)].tolist()), p.capacity)
+    thr = np.asarray(p.throughput, dtype=float)
+    fits = np.array([c.gpus <= free.get(c.gpu_type, 0) for c in p.cells], dtype=bool)
+    return bool(((thr[new] > 0) & fits[None, :]).any())
 
 
 def _allocate(policy: Policy, problem: AllocationProblem, state: SchedulerState) -> Allocation | None:

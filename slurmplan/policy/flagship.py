@@ -177,6 +177,12 @@ class Slurmplan(Policy):
         alloc = self.result(problem, x, float((pack.col >= 0).sum()), f"sla-unmet:{unmet}" if unmet else "optimal")
         return Allocation(alloc.job_ids, alloc.cells, alloc.x, alloc.policy, alloc.objective, alloc.status, notes)
 
+    @property
+    def round_at_arrival(self) -> bool:
+        """``arrival_round``: the mechanism opens a round when a job arrives between rounds on free GPUs and nobody
+        else waits (``mechanism.engine.arrival_round``)."""
+        return bool(self.params["arrival_round"])
+
     def between_rounds(self, problem: AllocationProblem, x: np.ndarray, free: np.ndarray) -> np.ndarray:
         """Between rounds (``mechanism.engine.replay``): with ``fill_freed``, GPUs freed since the round also go
         to the waiting jobs that never ran, in due order (``flagship_fill.py``); else the arrivals' rows only."""

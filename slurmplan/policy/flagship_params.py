@@ -13,7 +13,8 @@ bad value is refused with the field named. Steps that read them:
 - type matching (``flagship_match.py``): ``match_types``, ``stay_bonus``, ``short_bias_s``, ``stretch_weight``;
 - sizing (``flagship_sizing.py``): ``grow``, ``scale_up``, ``grow_first``, ``climb_by``, ``climb_floor_s``;
 - expected remaining time (``flagship_order.py``, ``mechanism/lengths.py``): ``prior_floor_s``, ``learn_lengths``;
-- between rounds (``flagship_fill.py``): ``fill_freed``;
+- between rounds (``flagship_fill.py``): ``fill_freed``; an extra round at an arrival (``mechanism/engine.py``):
+  ``arrival_round``;
 - move pricing and hysteresis (``flagship_moves.py``, ``mechanism/pricing.py``): ``move_pay``, ``prior_floor_s``,
   ``stop_gang``, ``protect_pushed`` (with ``hold_s``; the restart costs' hold time and the costs are the tick's:
   ``TickConfig.move_hold_rounds``, measured costs).
@@ -157,6 +158,15 @@ PARAMS: dict[str, Param] = {
         "true (between rounds, GPUs freed since the round start the waiting jobs that never ran, in due order, on "
         "their requested size, as plain Slurm starts the next job at each completion) or false (they stay idle "
         "until the next round unless a job arrived since the round)",
+    ),
+    "arrival_round": Param(
+        bool,
+        False,
+        "true (a job that arrives between rounds, when every job not running arrived since the round and free GPUs "
+        "can start it, opens a round at once: the round sizes it and prices every other change as at any round; "
+        "the rounds' grid is kept; mechanism/engine.arrival_round) or false. Not in the preset (nineteenth session, "
+        "sim/RESULTS.md section 7: phase spread down, family medians 0.89-1.00, but a new loss and two restart flags "
+        "on the unseen set)",
     ),
     "stop_gang": Param(
         bool,

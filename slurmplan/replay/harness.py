@@ -74,15 +74,19 @@ class ReplayOutcome:
     predicted: SimResult
 
 
-def predict(cfg: ReplayConfig, cluster: str, requeue_delay_s: float) -> SimResult:
+def predict(cfg: ReplayConfig, cluster: str, requeue_delay_s: float, lead_s: float = 0.0) -> SimResult:
     """The simulator on the same trace, cluster and settings, through the shared tick, with Slurm's requeue delay.
 
     Plain Slurm has no rounds: its main scheduler runs at every submission and completion (and backfill every
     ``bf_interval``), so its prediction makes every tick a round (``sim.runner.on_events``, as every simulation
     of ``slurm_fifo`` does); with the daemon's 360 s rounds a job arriving on an idle cluster waited up to a
     round that Slurm does not make it wait.
+
+    ``lead_s``: the daemon started this many trace seconds before the first arrival (``SimOptions.lead_s``; the
+    rounds' phase, which a real replay does not fix: ``benchmarks/phase_spread.py``).
     """
     options = SimOptions(
+        lead_s=lead_s,
         reconfig_cost_s=cfg.reconfig_cost_s,
         round_s=cfg.round_s,
         tick_s=cfg.tick_s,

@@ -61,6 +61,10 @@ class SimOptions:
     start_latency_s: float = 0.0
     """Seconds from a job's start to it training, paid at every start (Slurm's launch: ~3.5 s on the dev
     cluster). 0 by default: Gavel's starts are instant, and at real time scales a few seconds are noise."""
+    lead_s: float = 0.0
+    """Seconds the daemon started before the first arrival: its first tick (an empty round) and its rounds' and
+    ticks' grids begin then. 0: the first arrival opens round 1. Shifting it measures how much an outcome depends
+    on the rounds' phase (issue 23, nineteenth session: a real daemon ticks from its own start)."""
     max_time_s: float = math.inf
     idle_rounds: int = 3
     """Stop after this many round ticks in a row with nothing running and nothing left to arrive."""
@@ -234,7 +238,9 @@ class Simulation:
         if step <= 0 or not math.isfinite(t):
             return t
         k = math.ceil((t - self._origin) / step - 1e-9)
-        return self._origin + k * step
+        # never before ``t``: a grid point a rounding error below an arrival would tick before the arrival, forever
+        # (a start before the first arrival, ``lead_s``, puts the grid off the arrivals' decimals)
+        return max(self._origin + k * step, t)
 
     def _round_after(self, t: float, start: float) -> float:
         if not math.isfinite(t):
@@ -259,7 +265,7 @@ class Simulation:
         """Tick, jump to the next event, repeat, until the trace is done (or cannot progress)."""
         wall = time.perf_counter()
         if self.arrivals and not self.backend.jobs and not self.backend.finished:
-            self.backend.start_at(self.arrivals[0].trace.arrival_s)
+            self.backend.start_at(self.arrivals[0].trace.arrival_s - self.options.lead_s)
         self._origin = self.backend.now
         self._bar = _progress_bar(len(self.arrivals), self.options.progress)
         idle = 0
