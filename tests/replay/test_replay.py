@@ -70,6 +70,10 @@ def test_replay_with_the_daemon_survives_daemon_kills(replay_cluster, tmp_path, 
     assert s["faults"]["kill_daemon"] == 2
     assert s["avg_jct_h"] > 0 and s["predicted_avg_jct_h"] > 0
     assert (tmp_path / "out" / "journal.db").is_file()  # the real daemon ran and journaled
+    # predicted with the daemon's own rounds' phase: it started after the replay's clock, so its first round came
+    # after the first arrival (trace second 0), by its start-up time at K = 60
+    assert -60.0 * 30 < s["predicted_lead_s"] < 0.0, s
+    assert s["predicted_at_first_arrival_avg_jct_h"] > 0
     daemon = yaml.safe_load((tmp_path / "out" / "daemon.yaml").read_text())
     assert daemon["requeue_delay_s"] == 11.0  # cred_expire + 1 in wall seconds, not divided by the speedup
     # every job left only plans the daemon decided: its admin comment names a slurmplan decision
@@ -82,6 +86,7 @@ def test_plain_slurm_mode_runs_without_daemon(replay_cluster, tmp_path, monkeypa
     s = _replay(replay_cluster, tmp_path, monkeypatch, capsys, "--policy", "slurm_fifo")
     assert s["finished"] == 3 and s["unmanaged_touched"] == 0 and s["restarts_per_job"] == 0
     assert not (tmp_path / "out" / "journal.db").exists()  # no daemon in plain-Slurm mode
+    assert s["predicted_lead_s"] is None  # no rounds to take a phase from
     starts = [json.loads(line) for f in (tmp_path / "out" / "jobs").glob("*.events.jsonl") for line in f.open()]
     # jobs ran as submitted: the v100 request ran on v100, the t4 request on t4
     by_rate = {e["gpu_type"] for e in starts if e["ev"] == "start"}
@@ -210,3 +215,20 @@ def test_cred_expire_and_job_submit_are_read_from_one_show_config() -> None:
     assert replay_ops.auth_cred_expire_s({"AuthInfo": "cred_expire=soon"}) == replay_ops.SLURM_CRED_EXPIRE_S
     assert replay_ops.auth_cred_expire_s(None) == replay_ops.SLURM_CRED_EXPIRE_S == 120.0
     assert not replay_ops.site_holds_jobs(conf) and not replay_ops.site_holds_jobs(None)
+
+
+def test_daemon_lead_is_read_from_the_journals_first_round(tmp_path) -> None:
+    """The replay predicts with the phase of the daemon's rounds: trace seconds from its first round to the first
+    arrival, from the round the journal recorded first (not a later one, not the ticks)."""
+    from slurmplan.control.journal import Journal
+    from slurmplan.replay.harness import _daemon_lead_s
+    from slurmplan.sim.trace import read_trace
+
+    jobs = read_trace(_trace(tmp_path))  # first arrival at trace second 0
+    assert _daemon_lead_s(tmp_path, 1000.0, 30.0, jobs) is None  # no journal yet
+    with Journal(tmp_path / "journal.db") as journal:
+        assert journal.decisions.first_round_at() is None
+        journal.decisions._record_round(7, 2, 1013.5, None, "slurmplan")
+        journal.decisions._record_round(1, 1, 1001.5, None, "slurmplan")
+    assert _daemon_lead_s(tmp_path, 1000.0, 30.0, jobs) == -45.0  # 1.5 wall s after the start, at K = 30
+    assert _daemon_lead_s(None, 1000.0, 30.0, jobs) is None  # plain Slurm: no daemon

@@ -144,3 +144,11 @@ class DecisionStore(Store):
 
     def rounds(self, limit: int = 20) -> list[dict[str, Any]]:
         return list(self.db["rounds"].rows_where(order_by="round_index desc", limit=limit))
+
+    def first_round_at(self) -> float | None:
+        """When the daemon's first round opened (its tick's time), or None before any: the rounds' grid starts
+        there (``mechanism.engine.on_round_grid``), so ``slurmplan replay`` predicts with the same phase."""
+        if not self.db["rounds"].exists():
+            return None
+        rows = list(self.db["rounds"].rows_where(order_by="round_index", limit=1))
+        return float(rows[0]["started_at"]) if rows else None
