@@ -533,3 +533,21 @@ def test_a_round_on_the_grid_starts_at_its_tick() -> None:
     assert on_round_grid(T0 + 390.0, T0, 360.0) == T0 + 360.0
     assert on_round_grid(T0 + 1000.0, T0, 360.0) == T0 + 720.0
     assert on_round_grid(T0, None, 360.0) == T0
+
+
+def test_a_round_an_ulp_short_of_its_grid_point_is_not_missed() -> None:
+    """The simulator's ticks lie on ``origin + k * tick_s``: 0.3 + 18 * 30 is 359.99999999999994 after 0.3 + 6 * 30.
+    Compared exactly, the round due there was missed, and the next tick (a round later, when nothing else happened)
+    opened it off the grid; the daemon, whose ticks are late, never misses one that way."""
+    last, now = 0.3 + 6 * 30.0, 0.3 + 18 * 30.0
+    assert now - last < 360.0  # the float case itself
+    mini = MiniCluster(cluster(a100=(1, 2)), [mjob(1, {"a100": {1: 10.0}}, submit=T0)])
+    config = TickConfig(round_s=360.0)
+    first = decide(
+        TickInput(T0 + last, mini.snapshot_cluster(), mini.managed(), config), EqualSharePolicy(), SchedulerState()
+    )
+    assert first.new_round
+    state = replace(first.state, last_round_start=last)  # the round's start as the simulator's clock reads it
+    out = decide(TickInput(now, mini.snapshot_cluster(), mini.managed(), config), EqualSharePolicy(), state)
+    assert out.new_round and out.state.last_round_start == now
+    assert on_round_grid(now, last, 360.0) == now

@@ -531,7 +531,7 @@ def decide(inp: TickInput, policy: Policy, state: SchedulerState) -> TickOutput:
     config = inp.config
     states = advance(inp, state)
     finished = state.finished_lengths
-    new_round = state.last_round_start is None or inp.now - state.last_round_start >= config.round_s
+    new_round = state.last_round_start is None or inp.now - state.last_round_start >= config.round_s - _ON_TIME_S
     round_start = (
         on_round_grid(inp.now, state.last_round_start, config.round_s) if new_round else state.last_round_start
     )
@@ -572,8 +572,10 @@ def decide(inp: TickInput, policy: Policy, state: SchedulerState) -> TickOutput:
 
 
 _ON_TIME_S = 1e-6
-"""A round opened less than this after its grid point starts at the tick itself (the simulator ticks on the grid,
-up to float rounding)."""
+"""Float rounding on the rounds' grid: a round is due this much before its grid point, and one opened less than
+this after it starts at the tick itself. The simulator ticks on the grid, and its tick at ``start + round_s`` can be
+an ulp short of ``round_s`` after ``start`` (e.g. 359.99999999999994 after 156.6): without the slack it missed the
+round and the next tick, maybe a round later, opened it off the grid."""
 
 
 def on_round_grid(now: float, last: float | None, round_s: float) -> float:
@@ -588,7 +590,7 @@ def on_round_grid(now: float, last: float | None, round_s: float) -> float:
     rounds takes up the grid where it falls."""
     if last is None:
         return now
-    grid = last + math.floor((now - last) / round_s) * round_s
+    grid = last + max(1, math.floor((now - last + _ON_TIME_S) / round_s)) * round_s
     return now if now - grid < _ON_TIME_S else grid
 
 
