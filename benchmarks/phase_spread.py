@@ -6,7 +6,8 @@
 
 A real daemon ticks from its own start, so where its 360-s rounds fall relative to the jobs' arrivals is chance: on
 the shipped trace the real runs of the preset spread 0.670-0.810 h, and were all slower than the prediction, which
-always opens round 1 at the first arrival. This runs the replay's own prediction (``replay.harness.predict``: the
+opened round 1 at the first arrival (``slurmplan replay`` now predicts with the daemon's own phase,
+``predicted_lead_s``). This runs the replay's own prediction (``replay.harness.predict``: the
 dev cluster ``a100:2x4,v100:2x4,t4:2x2``, K = 30, Slurm's requeue delay with the default ``cred_expire``) with the
 daemon started ``lead_s`` trace seconds before the first arrival (``SimOptions.lead_s``), for offsets 0, 30, ...,
 330 s (the daemon's tick grid over one round). Per policy: the avg JCT at each offset, then min, median, max and the
