@@ -255,13 +255,12 @@ def run_replay(
     lead_s = _daemon_lead_s(out if managed else None, t0, k, jobs)
     if lead_s is not None:  # the prediction again, with the rounds' phase the daemon ran with
         predicted = predict(cfg, cluster, requeue_delay_s, lead_s=lead_s)
+    predicted_h = summarize(predicted)["avg_jct_h"]
     summary = summarize(measured)
     summary.update(
         {
-            "predicted_avg_jct_h": summarize(predicted)["avg_jct_h"],
-            "measured_vs_predicted": (summary["avg_jct_h"] / summarize(predicted)["avg_jct_h"])
-            if summarize(predicted)["avg_jct_h"]
-            else float("nan"),
+            "predicted_avg_jct_h": predicted_h,
+            "measured_vs_predicted": summary["avg_jct_h"] / predicted_h if predicted_h else float("nan"),
             "predicted_lead_s": lead_s,
             "predicted_at_first_arrival_avg_jct_h": first_guess,
             "unmanaged_touched": touched,
