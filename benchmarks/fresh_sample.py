@@ -3,6 +3,7 @@
     python benchmarks/fresh_sample.py                           # seeds 1000-1499, drawn in the twentieth session
     python benchmarks/fresh_sample.py --seeds 2000:2200 --json  # a range no session has used
     python benchmarks/fresh_sample.py --seeds 2000:2200 --flagship-params '{"arrival_round": true}'
+    python benchmarks/fresh_sample.py --seeds 3000:3200 --rate 30   # a busier site: the same recipe, 30 jobs/h
 
 Issue 23 judges the flagship on traces that are not in the repository. ``bench_robust.py`` covers many families
 with a few seeds each; this covers one family with many seeds: issue 23's own "fresh trace" recipe (28 jobs, 1-4
@@ -50,12 +51,12 @@ def leads(n: int) -> list[float]:
     return [k * ROUND_S / n for k in range(n)]
 
 
-def seed_row(seed: int, n_leads: int, flagship: str = "slurmplan") -> dict:
+def seed_row(seed: int, n_leads: int, flagship: str = "slurmplan", rate_per_h: float = 20.0) -> dict:
     """One fresh trace: plain Slurm's avg JCT, the flagship's at each phase, and their ratios."""
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         trace = folder / "trace.jsonl"
-        write_trace(replay_like_trace(ReplayTraceConfig(num_jobs=28, seed=seed)), trace)
+        write_trace(replay_like_trace(ReplayTraceConfig(num_jobs=28, rate_per_h=rate_per_h, seed=seed)), trace)
         plain = spread(trace, "slurm_fifo", [0.0], folder)[0][0]
         ours = spread(trace, flagship, leads(n_leads), folder)
     jct = [o[0] for o in ours]
@@ -104,16 +105,19 @@ def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seeds", default="1000:1500", help="A:B (A to B-1) or a comma list (default 1000:1500)")
     ap.add_argument("--leads", type=int, default=4, help="phases of the rounds per trace (default 4)")
+    ap.add_argument("--rate", type=float, default=20.0, help="arrivals per hour (default 20: issue 23's recipe)")
     ap.add_argument("--flagship-params", help="a candidate: the preset plus these flagship parameters (JSON)")
     ap.add_argument("--workers", type=int, default=2, help="processes (default 2: the machine's cores)")
     ap.add_argument("--json", action="store_true", help="rows and summary as JSON")
     args = ap.parse_args(argv)
     if args.leads < 1:
         raise SystemExit(f"--leads: {args.leads}; allowed: 1 or more")
+    if not args.rate > 0:
+        raise SystemExit(f"--rate: {args.rate}; allowed: arrivals per hour above 0")
     seeds = parse_seeds(args.seeds)
     with tempfile.TemporaryDirectory() as tmp:
         flagship = flagship_variant(args.flagship_params, Path(tmp))
-        one = partial(seed_row, n_leads=args.leads, flagship=flagship)
+        one = partial(seed_row, n_leads=args.leads, flagship=flagship, rate_per_h=args.rate)
         rows: list[dict] = []
         with ProcessPoolExecutor(max_workers=max(1, args.workers)) as pool:
             for row in pool.map(one, seeds):
@@ -125,7 +129,8 @@ def main(argv: list[str] | None = None) -> dict:
                         f"restarts/job {row['restarts_per_job']:.2f}" + ("  <-- LOSS" if row["ratio"] > 1.0 else ""),
                         flush=True,
                     )
-    result = {"leads_s": leads(args.leads), "flagship_params": args.flagship_params, "rows": rows}
+    result = {"leads_s": leads(args.leads), "rate_per_h": args.rate, "flagship_params": args.flagship_params}
+    result["rows"] = rows
     result["summary"] = s = summary(rows)
     if args.json:
         print(json.dumps(result, indent=1))

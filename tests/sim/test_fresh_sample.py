@@ -67,3 +67,11 @@ def test_the_command_runs_a_candidate_and_prints_the_summary(capsys: pytest.Capt
     printed = capsys.readouterr().out
     assert "seed 1001:" in printed and "1 traces: flagship / plain Slurm median" in printed
     assert out["summary"]["traces"] == 1 and out["flagship_params"] == "{}"
+
+
+def test_the_rate_reaches_the_trace_and_a_bad_one_is_refused() -> None:
+    busy = fresh_sample.seed_row(1002, 1, rate_per_h=60.0)
+    calm = fresh_sample.seed_row(1002, 1)
+    assert busy["plain_h"] > calm["plain_h"]  # the same jobs arriving three times as fast wait longer
+    with pytest.raises(SystemExit, match="--rate"):
+        fresh_sample.main(["--seeds", "1000", "--rate", "0"])
