@@ -531,7 +531,7 @@ def decide(inp: TickInput, policy: Policy, state: SchedulerState) -> TickOutput:
     config = inp.config
     states = advance(inp, state)
     finished = state.finished_lengths
-    new_round = state.last_round_start is None or inp.now - state.last_round_start >= config.round_s - _ON_TIME_S
+    new_round = state.last_round_start is None or inp.now - state.last_round_start >= config.round_s - ON_TIME_S
     round_start = (
         on_round_grid(inp.now, state.last_round_start, config.round_s) if new_round else state.last_round_start
     )
@@ -571,7 +571,7 @@ def decide(inp: TickInput, policy: Policy, state: SchedulerState) -> TickOutput:
     return TickOutput(tuple(actions), tuple(assignments), allocation, out_state, new_round, wake)
 
 
-_ON_TIME_S = 1e-6
+ON_TIME_S = 1e-6
 """Float rounding on the rounds' grid: a round is due this much before its grid point, and one opened less than
 this after it starts at the tick itself. The simulator ticks on the grid, and its tick at ``start + round_s`` can be
 an ulp short of ``round_s`` after ``start`` (e.g. 359.99999999999994 after 156.6): without the slack it missed the
@@ -590,8 +590,8 @@ def on_round_grid(now: float, last: float | None, round_s: float) -> float:
     rounds takes up the grid where it falls."""
     if last is None:
         return now
-    grid = last + max(1, math.floor((now - last + _ON_TIME_S) / round_s)) * round_s
-    return now if now - grid < _ON_TIME_S else grid
+    grid = last + max(1, math.floor((now - last + ON_TIME_S) / round_s)) * round_s
+    return now if now - grid < ON_TIME_S else grid
 
 
 def arrival_round(ctx: ProblemContext, states: Mapping[JobId, JobState]) -> bool:

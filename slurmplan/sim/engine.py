@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from slurmplan.domain import Action, ActionKind, Candidate, Cluster, Hints, Job, Policy, Reason
+from slurmplan.mechanism.engine import ON_TIME_S
 from slurmplan.pipeline import MemJournal, Observed, run_tick
 from slurmplan.rules import NEWEST, rules_named
 from slurmplan.sim.backend import SimBackend, SimJob
@@ -230,7 +231,12 @@ class Simulation:
             candidates.append(self._round_after(self.backend.next_completion(), start))
             if self._next_arrival < len(self.arrivals):
                 candidates.append(self._round_after(self.arrivals[self._next_arrival].trace.arrival_s, start))
-        return max(min(candidates), now)
+        first = min(candidates)
+        # candidates less than ON_TIME_S apart are one tick: the round grid (a sum of round lengths) and an arrival's
+        # tick (``_on_grid``, never before the arrival) can land an ulp apart, and two ticks there would see the
+        # arrival only after the round, between rounds (off its --constraint under plain Slurm's model); the daemon
+        # notices both at one tick, and the round is due ON_TIME_S early (``on_round_grid``)
+        return max(max(c for c in candidates if c - first < ON_TIME_S), now)
 
     def _on_grid(self, t: float) -> float:
         """The daemon's first tick at or after ``t`` (ticks every ``tick_s`` from the start of the run)."""

@@ -44,3 +44,17 @@ def test_a_grid_tick_is_never_before_its_event() -> None:
     assert -279.1 + 11 * 30.0 < 50.9  # the rounding this guards against
     assert sim._on_grid(50.9) >= 50.9
     assert sim._on_grid(51.0) == sim._origin + 12 * 30.0
+
+
+def test_an_arrival_an_ulp_after_the_rounds_grid_is_seen_at_that_round() -> None:
+    """Plain Slurm's model decides at every 30-s tick. With the daemon 120 s early its rounds' grid, a sum of round
+    lengths from -98.4 s, reaches 21.599999999999994, an ulp before the arrival at 21.6 s. Before the fix the
+    simulator ticked a round there and the arrival at a tick of its own an ulp later, between rounds, where a job
+    starts on any free type of its size: this v100-constrained job ran on the a100s (twentieth session, found by
+    ``bench_robust --leads``)."""
+    jobs = (TraceJob(1, 21.6, 4, model="gpt2", gpu_type="v100", duration_s=600.0),)
+    for lead in (0.0, 120.0, 240.0):
+        options = SimOptions(tick_s=30.0, lead_s=lead, max_time_s=100_000.0)
+        result = simulate(RunSpec(jobs, "a100:1x4,v100:1x4", "slurm_fifo", options))
+        (job,) = result.jobs
+        assert [c[1] for c in job.configs] == ["v100"], lead
