@@ -8,6 +8,7 @@
     python benchmarks/bench_robust.py --unseen --seeds 601,602  # a fresh held-out set: the same families, new seeds
     python benchmarks/bench_robust.py --shapes        # held out by shape: clusters, loads and mixes never used
     python benchmarks/bench_robust.py --flagship-params '{"stop_gang": true}'  # a candidate: the preset + these
+    python benchmarks/bench_robust.py --leads 3       # every trace at 3 phases of the rounds, rows averaged
 
 Families (traces generated here, seeded; none is in the repository):
 - gavel-single and gavel-multiple on 8/8/8 (``v100:8,p100:8,k80:8``; Gavel's table jobs);
@@ -65,6 +66,21 @@ shape".
 
 ``--flagship-params`` (fourteenth session) runs the ``slurmplan`` rows with the preset plus these parameters (a JSON
 object; every other preset value kept), so a candidate change is measured by the same command as the preset.
+
+``--leads N`` (twentieth session) runs every (trace, policy) with the daemon started ``k * 360 / N`` s before the
+first arrival (``SimOptions.lead_s``, k = 0..N-1): a real daemon ticks from its own start, so where its rounds fall
+between the arrivals is chance, and one phase (lead 0, all this benchmark read before) moved single rows across the
+LOSS and RESTARTS bars (nineteenth session: u-replay-single 20/102, 0.996x plain Slurm at lead 0 and 1.046x on the
+mean over six phases). Each row is then read on every policy's figures averaged over the leads (the mean of the
+per-lead avg JCTs, restarts per job, ftf_max, SLA and deadline misses; the most unfinished jobs of any lead): the
+ratios, the best other policy and the flags are the averaged figures'. The line adds the spread of the flagship's
+ratio to plain Slurm over the leads; the JSON adds ``vs_slurm_min``/``vs_slurm_max`` and every lead's own row
+(``per_lead``) per row, and ``flagged_per_lead`` (what each lead alone flags). Plain Slurm decides at every 30-s
+tick, so leads a whole number of ticks apart (0, 120, 240 s at N = 3) are one phase for it: it runs once per trace
+and that run stands for every lead (``runs_once`` in the JSON; its figures at leads 0 and 120 s are the same,
+``tests/sim/test_bench_robust_leads.py``); at N = 5 (72-s steps) it runs at each. Every (trace, policy, lead) is one
+task of the ``--workers`` pool. ``--leads 1`` (the default) is the benchmark as it was: the same rows and
+output. Results: RESULTS.md section 7, "Twentieth session".
 """
 
 from __future__ import annotations
