@@ -21,6 +21,7 @@ from slurmplan.sim.runner import RunSpec, simulate
 from tests.benchmark_modules import BENCHMARKS, load_benchmark
 
 POLICIES = ("slurmplan", "slurm_fifo")
+KEYS = ("avg_jct_h", "restarts_per_job", "ftf_max", "makespan_h", "unfinished")
 
 
 def _bench():
@@ -61,10 +62,29 @@ def test_plain_slurm_decides_the_same_at_leads_of_whole_ticks() -> None:
     """Why plain Slurm may run once: its figures at leads 0 and 120 s are the same (only the empty time before the
     first arrival, its utilization and tick count, differ); the flagship's are not."""
     bench = _bench()
-    keys = ("avg_jct_h", "restarts_per_job", "ftf_max", "makespan_h", "unfinished")
     at_0, at_120 = _direct(bench, "slurm_fifo", 0.0), _direct(bench, "slurm_fifo", 120.0)
-    assert [at_0[k] for k in keys] == [at_120[k] for k in keys]
+    assert [at_0[k] for k in KEYS] == [at_120[k] for k in KEYS]
     assert _direct(bench, "slurmplan", 0.0)["avg_jct_h"] != _direct(bench, "slurmplan", 180.0)["avg_jct_h"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the simulator's round tick falls an ulp before the first arrival at leads > 0 (-98.4 + 4 * 30 is "
+    "21.599999999999994 < 21.6): the job is seen at a later, non-round tick and plain Slurm starts it on any free "
+    "type; bench_robust runs plain Slurm at lead 0 only (twentieth session, noticed for the lead)",
+)
+def test_plain_slurm_is_the_same_at_a_lead_of_whole_ticks_on_a_full_trace() -> None:
+    """replay-like 24/h seed 1 (full size): job 1 (4 GPUs, ``--constraint`` v100, the first arrival at 21.6 s)
+    runs on v100 at lead 0 and on a100 at lead 120 s. Fails while the artifact is there; when it passes, drop the
+    marker (and plain Slurm's one run per trace stays right)."""
+    bench = _bench()
+    family = next(f for f in bench.FAMILIES if f.name == "replay-like")
+    trace = tuple(bench.make_trace(family, 24.0, 1, family.jobs))
+    at = [
+        summarize(simulate(RunSpec(trace, family.cluster, "slurm_fifo", replace(bench.options(), lead_s=lead))))
+        for lead in (0.0, 120.0)
+    ]
+    assert [at[0][k] for k in KEYS] == [at[1][k] for k in KEYS]
 
 
 def test_two_leads_average_the_per_lead_runs() -> None:
