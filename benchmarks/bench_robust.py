@@ -8,6 +8,7 @@
     python benchmarks/bench_robust.py --unseen --seeds 601,602  # a fresh held-out set: the same families, new seeds
     python benchmarks/bench_robust.py --shapes        # held out by shape: clusters, loads and mixes never used
     python benchmarks/bench_robust.py --flagship-params '{"stop_gang": true}'  # a candidate: the preset + these
+    python benchmarks/bench_robust.py --leads 3       # every trace at 3 phases of the rounds, rows averaged
 
 Families (traces generated here, seeded; none is in the repository):
 - gavel-single and gavel-multiple on 8/8/8 (``v100:8,p100:8,k80:8``; Gavel's table jobs);
@@ -65,6 +66,21 @@ shape".
 
 ``--flagship-params`` (fourteenth session) runs the ``slurmplan`` rows with the preset plus these parameters (a JSON
 object; every other preset value kept), so a candidate change is measured by the same command as the preset.
+
+``--leads N`` (twentieth session) runs every (trace, policy) with the daemon started ``k * 360 / N`` s before the
+first arrival (``SimOptions.lead_s``, k = 0..N-1): a real daemon ticks from its own start, so where its rounds fall
+between the arrivals is chance, and one phase (lead 0, all this benchmark read before) moved single rows across the
+LOSS and RESTARTS bars (nineteenth session: u-replay-single 20/102, 0.996x plain Slurm at lead 0 and 1.046x on the
+mean over six phases). Each row is then read on every policy's figures averaged over the leads (the mean of the
+per-lead avg JCTs, restarts per job, ftf_max, SLA and deadline misses; the most unfinished jobs of any lead): the
+ratios, the best other policy and the flags are the averaged figures'. The line adds the spread of the flagship's
+ratio to plain Slurm over the leads; the JSON adds ``vs_slurm_min``/``vs_slurm_max`` and every lead's own row
+(``per_lead``) per row, and ``flagged_per_lead`` (what each lead alone flags). Plain Slurm decides at every 30-s
+tick, so leads a whole number of ticks apart (0, 120, 240 s at N = 3) are one phase for it: it runs once per trace
+and its lead-0 run stands for every lead (``runs_once`` in the JSON; ``phase_runs`` says why it is not run at 120
+s); at N = 5 (72-s steps) it runs at each. Every (trace, policy, lead) is one task of the ``--workers`` pool.
+``--leads 1`` (the default) is the benchmark as it was: the same rows and output. Results: RESULTS.md section 7,
+"Twentieth session".
 """
 
 from __future__ import annotations
@@ -98,7 +114,7 @@ from slurmplan.sim.generate import (
 from slurmplan.sim.metrics import summarize
 from slurmplan.sim.runner import RunSpec, on_events, simulate
 from slurmplan.sim.workload import build_workloads
-from slurmplan.tick_types import DEV_RESTART_COST_S, DEV_START_LATENCY_S
+from slurmplan.tick_types import DEV_RESTART_COST_S, DEV_START_LATENCY_S, TickConfig
 
 POLICIES = ("slurmplan", "slurm_fifo", "fifo", "las", "finish_time_fairness", "crius", "rubick", "easyscale")
 GAVEL = "v100:8,p100:8,k80:8"
@@ -322,9 +338,12 @@ def flags(r: dict) -> list[str]:
 def _line(r: dict) -> str:
     best = f"{r['vs_best']:.3f} ({r['best_other']})" if r["vs_best"] is not None else "n/a"
     flagged = " ".join(flags(r))
+    spread = (
+        f" ({r['vs_slurm_min']:.3f}-{r['vs_slurm_max']:.3f} over leads)" if r.get("vs_slurm_min") is not None else ""
+    )
     return (
         f"{r['family']:18s} load {r['load']:5.2f} seed {r['seed']}: flagship {r['flagship_h']:.3f} h, /best {best}, "
-        f"/slurm {_ratio(r['vs_slurm'], r['slurm_unfinished'])}, restarts {r['restarts_per_job']:.2f}, "
+        f"/slurm {_ratio(r['vs_slurm'], r['slurm_unfinished'])}{spread}, restarts {r['restarts_per_job']:.2f}, "
         f"ftf_max {r['ftf_max']:.2f}, unfinished {r['unfinished']}" + (f"  <-- {flagged}" if flagged else "")
     )
 
@@ -333,38 +352,128 @@ def _summary(spec: RunSpec) -> dict:
     return summarize(simulate(spec))
 
 
+def lead_offsets(n: int) -> tuple[float, ...]:
+    """``n`` starts of the daemon before the first arrival (``SimOptions.lead_s``), spread evenly over one round:
+    ``k * round_s / n`` for k = 0..n-1. One (0 s) is what every run of this benchmark read before ``--leads``."""
+    if n < 1:
+        raise SystemExit(f"--leads: a positive number of offsets, got {n}")
+    round_s = options().round_s or TickConfig.round_s
+    return tuple(k * round_s / n for k in range(n))
+
+
+def phase_runs(policy: str, leads: tuple[float, ...]) -> dict[float, float]:
+    """For each lead, the lead whose run stands for it under ``policy``: itself, or an earlier lead that puts the
+    policy's ticks and rounds at the same places relative to the arrivals (equal modulo its tick and its round).
+    Plain Slurm (``slurm_fifo``) decides at every 30-s tick (``on_events``), so leads 0, 120 and 240 s are one
+    phase for it and it runs once, at lead 0; the flagship's 360-s rounds make every one of them a phase of its own.
+    (Run at lead 120 s the simulator ticks a round an ulp before the first arrival and plain Slurm starts that job
+    off its ``--constraint``: 21 of 104 replay-like traces differ, an artifact, not a phase; twentieth session.)"""
+    run = on_events(load_policy(policy), options())
+    periods = [p for p in (run.tick_s, run.round_s or TickConfig.round_s) if p > 0]
+    first: dict[tuple[float, ...], float] = {}
+    return {lead: first.setdefault(tuple(round(lead % p, 6) for p in periods), lead) for lead in leads}
+
+
 def run_cases(
-    cases: list[tuple[Family, float, int]], policies: tuple[str, ...], args, flagship: str = "slurmplan"
-) -> Iterator[dict[str, dict]]:
-    """Per (family, load, seed), in order: each policy's summary. Every run of every trace goes to one pool of
+    cases: list[tuple[Family, float, int]],
+    policies: tuple[str, ...],
+    args,
+    flagship: str = "slurmplan",
+    leads: tuple[float, ...] = (0.0,),
+) -> Iterator[dict[str, list[dict]]]:
+    """Per (family, load, seed), in order: each policy's summaries, one per lead of ``leads`` (the daemon started
+    that many seconds before the first arrival). Every run (trace, policy, lead) goes to one pool of
     ``args.workers`` processes, so a slow policy on one trace no longer leaves the other workers idle until it ends
-    (thirteenth session: a flagship + plain Slurm screening of ``--unseen`` took half the wall time). ``flagship``:
-    the policy the ``slurmplan`` rows run (``flagship_variant``)."""
+    (thirteenth session: a flagship + plain Slurm screening of ``--unseen`` took half the wall time). A lead whose
+    phase an earlier lead already ran for that policy (``phase_runs``) is not run again: it gets that run's
+    summary. ``flagship``: the policy the ``slurmplan`` rows run (``flagship_variant``)."""
+    runs = {p: phase_runs(flagship if p == "slurmplan" else p, leads) for p in policies}
+    distinct = {p: sorted(set(runs[p].values())) for p in policies}
     specs = [
         RunSpec(
             tuple(make_trace(f, load, seed, f.quick_jobs if args.quick else f.jobs)),
             f.cluster,
             flagship if p == "slurmplan" else p,
-            options(),
+            replace(options(), lead_s=lead),
         )
         for f, load, seed in cases
         for p in policies
+        for lead in distinct[p]
     ]
+    per_case = sum(len(v) for v in distinct.values())
     if args.workers <= 1:
-        done: Iterator[dict] = map(_summary, specs)
-        yield from _grouped(done, policies)
+        yield from _grouped(map(_summary, specs), per_case, policies, distinct, runs, leads)
         return
     with ProcessPoolExecutor(max_workers=args.workers) as pool:
-        yield from _grouped(pool.map(_summary, specs), policies)
+        yield from _grouped(pool.map(_summary, specs), per_case, policies, distinct, runs, leads)
 
 
-def _grouped(summaries: Iterator[dict], policies: tuple[str, ...]) -> Iterator[dict[str, dict]]:
+def _grouped(
+    summaries: Iterator[dict],
+    per_case: int,
+    policies: tuple[str, ...],
+    distinct: dict[str, list[float]],
+    runs: dict[str, dict[float, float]],
+    leads: tuple[float, ...],
+) -> Iterator[dict[str, list[dict]]]:
     it = iter(summaries)
     while True:
-        group = {p: s for p, s in zip(policies, it, strict=False)}
-        if len(group) < len(policies):
+        chunk = [s for _, s in zip(range(per_case), it, strict=False)]
+        if len(chunk) < per_case:
             return
-        yield group
+        done = iter(chunk)
+        by_lead = {p: {lead: next(done) for lead in distinct[p]} for p in policies}
+        yield {p: [by_lead[p][runs[p][lead]] for lead in leads] for p in policies}
+
+
+AVERAGED = ("avg_jct_h", "restarts_per_job", "ftf_max", "sla_misses", "deadline_misses")
+"""The summary figures a row reads that ``--leads`` averages over the leads."""
+
+
+def mean_summary(per_lead: list[dict]) -> dict:
+    """A policy's figures on one trace averaged over the leads: the mean of each of ``AVERAGED`` (the mean of the
+    per-lead avg JCTs, not one JCT over every lead's jobs) and the most ``unfinished`` of any lead (a policy that
+    left a job unfinished at one phase is not comparable with one that finished all of them at every phase)."""
+    out = {k: statistics.fmean(s[k] for s in per_lead) for k in AVERAGED}
+    return {**out, "jobs": per_lead[0]["jobs"], "unfinished": max(s["unfinished"] for s in per_lead)}
+
+
+def averaged_row(family: Family, load: float, seed: int, summaries: dict[str, list[dict]], leads) -> dict:
+    """The row over several leads (``--leads``): ``row`` on every policy's figures averaged over the leads (its
+    ratios, best other policy and flags are the averaged figures'), with the spread of the flagship's ratio to
+    plain Slurm over the leads (``vs_slurm_min``/``vs_slurm_max``) and every lead's own row (``per_lead``)."""
+    per_lead = [
+        {"lead_s": lead, **row(family, load, seed, {p: s[i] for p, s in summaries.items()})}
+        for i, lead in enumerate(leads)
+    ]
+    known = [r["vs_slurm"] for r in per_lead if r["vs_slurm"] is not None]
+    return {
+        **row(family, load, seed, {p: mean_summary(s) for p, s in summaries.items()}),
+        "leads": list(leads),
+        "vs_slurm_min": min(known) if known else None,
+        "vs_slurm_max": max(known) if known else None,
+        "per_lead": per_lead,
+    }
+
+
+def per_lead_flags(rows: list[dict], leads: tuple[float, ...]) -> dict[str, list[str]]:
+    """With several leads, the traces each lead alone flags (what a one-phase run at that lead would count); empty
+    with one lead (the rows are that lead's)."""
+    if len(leads) == 1:
+        return {}
+    return {
+        f"{lead:g}": [
+            f"{r['family']} load {r['load']} seed {r['seed']}: {' '.join(flags(r['per_lead'][i]))}"
+            for r in rows
+            if flags(r["per_lead"][i])
+        ]
+        for i, lead in enumerate(leads)
+    }
+
+
+def runs_once(policies: tuple[str, ...], flagship: str, leads: tuple[float, ...]) -> list[str]:
+    """The policies that every lead puts at the same phase (``phase_runs``): run once per trace."""
+    return [p for p in policies if len(set(phase_runs(flagship if p == "slurmplan" else p, leads).values())) == 1]
 
 
 def main() -> None:
@@ -382,7 +491,14 @@ def main() -> None:
         default=None,
         help="JSON flagship parameters set on the preset, e.g. '{\"stop_gang\": true}'",
     )
+    parser.add_argument(
+        "--leads",
+        type=int,
+        default=1,
+        help="run every trace at N phases of the rounds (daemon started k*round/N s early) and average",
+    )
     args = parser.parse_args()
+    leads = lead_offsets(args.leads)
     scratch = tempfile.TemporaryDirectory(prefix="bench_robust_")
     flagship = flagship_variant(args.flagship_params, Path(scratch.name))
     families = with_seeds(family_set(args.unseen, args.shapes), args.seeds)
@@ -397,8 +513,11 @@ def main() -> None:
         for load in (family.loads[:1] if args.quick else family.loads)
         for seed in (family.seeds[:1] if args.quick else family.seeds)
     ]
-    for (family, load, seed), summaries in zip(cases, run_cases(cases, policies, args, flagship), strict=True):
-        rows.append(row(family, load, seed, summaries))
+    for (family, load, seed), summaries in zip(cases, run_cases(cases, policies, args, flagship, leads), strict=True):
+        if len(leads) == 1:
+            rows.append(row(family, load, seed, {p: s[0] for p, s in summaries.items()}))
+        else:
+            rows.append(averaged_row(family, load, seed, summaries, leads))
         print(_line(rows[-1]), file=sys.stderr if args.json else sys.stdout, flush=True)
     medians = {
         f.name: {
@@ -410,14 +529,25 @@ def main() -> None:
     }
     wall = time.perf_counter() - t0
     flagged = [f"{r['family']} load {r['load']} seed {r['seed']}: {' '.join(flags(r))}" for r in rows if flags(r)]
+    by_lead = per_lead_flags(rows, leads)
     if args.json:
         out = {"rows": rows, "medians": medians, "flagged": flagged, "wall_s": wall}
+        if len(leads) > 1:
+            out = {
+                **out,
+                "leads": list(leads),
+                "flagged_per_lead": by_lead,
+                "runs_once": runs_once(policies, flagship, leads),
+            }
         json.dump({**out, "flagship_params": args.flagship_params}, sys.stdout, indent=1)
         print()
         return
     for name, m in medians.items():
         print(f"median {name:18s}: /best {m['vs_best']:.3f}, /slurm {m['vs_slurm']:.3f}")
-    print(f"flagged {len(flagged)} of {len(rows)} traces" + "".join(f"\n  {f}" for f in flagged))
+    averaged = " (on the figures averaged over the leads)" if len(leads) > 1 else ""
+    print(f"flagged {len(flagged)} of {len(rows)} traces{averaged}" + "".join(f"\n  {f}" for f in flagged))
+    for lead, at in by_lead.items():
+        print(f"  at lead {lead} s alone: {len(at)} flagged")
     print(f"wall {wall:.0f} s")
 
 
