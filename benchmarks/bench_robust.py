@@ -77,9 +77,9 @@ ratios, the best other policy and the flags are the averaged figures'. The line 
 ratio to plain Slurm over the leads; the JSON adds ``vs_slurm_min``/``vs_slurm_max`` and every lead's own row
 (``per_lead``) per row, and ``flagged_per_lead`` (what each lead alone flags). Plain Slurm decides at every 30-s
 tick, so leads a whole number of ticks apart (0, 120, 240 s at N = 3) are one phase for it: it runs once per trace
-and its lead-0 run stands for every lead (``runs_once`` in the JSON; ``phase_runs`` says why it is not run at 120
-s); at N = 5 (72-s steps) it runs at each. Every (trace, policy, lead) is one task of the ``--workers`` pool.
-``--leads 1`` (the default) is the benchmark as it was: the same rows and output. Results: RESULTS.md section 7,
+and its lead-0 run stands for every lead (``runs_once`` in the JSON); at N = 5 (72-s steps) it runs at each. Every
+(trace, policy, lead) is one task of the ``--workers`` pool. ``--leads 1`` (the default) is the benchmark as it
+was: the same rows and output. Results: RESULTS.md section 7,
 "Twentieth session".
 """
 
@@ -366,8 +366,9 @@ def phase_runs(policy: str, leads: tuple[float, ...]) -> dict[float, float]:
     policy's ticks and rounds at the same places relative to the arrivals (equal modulo its tick and its round).
     Plain Slurm (``slurm_fifo``) decides at every 30-s tick (``on_events``), so leads 0, 120 and 240 s are one
     phase for it and it runs once, at lead 0; the flagship's 360-s rounds make every one of them a phase of its own.
-    (Run at lead 120 s the simulator ticks a round an ulp before the first arrival and plain Slurm starts that job
-    off its ``--constraint``: 21 of 104 replay-like traces differ, an artifact, not a phase; twentieth session.)"""
+    (Until the twentieth session's fix in ``sim.engine.next_event``, at lead 120 s the simulator ticked a round an
+    ulp before the first arrival and plain Slurm started that job off its ``--constraint``: 21 of 104 replay-like
+    traces differed, an artifact, not a phase.)"""
     run = on_events(load_policy(policy), options())
     periods = [p for p in (run.tick_s, run.round_s or TickConfig.round_s) if p > 0]
     first: dict[tuple[float, ...], float] = {}

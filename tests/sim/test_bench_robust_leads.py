@@ -67,16 +67,12 @@ def test_plain_slurm_decides_the_same_at_leads_of_whole_ticks() -> None:
     assert _direct(bench, "slurmplan", 0.0)["avg_jct_h"] != _direct(bench, "slurmplan", 180.0)["avg_jct_h"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the simulator's round tick falls an ulp before the first arrival at leads > 0 (-98.4 + 4 * 30 is "
-    "21.599999999999994 < 21.6): the job is seen at a later, non-round tick and plain Slurm starts it on any free "
-    "type; bench_robust runs plain Slurm at lead 0 only (twentieth session, noticed for the lead)",
-)
 def test_plain_slurm_is_the_same_at_a_lead_of_whole_ticks_on_a_full_trace() -> None:
     """replay-like 24/h seed 1 (full size): job 1 (4 GPUs, ``--constraint`` v100, the first arrival at 21.6 s)
-    runs on v100 at lead 0 and on a100 at lead 120 s. Fails while the artifact is there; when it passes, drop the
-    marker (and plain Slurm's one run per trace stays right)."""
+    ran on v100 at lead 0 and on a100 at lead 120 s: the simulator ticked a round an ulp before the first arrival
+    (-98.4 + 4 x 30 is 21.599999999999994 < 21.6) and saw the job at a later tick between rounds, where plain
+    Slurm's model starts a job on any free type. Fixed in ``sim.engine.next_event`` (twentieth session): ticks less
+    than ``ON_TIME_S`` apart are one."""
     bench = _bench()
     family = next(f for f in bench.FAMILIES if f.name == "replay-like")
     trace = tuple(bench.make_trace(family, 24.0, 1, family.jobs))
