@@ -164,9 +164,9 @@ PARAMS: dict[str, Param] = {
         False,
         "true (a job that arrives between rounds, when every job not running arrived since the round and free GPUs "
         "can start it, opens a round at once: the round sizes it and prices every other change as at any round; "
-        "the rounds' grid is kept; mechanism/engine.arrival_round) or false. Not in the preset (nineteenth session, "
-        "sim/RESULTS.md section 7: phase spread down, family medians 0.89-1.00, but a new loss and two restart flags "
-        "on the unseen set)",
+        "the rounds' grid is kept; mechanism/engine.arrival_round) or false. In the preset since the twentieth session "
+        "(sim/RESULTS.md section 7: averaged over the rounds' phase, fewer losses and restart flags on the held-out "
+        "sets and every family median the same or better)",
     ),
     "stop_gang": Param(
         bool,

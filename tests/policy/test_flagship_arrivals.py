@@ -1,6 +1,6 @@
 """A job's first size must not depend on whether it arrived at a round or just after one (issue 23, nineteenth
-session): ``arrival_round`` (``mechanism.engine.arrival_round``; default off, not in the preset: RESULTS.md
-section 7, nineteenth session). ``arrival_size`` was tried too (tag ``tried-i23-arrival-size``)."""
+session): ``arrival_round`` (``mechanism.engine.arrival_round``; default off, in the preset since the twentieth
+session: RESULTS.md section 7). ``arrival_size`` was tried too (tag ``tried-i23-arrival-size``)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def _policy(tmp_path: Path, **params: object) -> str:
     text = next(d / "slurmplan.yaml" for d in policy_dirs() if (d / "slurmplan.yaml").is_file()).read_text()
     preset = yaml.safe_load(text)
     preset["params"] = {**preset["params"], **params}
-    path = tmp_path / f"slurmplan-{'-'.join(sorted(params)) or 'preset'}.yaml"
+    path = tmp_path / f"slurmplan-{'-'.join(f'{k}-{v}' for k, v in sorted(params.items())) or 'preset'}.yaml"
     path.write_text(yaml.safe_dump(preset))
     return str(path)
 
@@ -42,7 +42,7 @@ def test_a_job_arriving_just_after_a_round_gets_the_size_it_gets_at_a_round(tmp_
     """Fails without the rule: at a round the flagship grows the lone elastic job beyond its requested 1 GPU;
     arriving 60 s after an empty round it started on 1 GPU and was never grown (growing was priced over the
     seconds it had run)."""
-    off = _policy(tmp_path)
+    off = _policy(tmp_path, arrival_round=False)
     at_round, after = _first_size(off, 0.0), _first_size(off, 60.0)
     assert at_round[1] > 1 and after == ("a100", 1)  # the phase decides the size without the rule
     on = _policy(tmp_path, arrival_round=True)
@@ -61,7 +61,8 @@ def test_no_extra_round_while_a_job_that_came_before_waits(tmp_path: Path) -> No
         TraceJob(3, 200.0, 1, model="gpt2", gpu_type="a100", duration_s=1800.0, extra_hints=ELASTIC),
     )
     got = {}
-    for name, policy in (("off", _policy(tmp_path)), ("on", _policy(tmp_path, arrival_round=True))):
+    policies = (("off", _policy(tmp_path, arrival_round=False)), ("on", _policy(tmp_path, arrival_round=True)))
+    for name, policy in policies:
         result = simulate(RunSpec(jobs, "a100:1x4", policy, SimOptions(**{**OPTIONS.__dict__, "lead_s": 60.0})))
         got[name] = {j.job_id: (j.first_start_s, j.configs[0]) for j in result.jobs}
     assert got["off"][3][0] < 400.0  # it started between rounds (the next round is at 400 s)
