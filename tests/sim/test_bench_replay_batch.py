@@ -52,3 +52,37 @@ def test_bad_seeds_and_params_are_refused_by_name(batch) -> None:
         batch.main(["--seeds", "20:10"])
     with pytest.raises(SystemExit, match="--flagship-params"):
         batch.main(["--seeds", "1:2", "--flagship-params", '{"no_such_param": 1}'])
+
+
+def test_over_the_rounds_phase_a_flagship_is_the_mean_and_plain_slurm_runs_once(batch, tmp_path: Path) -> None:
+    """``--leads`` (twentieth session): each flagship's figure is the mean of its predictions with the daemon started
+    0 and 180 s before the first arrival, recomputed here with ``predict``; plain Slurm's is its lead-0 run."""
+    assert batch.leads(1) == (0.0,) and batch.leads(4) == (0.0, 90.0, 180.0, 270.0)
+    row = batch.predicted(1000, {"plain": "slurm_fifo", "preset": "slurmplan"}, str(tmp_path), batch.leads(2))
+    trace = tmp_path / "replay-like-1000.jsonl"
+    delay = (auth_cred_expire_s(None) + 1.0) * 30.0
+    each = [
+        summarize(predict(ReplayConfig(trace=trace, policy="slurmplan", out_dir=tmp_path), batch.DEV_CLUSTER, delay,
+                          lead_s=lead))["avg_jct_h"]
+        for lead in (0.0, 180.0)
+    ]  # fmt: skip
+    assert row["preset"]["by_lead_h"] == each
+    assert row["preset"]["avg_jct_h"] == pytest.approx(sum(each) / 2)
+    plain = summarize(
+        predict(ReplayConfig(trace=trace, policy="slurm_fifo", out_dir=tmp_path), batch.DEV_CLUSTER, delay)
+    )
+    assert row["plain"] == {"avg_jct_h": plain["avg_jct_h"], "restarts_per_job": plain["restarts_per_job"]}
+    s = batch.summary([row], ["preset"])["preset"]
+    assert s["losses_at_one_phase_or_more"] == int(max(each) > plain["avg_jct_h"])
+
+
+def test_the_rate_reaches_the_trace_and_bad_leads_or_rates_are_refused(batch, tmp_path: Path) -> None:
+    (tmp_path / "busy").mkdir()
+    (tmp_path / "calm").mkdir()
+    busy = batch.predicted(1002, {"plain": "slurm_fifo"}, str(tmp_path / "busy"), rate_per_h=60.0)
+    calm = batch.predicted(1002, {"plain": "slurm_fifo"}, str(tmp_path / "calm"))
+    assert busy["plain"]["avg_jct_h"] > calm["plain"]["avg_jct_h"]  # the same jobs three times as fast wait longer
+    with pytest.raises(SystemExit, match="--leads"):
+        batch.main(["--seeds", "1:2", "--leads", "0"])
+    with pytest.raises(SystemExit, match="--rate"):
+        batch.main(["--seeds", "1:2", "--rate", "0"])
