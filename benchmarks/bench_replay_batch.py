@@ -42,7 +42,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_robust import flagship_variant  # noqa: E402
+from bench_robust import flagship_variant, lead_offsets  # noqa: E402
 
 from slurmplan.replay.harness import ReplayConfig, predict  # noqa: E402
 from slurmplan.sim.generate import ReplayTraceConfig, replay_like_trace  # noqa: E402
@@ -52,14 +52,6 @@ from slurmplan.slurm.replay_ops import auth_cred_expire_s  # noqa: E402
 
 DEV_CLUSTER = "a100:2x4,v100:2x4,t4:2x2"
 JOBS = 28
-
-
-ROUND_S = 360.0
-
-
-def leads(n: int) -> tuple[float, ...]:
-    """``n`` daemon start offsets spread evenly over one round (trace seconds before the first arrival)."""
-    return tuple(k * ROUND_S / n for k in range(n))
 
 
 def predicted(
@@ -128,8 +120,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     seeds = seed_range(args.seeds)
-    if args.leads < 1:
-        raise SystemExit(f"--leads: {args.leads}; allowed: 1 or more phases")
+    offsets = lead_offsets(args.leads)  # the daemon's starts before the first arrival, as bench_robust's --leads
     if not args.rate > 0:
         raise SystemExit(f"--rate: {args.rate}; allowed: arrivals per hour above 0")
     with tempfile.TemporaryDirectory() as folder:
@@ -140,7 +131,7 @@ def main(argv: list[str] | None = None) -> None:
             policies[f"candidate {params}"] = flagship_variant(params, variant)
         rows = []
         with ProcessPoolExecutor(max_workers=max(1, args.workers)) as pool:
-            futures = [pool.submit(predicted, s, policies, folder, leads(args.leads), args.rate) for s in seeds]
+            futures = [pool.submit(predicted, s, policies, folder, offsets, args.rate) for s in seeds]
             for n, future in enumerate(futures, 1):
                 row = future.result()
                 rows.append(row)

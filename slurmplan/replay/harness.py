@@ -251,11 +251,11 @@ def run_replay(
         failed = wrapper / "failed"
         injected["fail_scontrol"] = len(failed.read_text().splitlines()) if failed.exists() else 0
     measured = measured_result(cfg.policy, cluster, subs, submitted, t0, k, wall, cfg.reconfig_cost_s, cfg.round_s)
-    first_guess = summarize(predicted)["avg_jct_h"]
+    first_guess = predicted_h = summarize(predicted)["avg_jct_h"]
     lead_s = _daemon_lead_s(out if managed else None, t0, k, jobs)
     if lead_s is not None:  # the prediction again, with the rounds' phase the daemon ran with
         predicted = predict(cfg, cluster, requeue_delay_s, lead_s=lead_s)
-    predicted_h = summarize(predicted)["avg_jct_h"]
+        predicted_h = summarize(predicted)["avg_jct_h"]
     summary = summarize(measured)
     summary.update(
         {

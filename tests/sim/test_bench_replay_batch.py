@@ -57,8 +57,8 @@ def test_bad_seeds_and_params_are_refused_by_name(batch) -> None:
 def test_over_the_rounds_phase_a_flagship_is_the_mean_and_plain_slurm_runs_once(batch, tmp_path: Path) -> None:
     """``--leads`` (twentieth session): each flagship's figure is the mean of its predictions with the daemon started
     0 and 180 s before the first arrival, recomputed here with ``predict``; plain Slurm's is its lead-0 run."""
-    assert batch.leads(1) == (0.0,) and batch.leads(4) == (0.0, 90.0, 180.0, 270.0)
-    row = batch.predicted(1000, {"plain": "slurm_fifo", "preset": "slurmplan"}, str(tmp_path), batch.leads(2))
+    assert batch.lead_offsets(1) == (0.0,) and batch.lead_offsets(4) == (0.0, 90.0, 180.0, 270.0)
+    row = batch.predicted(1000, {"plain": "slurm_fifo", "preset": "slurmplan"}, str(tmp_path), batch.lead_offsets(2))
     trace = tmp_path / "replay-like-1000.jsonl"
     delay = (auth_cred_expire_s(None) + 1.0) * 30.0
     each = [
