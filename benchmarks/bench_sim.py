@@ -61,7 +61,7 @@ from slurmplan.policy import highs
 from slurmplan.policy.registry import load_policy
 from slurmplan.sim.cluster import CRIUS_CLUSTER, parse_cluster
 from slurmplan.sim.engine import SimOptions, Simulation
-from slurmplan.sim.generate import LlmTraceConfig, llm_trace, perf_feasible
+from slurmplan.sim.generate import LlmTraceConfig, at_load, llm_trace, perf_feasible
 from slurmplan.sim.metrics import summarize
 from slurmplan.sim.workload import build_workloads
 
@@ -79,6 +79,8 @@ class Scenario:
     options: SimOptions
     goal: str
     seed: int = 0
+    load: float = 0.0
+    """The trace's offered load (``generate.at_load``); 0: the generator's durations as drawn."""
 
 
 def run_benchmark(scenario: Scenario, repeat: int, reference: bool = False) -> None:
@@ -95,6 +97,10 @@ def _run_benchmark(scenario: Scenario, repeat: int) -> None:
     t0 = time.perf_counter()
     config = LlmTraceConfig(num_jobs=scenario.jobs, rate_per_h=scenario.rate_per_h, seed=scenario.seed)
     jobs = llm_trace(config, perf_feasible(scenario.cluster))
+    span_s = scenario.days * 86_400.0
+    if scenario.load > 0:
+        jobs = at_load(jobs, spec.total_gpus, span_s, scenario.load)
+    offered = sum(j.gpus * (j.duration_s or 0.0) for j in jobs) / (spec.total_gpus * span_s)
     t_trace = time.perf_counter() - t0
     walls, decides, cands, cpus = [], [], [], []
     summary = {}
@@ -109,7 +115,7 @@ def _run_benchmark(scenario: Scenario, repeat: int) -> None:
         summary = summarize(result)
     print(
         f"{scenario.label}: {scenario.jobs} jobs over {scenario.days:g} days on {spec} ({spec.total_gpus} GPUs), "
-        f"policy {scenario.policy}"
+        f"policy {scenario.policy}, offered load {offered:.2f}"
     )
     print(f"trace generation: {t_trace:.1f} s")
     print(f"median wall per run: {statistics.median(walls):.1f} s  ({scenario.goal})")

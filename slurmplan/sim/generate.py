@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from slurmplan.domain import JobClass, ValidationError
 from slurmplan.perf.gavel_table import GavelTable
@@ -214,6 +214,34 @@ def llm_trace(config: LlmTraceConfig = LlmTraceConfig(), feasible: FeasibleFn | 
             )
         )
     return out
+
+
+def at_load(jobs: Sequence[TraceJob], gpus: int, span_s: float, load: float) -> list[TraceJob]:
+    """The same jobs with every duration scaled by one factor so that the GPU-seconds they ask for (GPUs x duration
+    on the requested configuration) are ``load`` x ``gpus`` x ``span_s``; each deadline keeps its slack in units of
+    the job's own duration. Arrivals, sizes and every other draw stay as they were.
+
+    A generated month stands in for a site's own history (``trace import --sacct``), and a history cannot hold
+    more work than its cluster ran: ``llm_trace``'s mix at 50,000 jobs a month asks 1,000 GPUs for 1.87x what
+    they can give, so its backlog, and with it every tick's work, grows all month. Only jobs with a duration can
+    be scaled (``llm_trace``'s and the replay traces'); a job given in steps is refused by name."""
+    if not math.isfinite(load) or load <= 0:
+        raise ValidationError("load", load, "an offered load > 0 (e.g. 0.8: 80 % of the cluster's GPU-hours)", "trace")
+    if gpus <= 0 or not math.isfinite(span_s) or span_s <= 0:
+        raise ValidationError("span_s", span_s, "a positive span over a cluster with GPUs", "trace")
+    stepped = [j.job_id for j in jobs if j.duration_s is None]
+    if stepped:
+        raise ValidationError("duration_s", stepped[:5], "jobs given by duration (these are given in steps)", "trace")
+    asked = sum(j.gpus * j.duration_s for j in jobs)  # type: ignore[operator]
+    if asked <= 0:
+        return list(jobs)
+    factor = load * gpus * span_s / asked
+
+    def scaled(j: TraceJob) -> TraceJob:
+        deadline = None if j.deadline_s is None else j.arrival_s + (j.deadline_s - j.arrival_s) * factor
+        return replace(j, duration_s=j.duration_s * factor, deadline_s=deadline)  # type: ignore[operator]
+
+    return [scaled(j) for j in jobs]
 
 
 REPLAY_MODELS: tuple[str, ...] = ("gpt2", "bert-large", "roberta-large", "t5-large", "vit-b")
