@@ -156,7 +156,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     gen.add_argument("--models", default=None, help="comma-separated catalog models (llm; default 0.1B-30B)")
     gen.add_argument("--gpu-types", default="a100,a40,a10,v100", help="requested types to draw from (llm)")
     gen.add_argument("--throughputs", default=None, help="Gavel-format throughput table")
-    gen.add_argument("--cluster", default=CRIUS_CLUSTER, help="cluster whose feasibility shapes requests (llm)")
+    gen.add_argument(
+        "--cluster", default=CRIUS_CLUSTER, help="cluster whose feasibility shapes requests (llm) and --load counts"
+    )
+    gen.add_argument(
+        "--load",
+        type=float,
+        default=None,
+        help="scale every duration by one factor so the jobs ask for this share of --cluster's GPU-hours over "
+        "their arrivals, as the summary line counts it (llm, replay-like; e.g. 0.8 for a site's month: a history "
+        "holds no more work than its cluster ran). Deadlines keep their slack relative to the duration",
+    )
     gen.add_argument("--out", required=True, help="output file")
     gen.set_defaults(func=cmd_trace_generate)
     check = tsub.add_parser(
@@ -322,8 +332,16 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def cmd_trace_generate(args: argparse.Namespace) -> int:
     from slurmplan.perf.gavel_table import load_gavel_table
-    from slurmplan.sim.generate import LLM_MODELS, LlmTraceConfig, gavel_trace, llm_trace, perf_feasible
+    from slurmplan.sim.cluster import parse_cluster
+    from slurmplan.sim.generate import LLM_MODELS, LlmTraceConfig, at_load, gavel_trace, llm_trace, perf_feasible
     from slurmplan.sim.trace import write_trace
+
+    if args.load is not None and args.kind not in ("llm", "replay-like"):
+        raise ValidationError(
+            "--load", args.load, "llm or replay-like traces (Gavel's jobs are given in steps)", "trace"
+        )
+    if args.load is not None and not 0 < args.load < float("inf"):
+        raise ValidationError("--load", args.load, "a share of the cluster's GPU-hours > 0, e.g. 0.8", "trace")
 
     if args.kind == "replay-like":
         from slurmplan.sim.generate import ReplayTraceConfig, replay_like_trace
@@ -354,9 +372,20 @@ def cmd_trace_generate(args: argparse.Namespace) -> int:
             seed=args.seed,
             window=window,
         )
+    if args.load is not None:
+        jobs = at_load(jobs, parse_cluster(args.cluster).total_gpus, _arrival_span_s(jobs), args.load)
     count = write_trace(jobs, args.out)
-    print(f"wrote {count} jobs to {args.out}; {offered_load(jobs)}")
+    against = GAVEL_CLUSTER if args.kind.startswith("gavel") else args.cluster  # the cluster the trace is for
+    print(f"wrote {count} jobs to {args.out}; {offered_load(jobs, against)}")
     return 0
+
+
+def _arrival_span_s(jobs) -> float:
+    """The span ``offered_load`` divides by, in seconds: (last - first arrival) x n / (n - 1), so that ``--load L``
+    reads back as L in the summary line; one job's span is an hour."""
+    if len(jobs) < 2 or jobs[-1].arrival_s <= jobs[0].arrival_s:
+        return 3600.0
+    return (jobs[-1].arrival_s - jobs[0].arrival_s) * len(jobs) / (len(jobs) - 1)
 
 
 def offered_load(jobs, cluster: str = GAVEL_CLUSTER) -> str:

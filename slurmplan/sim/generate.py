@@ -224,12 +224,12 @@ def at_load(jobs: Sequence[TraceJob], gpus: int, span_s: float, load: float) -> 
     A generated month stands in for a site's own history (``trace import --sacct``), and a history cannot hold
     more work than its cluster ran: ``llm_trace``'s mix at 50,000 jobs a month asks 1,000 GPUs for 1.87x what
     they can give, so its backlog, and with it every tick's work, grows all month. Only jobs with a duration can
-    be scaled (``llm_trace``'s and the replay traces'); a job given in steps is refused by name."""
+    be scaled (``llm_trace``'s and the replay traces'); a job given in steps (Gavel's) is refused by id."""
     if not math.isfinite(load) or load <= 0:
         raise ValidationError("load", load, "an offered load > 0 (e.g. 0.8: 80 % of the cluster's GPU-hours)", "trace")
     if gpus <= 0 or not math.isfinite(span_s) or span_s <= 0:
         raise ValidationError("span_s", span_s, "a positive span over a cluster with GPUs", "trace")
-    stepped = [j.job_id for j in jobs if j.duration_s is None]
+    stepped = [j.job_id for j in jobs if j.duration_s is None or j.total_steps is not None]
     if stepped:
         raise ValidationError("duration_s", stepped[:5], "jobs given by duration (these are given in steps)", "trace")
     asked = sum(j.gpus * j.duration_s for j in jobs)  # type: ignore[operator]

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from slurmplan.domain import ValidationError
 from slurmplan.sim.generate import LlmTraceConfig, at_load, llm_trace
-from slurmplan.sim.trace import TraceJob
+from slurmplan.sim.trace import TraceJob, read_trace
 
 DAY_S = 86_400.0
 
@@ -53,3 +58,39 @@ def test_jobs_given_in_steps_are_refused_by_id():
     jobs = [TraceJob(1, 0.0, 1, model="gpt2", duration_s=60.0), TraceJob(7, 5.0, 1, job_type="A3C", total_steps=1e4)]
     with pytest.raises(ValidationError, match=r"duration_s.*\[7\]"):
         at_load(jobs, 8, DAY_S, 0.8)
+
+
+def _generate(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    return subprocess.run(
+        [sys.executable, "-m", "slurmplan.cli", "trace", "generate", *args], capture_output=True, text=True, env=env
+    )
+
+
+def test_trace_generate_load_writes_a_history_that_asks_for_that_share(tmp_path: Path):
+    cluster = "a100:2x8,v100:2x8"
+    plain, loaded = tmp_path / "plain.jsonl", tmp_path / "loaded.jsonl"
+    common = ("llm", "--jobs", "300", "--rate", "30", "--seed", "4", "--cluster", cluster)
+    assert _generate(*common, "--out", str(plain)).returncode == 0
+    done = _generate(*common, "--load", "0.7", "--out", str(loaded))
+    assert done.returncode == 0, done.stderr
+    assert f"offered load 0.70 of the 32 GPUs of {cluster}" in done.stdout  # the summary reads the load back
+    a, b = read_trace(plain), read_trace(loaded)
+    assert [(j.job_id, j.arrival_s, j.gpus, j.model) for j in a] == [
+        (j.job_id, j.arrival_s, j.gpus, j.model) for j in b
+    ]
+    assert asked(list(b)) / asked(list(a)) != pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (("gavel-single", "--jobs", "5", "--load", "0.8"), "--load 0.8: llm or replay-like traces"),
+        (("llm", "--jobs", "5", "--load", "-1"), "--load -1.0: a share of the cluster's GPU-hours > 0"),
+    ],
+)
+def test_trace_generate_load_refuses_what_it_cannot_scale_and_writes_nothing(args, said, tmp_path: Path):
+    out = tmp_path / "t.jsonl"
+    done = _generate(*args, "--out", str(out))
+    assert done.returncode != 0 and said in done.stderr, done.stderr
+    assert not out.exists()
