@@ -20,7 +20,8 @@ and the traces it loses (ratio above 1). Seeds: 1001-1230 were drawn in the sixt
 (development now); draw fresh ones for a held-out check, once per candidate, and say so here: 3001-3100 were
 drawn in the seventeenth session (dropping ``protect_pushed``, RESULTS.md section 7); 1000-1499 (20/h) and
 3000-3199 (30/h), overlapping both, were run with ``--leads 4`` in the twentieth session for the preset and
-``arrival_round`` (1231-1499 and 3101-3199 new then), so the next draw starts at 3200.
+``arrival_round`` (1231-1499 and 3101-3199 new then); 3200-3299 in the twenty-first session (``restart_escalation``
+and ``restart_cap``, RESULTS.md section 7), so the next draw starts at 3300.
 
 ``--leads N`` (twentieth session): where a trace's arrivals fall between the daemon's rounds is chance
 (``phase_spread.py``: up to 24 % on one trace), so each flagship runs with the daemon started ``k * 360 / N`` s
