@@ -101,7 +101,7 @@ import yaml
 from slurmplan.domain import SLURM_REQUEUE_DELAY_S, ValidationError
 from slurmplan.perf.gavel_table import load_gavel_table
 from slurmplan.policy.registry import PRESET_DIR, load_policy
-from slurmplan.sim.cluster import parse_cluster
+from slurmplan.sim.cluster import CRIUS_CLUSTER, DEV_CLUSTER, parse_cluster
 from slurmplan.sim.engine import SimOptions, Simulation
 from slurmplan.sim.generate import (
     LlmTraceConfig,
@@ -118,8 +118,8 @@ from slurmplan.tick_types import DEV_RESTART_COST_S, DEV_START_LATENCY_S, TickCo
 
 POLICIES = ("slurmplan", "slurm_fifo", "fifo", "las", "finish_time_fairness", "crius", "rubick", "easyscale")
 GAVEL = "v100:8,p100:8,k80:8"
-CRIUS = "a100:80x4,a40:160x2,a10:160x2,v100:20x16"
-DEV = "a100:2x4,v100:2x4,t4:2x2"
+CRIUS = CRIUS_CLUSTER
+DEV = DEV_CLUSTER
 
 
 @dataclass(frozen=True)

@@ -27,12 +27,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_robust import flagship_variant  # noqa: E402
 
 from slurmplan.replay.harness import ReplayConfig, predict  # noqa: E402
+from slurmplan.sim.cluster import DEV_CLUSTER  # noqa: E402
 from slurmplan.sim.generate import ReplayTraceConfig, replay_like_trace  # noqa: E402
 from slurmplan.sim.metrics import summarize  # noqa: E402
 from slurmplan.sim.trace import write_trace  # noqa: E402
 from slurmplan.slurm.replay_ops import auth_cred_expire_s  # noqa: E402
 
-DEV_CLUSTER = "a100:2x4,v100:2x4,t4:2x2"
 SHIPPED = Path(__file__).resolve().parent.parent / "site" / "devcluster" / "replay-trace.jsonl"
 
 

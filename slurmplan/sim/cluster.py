@@ -16,6 +16,9 @@ CRIUS_CLUSTER = "a100:80x4,a40:160x2,a10:160x2,v100:20x16"
 """Crius's simulated cluster (Table 3): 320 GPUs of each of four types, 1,280 in all."""
 GAVEL_CLUSTER = "v100:36,p100:36,k80:36"
 """The continuous-trace cluster of Gavel's thesis (108 GPUs)."""
+DEV_CLUSTER = "a100:2x4,v100:2x4,t4:2x2"
+"""The development cluster's default layout (``site/devcluster/default.yaml``, 20 GPUs): what the replay-like
+traces are made for and what ``slurmplan replay`` predicts on."""
 
 _PART = re.compile(r"^(?P<type>[a-z0-9][a-z0-9_.-]*):(?P<count>\d+)(?:x(?P<per>\d+))?$")
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from slurmplan.domain import ValidationError
 from slurmplan.rules import KNOWN as KNOWN_RULES
 from slurmplan.rules import NEWEST as NEWEST_RULES
-from slurmplan.sim.cluster import CRIUS_CLUSTER, GAVEL_CLUSTER
+from slurmplan.sim.cluster import CRIUS_CLUSTER, DEV_CLUSTER, GAVEL_CLUSTER
 from slurmplan.tick_types import DAEMON_INTERVAL_S, TickConfig
 
 # The simulator's modules are imported by the commands that run it: every `slurmplan` start paid for them.
@@ -157,7 +157,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     gen.add_argument("--gpu-types", default="a100,a40,a10,v100", help="requested types to draw from (llm)")
     gen.add_argument("--throughputs", default=None, help="Gavel-format throughput table")
     gen.add_argument(
-        "--cluster", default=CRIUS_CLUSTER, help="cluster whose feasibility shapes requests (llm) and --load counts"
+        "--cluster",
+        default=None,
+        help="the cluster the trace is for: its feasibility shapes llm requests, and --load and the summary count "
+        f"its GPUs (default {CRIUS_CLUSTER} for llm, {DEV_CLUSTER} for replay-like, {GAVEL_CLUSTER} for Gavel's)",
     )
     gen.add_argument(
         "--load",
@@ -336,6 +339,7 @@ def cmd_trace_generate(args: argparse.Namespace) -> int:
     from slurmplan.sim.generate import LLM_MODELS, LlmTraceConfig, at_load, gavel_trace, llm_trace, perf_feasible
     from slurmplan.sim.trace import write_trace
 
+    cluster = args.cluster or {"llm": CRIUS_CLUSTER, "replay-like": DEV_CLUSTER}.get(args.kind, GAVEL_CLUSTER)
     if args.load is not None and args.kind not in ("llm", "replay-like"):
         raise ValidationError(
             "--load", args.load, "llm or replay-like traces (Gavel's jobs are given in steps)", "trace"
@@ -355,7 +359,7 @@ def cmd_trace_generate(args: argparse.Namespace) -> int:
             gpu_types=tuple(t.strip().lower() for t in args.gpu_types.split(",")),
             seed=args.seed,
         )
-        jobs = llm_trace(config, perf_feasible(args.cluster))
+        jobs = llm_trace(config, perf_feasible(cluster))
     else:
         window = None
         if args.window:
@@ -373,10 +377,9 @@ def cmd_trace_generate(args: argparse.Namespace) -> int:
             window=window,
         )
     if args.load is not None:
-        jobs = at_load(jobs, parse_cluster(args.cluster).total_gpus, _arrival_span_s(jobs), args.load)
+        jobs = at_load(jobs, parse_cluster(cluster).total_gpus, _arrival_span_s(jobs), args.load)
     count = write_trace(jobs, args.out)
-    against = GAVEL_CLUSTER if args.kind.startswith("gavel") else args.cluster  # the cluster the trace is for
-    print(f"wrote {count} jobs to {args.out}; {offered_load(jobs, against)}")
+    print(f"wrote {count} jobs to {args.out}; {offered_load(jobs, cluster)}")
     return 0
 
 
