@@ -340,6 +340,7 @@ def cmd_trace_generate(args: argparse.Namespace) -> int:
     from slurmplan.sim.trace import write_trace
 
     cluster = args.cluster or {"llm": CRIUS_CLUSTER, "replay-like": DEV_CLUSTER}.get(args.kind, GAVEL_CLUSTER)
+    gpus = parse_cluster(cluster).total_gpus  # a bad --cluster is refused before anything is written
     if args.load is not None and args.kind not in ("llm", "replay-like"):
         raise ValidationError(
             "--load", args.load, "llm or replay-like traces (Gavel's jobs are given in steps)", "trace"
@@ -377,7 +378,7 @@ def cmd_trace_generate(args: argparse.Namespace) -> int:
             window=window,
         )
     if args.load is not None:
-        jobs = at_load(jobs, parse_cluster(cluster).total_gpus, _arrival_span_s(jobs), args.load)
+        jobs = at_load(jobs, gpus, _arrival_span_s(jobs), args.load)
     count = write_trace(jobs, args.out)
     print(f"wrote {count} jobs to {args.out}; {offered_load(jobs, cluster)}")
     return 0

@@ -87,6 +87,7 @@ def test_trace_generate_load_writes_a_history_that_asks_for_that_share(tmp_path:
     [
         (("gavel-single", "--jobs", "5", "--load", "0.8"), "--load 0.8: llm or replay-like traces"),
         (("llm", "--jobs", "5", "--load", "-1"), "--load -1.0: a share of the cluster's GPU-hours > 0"),
+        (("replay-like", "--jobs", "5", "--cluster", "a100:two"), "a100:two"),
     ],
 )
 def test_trace_generate_load_refuses_what_it_cannot_scale_and_writes_nothing(args, said, tmp_path: Path):
