@@ -7,8 +7,10 @@ test controls exactly what the mechanism receives.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 
 import numpy as np
+import yaml
 
 from slurmplan.domain import (
     Allocation,
@@ -23,7 +25,7 @@ from slurmplan.domain import (
     NodeState,
     Plan,
 )
-from slurmplan.policy.registry import load_policy
+from slurmplan.policy.registry import load_policy, policy_dirs
 from slurmplan.sim.cluster import CRIUS_CLUSTER, parse_cluster
 from slurmplan.sim.engine import SimOptions, Simulation
 from slurmplan.sim.generate import LlmTraceConfig, llm_trace, perf_feasible
@@ -256,3 +258,14 @@ def overwrite_comments_every(monkeypatch, sim: Simulation, every: int) -> None:
         return done
 
     monkeypatch.setattr(sim.backend, "advance", advance_then_overwrite)
+
+
+def preset_with(folder: Path, **params: object) -> str:
+    """A policy file: the shipped flagship preset with ``params`` set on top (every other value as shipped), for
+    tests that need a rule on or off whatever the preset says."""
+    text = next(d / "slurmplan.yaml" for d in policy_dirs() if (d / "slurmplan.yaml").is_file()).read_text()
+    preset = yaml.safe_load(text)
+    preset["params"] = {**preset["params"], **params}
+    path = folder / f"slurmplan-{'-'.join(f'{k}-{v}' for k, v in sorted(params.items())) or 'preset'}.yaml"
+    path.write_text(yaml.safe_dump(preset))
+    return str(path)

@@ -6,25 +6,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
-
-from slurmplan.policy.registry import policy_dirs
 from slurmplan.sim.engine import SimOptions
 from slurmplan.sim.runner import RunSpec, simulate
 from slurmplan.sim.trace import TraceJob
+from tests.mechanism.helpers import preset_with
 
 OPTIONS = SimOptions(round_s=360.0, tick_s=30.0, reconfig_cost_s=78.0, requeue_delay_s=121.0, start_latency_s=3.5)
 ELASTIC = {"min_gpus": 1, "max_gpus": 4}
-
-
-def _policy(tmp_path: Path, **params: object) -> str:
-    """The shipped preset with ``params`` set on top (every other value as shipped)."""
-    text = next(d / "slurmplan.yaml" for d in policy_dirs() if (d / "slurmplan.yaml").is_file()).read_text()
-    preset = yaml.safe_load(text)
-    preset["params"] = {**preset["params"], **params}
-    path = tmp_path / f"slurmplan-{'-'.join(f'{k}-{v}' for k, v in sorted(params.items())) or 'preset'}.yaml"
-    path.write_text(yaml.safe_dump(preset))
-    return str(path)
 
 
 def _first_size(policy: str, lead_s: float) -> tuple[str, int]:
@@ -42,10 +30,10 @@ def test_a_job_arriving_just_after_a_round_gets_the_size_it_gets_at_a_round(tmp_
     """Fails without the rule: at a round the flagship grows the lone elastic job beyond its requested 1 GPU;
     arriving 60 s after an empty round it started on 1 GPU and was never grown (growing was priced over the
     seconds it had run)."""
-    off = _policy(tmp_path, arrival_round=False)
+    off = preset_with(tmp_path, arrival_round=False)
     at_round, after = _first_size(off, 0.0), _first_size(off, 60.0)
     assert at_round[1] > 1 and after == ("a100", 1)  # the phase decides the size without the rule
-    on = _policy(tmp_path, arrival_round=True)
+    on = preset_with(tmp_path, arrival_round=True)
     assert _first_size(on, 60.0) == _first_size(on, 0.0) == at_round
     assert _first_size(on, 200.0) == at_round  # later in the round too
 
@@ -61,7 +49,7 @@ def test_no_extra_round_while_a_job_that_came_before_waits(tmp_path: Path) -> No
         TraceJob(3, 200.0, 1, model="gpt2", gpu_type="a100", duration_s=1800.0, extra_hints=ELASTIC),
     )
     got = {}
-    policies = (("off", _policy(tmp_path, arrival_round=False)), ("on", _policy(tmp_path, arrival_round=True)))
+    policies = (("off", preset_with(tmp_path, arrival_round=False)), ("on", preset_with(tmp_path, arrival_round=True)))
     for name, policy in policies:
         result = simulate(RunSpec(jobs, "a100:1x4", policy, SimOptions(**{**OPTIONS.__dict__, "lead_s": 60.0})))
         got[name] = {j.job_id: (j.first_start_s, j.configs[0]) for j in result.jobs}

@@ -9,20 +9,12 @@ import numpy as np
 
 from slurmplan.domain import AllocationProblem, Cell, JobClass
 from slurmplan.policy.flagship_fill import TOP, freed_rows
-from slurmplan.policy.registry import policy_dirs
 from slurmplan.sim.engine import SimOptions
 from slurmplan.sim.runner import RunSpec, simulate
 from slurmplan.sim.trace import TraceJob
+from tests.mechanism.helpers import preset_with
 
 OPTIONS = SimOptions(round_s=360.0, tick_s=30.0, reconfig_cost_s=78.0, requeue_delay_s=121.0, start_latency_s=0.0)
-
-
-def _preset(tmp_path: Path, fill: bool) -> str:
-    text = next(d / "slurmplan.yaml" for d in policy_dirs() if (d / "slurmplan.yaml").is_file()).read_text()
-    lines = [ln for ln in text.splitlines() if not ln.strip().startswith("fill_freed:")]
-    path = tmp_path / f"slurmplan-{fill}.yaml"
-    path.write_text("\n".join(lines) + f"\n  fill_freed: {'true' if fill else 'false'}\n")
-    return str(path)
 
 
 def _second_start(policy: str) -> float:
@@ -40,8 +32,8 @@ def test_the_preset_starts_a_waiting_job_on_a_gpu_freed_between_rounds(tmp_path:
     """Fails on the eleventh session's flagship: job 2 waited for the round at 720 s with the GPU idle."""
     finish_1 = 450.0
     assert _second_start("slurmplan") <= finish_1 + 2 * OPTIONS.tick_s  # the shipped preset fills
-    assert _second_start(_preset(tmp_path, True)) <= finish_1 + 2 * OPTIONS.tick_s
-    assert _second_start(_preset(tmp_path, False)) >= 2 * OPTIONS.round_s  # off: idle until the round
+    assert _second_start(preset_with(tmp_path, fill_freed=True)) <= finish_1 + 2 * OPTIONS.tick_s
+    assert _second_start(preset_with(tmp_path, fill_freed=False)) >= 2 * OPTIONS.round_s  # off: idle until the round
 
 
 def _problem(**fields) -> AllocationProblem:

@@ -5,24 +5,14 @@ older than ``hold_s`` and every entry of a job out of the problem for ``FORGET_S
 from __future__ import annotations
 
 import pytest
-import yaml
 
 from slurmplan.policy import flagship
-from slurmplan.policy.registry import PRESET_DIR, load_policy
+from slurmplan.policy.registry import load_policy
 from slurmplan.sim.cluster import CRIUS_CLUSTER, parse_cluster
 from slurmplan.sim.engine import SimOptions, Simulation
 from slurmplan.sim.generate import LlmTraceConfig, llm_trace, perf_feasible
 from slurmplan.sim.workload import build_workloads
-
-
-def _preset_without_arrival_rounds(folder) -> str:
-    """The preset with ``arrival_round`` off: with it on (twentieth session) this trace pushes almost no job, and
-    the test needs pushes for the forgetting to drop."""
-    preset = yaml.safe_load((PRESET_DIR / "slurmplan.yaml").read_text())
-    preset["params"]["arrival_round"] = False
-    path = folder / "slurmplan-no-arrival-round.yaml"
-    path.write_text(yaml.safe_dump(preset))
-    return str(path)
+from tests.mechanism.helpers import preset_with
 
 
 def _run(monkeypatch, forget: bool, policy_file: str) -> tuple[list[str], flagship.Slurmplan, set, float]:
@@ -58,7 +48,9 @@ def _run(monkeypatch, forget: bool, policy_file: str) -> tuple[list[str], flagsh
 
 
 def test_jobs_that_left_are_forgotten_and_decisions_do_not_change(monkeypatch, tmp_path) -> None:
-    policy_file = _preset_without_arrival_rounds(tmp_path)
+    # arrival_round off: with it on (twentieth session) this trace pushes almost no job, and the test needs pushes
+    # for the forgetting to drop
+    policy_file = preset_with(tmp_path, arrival_round=False)
     kept, never, _, _ = _run(monkeypatch, False, policy_file)
     assert never.params["protect_pushed"] and never._pushed  # the shield was used: pruning had work to do
     monkeypatch.undo()
