@@ -214,25 +214,25 @@ def managed_jobs(
     out: list[ManagedJob] = []
     refused: list[Observed] = []
     for ob in observed:
-        if not ob.managed or ob.job.state.finished or ob.hints is None:
+        job = ob.job
+        if ob.hints is None or ob.error or job.state in _FINISHED:  # not ``managed``, ``finished``: calls per job
             continue
-        steps = source.progress(ob.job)
+        steps = source.progress(job)
         if memo is not None:
-            hit = memo.get(ob.job.job_id)
-            # a typed job never reads its type from the nodes (``_reads_nodes``' first test, without the call)
-            if (
-                hit is not None
-                and hit[0] is ob.job
-                and (hit[1] == steps or ob.job.gpu_type or not _reads_nodes(ob.job))
-            ):
-                mj = hit[2]
-                if hit[1] != steps:  # ``_managed_job`` with last tick's Job, hints and candidates, written out
-                    d = mj.__dict__.copy()
+            hit = memo.get(job.job_id)
+            if hit is not None and hit[0] is job:
+                if hit[1] == steps:  # the same job at the same progress: last tick's ManagedJob and memo entry
+                    out.append(hit[2])
+                    continue
+                # a typed job never reads its type from the nodes (``_reads_nodes``' first test, without the call)
+                if job.gpu_type or not _reads_nodes(job):
+                    # ``_managed_job`` with last tick's Job, hints and candidates and the new progress, written out
+                    d = hit[2].__dict__.copy()
                     d["steps_done"] = steps
                     mj = frozen_from(ManagedJob, d)
-                memo[ob.job.job_id] = (ob.job, steps, mj)
-                out.append(mj)
-                continue
+                    memo[job.job_id] = (job, steps, mj)
+                    out.append(mj)
+                    continue
         job = with_node_gpu_type(ob.job, cluster)
         hints = with_request(ob.hints, ob.job)
         try:
@@ -246,6 +246,10 @@ def managed_jobs(
             memo[ob.job.job_id] = (ob.job, steps, mj)
         out.append(mj)
     return out, refused
+
+
+_FINISHED = tuple(s for s in JobState if s.finished)
+"""``JobState.finished``'s states, for a membership test without the property's call (every job, every tick)."""
 
 
 def _reads_nodes(job: Job) -> bool:
@@ -271,7 +275,7 @@ def prune(
     run lengths of those that finished or are gone, not of those still ``observed`` unfinished (issue 23,
     ``mechanism.lengths``: the expected remaining time is learned from them, on both backends alike)."""
     alive = {m.job.job_id for m in managed}
-    if all(j in alive for j in state.jobs):
+    if state.jobs.keys() <= alive:  # every remembered job is still managed (compared in C: every tick)
         return state
     unfinished = {o.job.job_id for o in observed if not o.job.state.finished}
     runs = finished_runs(state, alive, unfinished, state.last_tick if now is None else now, max_gap_s)
@@ -513,13 +517,14 @@ def _tick_body(
     by_id = {j.job_id: j for j in snapshot.jobs} if out.actions or refused else {}
     rules = rules or getattr(backend, "rules", SLURM_22_05)  # after the snapshot: the backend knows its version
     actions = shape_actions(out.actions, refused, by_id, source, rules)
-    report = TickReport(
+    # the report's fields known now; it is built once, when the tick's last ones are (not built, then replaced)
+    report: dict[str, Any] = dict(
         mode=mode,
         tick_id=tick_id,
         round_index=out.state.round_index,
         new_round=out.new_round,
         managed=len(managed),
-        unmanaged=len([o for o in observed if not o.managed and not o.error and not o.job.state.finished]),
+        unmanaged=len([o for o in observed if o.hints is None and not o.error and not o.job.state.finished]),
         refused=refused,
         actions=tuple(actions),
         assignments=out.assignments,
@@ -530,7 +535,7 @@ def _tick_body(
         output=out,
     )
     if tick_id is None:  # dry run: print, change nothing
-        return replace(report, act_s=time.perf_counter() - t2)
+        return TickReport(**report, act_s=time.perf_counter() - t2)
     policy_name = str(getattr(policy, "name", "") or type(policy).__name__)
     recorded = RecordedTick(snapshot, observed, managed, refused, out, actions, policy_name)
     intents = journal.record(tick_id, recorded)
@@ -548,7 +553,7 @@ def _tick_body(
         jobs=len(managed),
         actions=len(actions),
     )
-    return replace(report, applied=applied, act_s=t3 - t2, results=tuple(results))
+    return TickReport(**report, applied=applied, act_s=t3 - t2, results=tuple(results))
 
 
 _MAX_ERROR_CHARS = 200

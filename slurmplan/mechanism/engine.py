@@ -37,7 +37,7 @@ from slurmplan.mechanism.pricing import remaining_prior
 from slurmplan.mechanism.priorities import EPS, deficits, priorities, received_share, start_epoch
 from slurmplan.mechanism.problem import RUNNING_STATES, ProblemContext, build_problem, column_index
 from slurmplan.mechanism.reconfig import horizons
-from slurmplan.mechanism.round import RoundChoice, RunningInfo, gpus_left, plan_round
+from slurmplan.mechanism.round import RoundChoice, RowsOnDemand, RunningInfo, gpus_left, plan_round
 from slurmplan.mechanism.state import advance, evolve
 from slurmplan.tick_types import JobState, ManagedJob, SchedulerState, TickConfig, TickInput, TickOutput
 
@@ -114,20 +114,31 @@ _last_columns = _LastColumns()
 def running_info(
     ctx: ProblemContext, states: Mapping[JobId, JobState], config: TickConfig, now: float = 0.0
 ) -> RunningInfo:
+    """Each row's running facts; its move horizon and time since its last move are computed when ``greedy``
+    first reads one (``RowsOnDemand``), from the problem's arrays and the rows' JobStates as they are now."""
     p = ctx.problem
     n = p.num_jobs
     current = np.asarray(p.current, dtype=np.int64) if p.current is not None else np.full(n, -1)
-    thr = p.throughput[np.arange(n), np.maximum(current, 0)] if p.cells else np.zeros(n)
-    # Expected remaining time where it runs: its steps when known, else the time it has run (pricing.py)
-    remaining, _ = remaining_prior(
-        p.column("steps_remaining"), thr, ctx.steps_known, p.column("attained_time"), p.time_limit_left, config.round_s
-    )
-    horizon = horizons(config.round_s, remaining)
-    signalled = np.array([states[j].signalled_at is not None for j in p.job_ids], dtype=bool)
-    moved = [states[j].moved_at for j in p.job_ids]
-    since = np.array([np.inf if t is None else now - t for t in moved], dtype=float)
+
+    def horizon() -> np.ndarray:
+        thr = p.throughput[np.arange(n), np.maximum(current, 0)] if p.cells else np.zeros(n)
+        # Expected remaining time where it runs: its steps when known, else the time it has run (pricing.py)
+        remaining, _ = remaining_prior(
+            p.column("steps_remaining"), thr, ctx.steps_known, p.column("attained_time"), p.time_limit_left,
+            config.round_s,
+        )  # fmt: skip
+        return horizons(config.round_s, remaining)
+
+    got = [states[j] for j in p.job_ids]  # the tick's JobStates now (``states`` is the caller's to change later)
+
+    def since() -> np.ndarray:
+        return np.array([np.inf if st.moved_at is None else now - st.moved_at for st in got], dtype=float)
+
+    signalled = np.array([st.signalled_at is not None for st in got], dtype=bool)
     qos = tuple(m.job.qos for m in ctx.jobs) if config.qos_preemption else None  # QOS rules (mechanism/qos.py)
-    return RunningInfo(ctx.running & (current >= 0), current, signalled, horizon, since, qos)
+    return RunningInfo(
+        ctx.running & (current >= 0), current, signalled, RowsOnDemand(horizon), RowsOnDemand(since), qos
+    )
 
 
 def replay(
@@ -171,7 +182,11 @@ def replay(
         if running[j] and not signalled[j]:
             col[j], fixed[j], reasons[j] = current[j], True, Reason.KEPT
             kept = planned is not None and planned.reason is Reason.KEPT
-            details[j] = without_note(planned.detail, note_of[j]) if kept else "lease renewed"  # type: ignore[union-attr]
+            if not kept:
+                details[j] = "lease renewed"
+            else:  # ``without_note``'s answer without the call where there is no note (every row under LAS)
+                note = note_of[j]
+                details[j] = without_note(planned.detail, note) if note else planned.detail  # type: ignore[union-attr]
             if current[j] < 0:
                 details[j] = "runs in a configuration none of its candidates has; decided at the next round"
         elif planned is not None:
@@ -223,7 +238,10 @@ def with_arrivals(
     of the requested size, weighted by speed, so that free GPUs it can use start it at the next tick, as plain
     Slurm would, instead of at the next round (issue 23: managed jobs waited 2-7 min for their first start)."""
     new = waiting & (x.sum(axis=1) <= EPS) if p.cells else np.zeros(p.num_jobs, dtype=bool)
-    new &= np.array([states[j].planned is None for j in p.job_ids], dtype=bool)
+    if not new.any():
+        return x
+    for j in np.flatnonzero(new).tolist():  # only these rows' states are read (not every row's, every tick)
+        new[j] = states[p.job_ids[j]].planned is None
     if not new.any():
         return x
     x = x.copy()
@@ -319,9 +337,10 @@ def assign(
     note_of = notes if notes is not None else [None] * len(cols)
     fast = settled is not None
     kept = Reason.KEPT
+    choice_reasons, choice_details, jobs = choice.reason, choice.detail, ctx.jobs  # read once, not once a row
     for j, job_id in enumerate(p.job_ids):
         c, note = cols[j], note_of[j]
-        reason, detail, pri = choice.reason[j], choice.detail[j], pris[j]
+        reason, detail, pri = choice_reasons[j], choice_details[j], pris[j]
         if c < 0:
             if running[j] and reason is Reason.WAITING:
                 reason = Reason.PREEMPTED  # running outside every column, and not chosen: it must stop
@@ -332,20 +351,13 @@ def assign(
         cand = candidates[j][c] if candidates else None
         where = placed[j]
         if fast and reason is kept and running[j]:
+            st, mj = states[job_id], jobs[j]
             got = _steady_row(
-                states[job_id],
-                cells[c],
-                where,
-                ctx.jobs[j],
-                cand,
-                _noted(detail, note) if note else detail,
-                thr_at[j],
-                pri,
-                x_at[j],
+                st, cells[c], where, mj, cand, _noted(detail, note) if note else detail, thr_at[j], pri, x_at[j]
             )
             if got is not None:
                 out.append(got)
-                nxt = _quiet_next(states[job_id], got, ctx.jobs[j], new_round)
+                nxt = _quiet_next(st, got, mj, new_round)
                 if nxt is not None:
                     settled[j] = nxt  # type: ignore[index]
                 continue

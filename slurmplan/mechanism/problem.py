@@ -11,7 +11,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from itertools import compress
-from operator import is_not
+from operator import attrgetter, is_not
 
 import numpy as np
 
@@ -38,6 +38,8 @@ RUNNING_STATES = (SlurmState.RUNNING, SlurmState.SUSPENDED)
 """Slurm states in which a managed job holds its GPUs and can be kept, moved or stopped."""
 PENDING_STATES = (SlurmState.PENDING, SlurmState.REQUEUED)
 """Slurm states in which a managed job waits for a decision (hold, or update and release)."""
+ACTIVE_STATES = tuple(s for s in SlurmState if s.active)
+"""``JobState.active``'s states (a job holds GPUs now), for a membership test without the property's call."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -63,8 +65,25 @@ class NodePool:
         return _layout(self.names, self.gpu_type).by_type
 
     def capacity(self) -> dict[GpuType, int]:
+        """GPUs per type (a new dict; the pool's last answer is remembered by its identity: ``build_pool`` hands
+        out the same pool on most ticks)."""
+        last = _last_capacity.value  # read once: another thread may replace it, never change it
+        if last is not None and last[0] is self:
+            return dict(last[1])
         gpus = self.gpus
-        return {t: int(gpus[idx].sum()) for t, idx in self.by_type().items()}
+        out = {t: int(gpus[idx].sum()) for t, idx in self.by_type().items()}
+        _last_capacity.value = (self, out)
+        return dict(out)
+
+
+class _LastCapacity:
+    """``(pool, its capacity)`` of the last ``NodePool.capacity`` call: a pure memo by the pool's identity (the
+    pool is frozen, its arrays read only where ``build_pool`` reuses it; the dict is never handed out)."""
+
+    value: tuple[NodePool, dict[GpuType, int]] | None = None
+
+
+_last_capacity = _LastCapacity()
 
 
 @dataclass(frozen=True, eq=False)
@@ -140,52 +159,56 @@ def _per_node_usage(jobs: tuple[ManagedJob, ...], index: Mapping[str, int]) -> n
 
     Nodes outside the pool are skipped. Carried from the previous call by the jobs (``Job`` values, by identity)
     that came and went: a tick's jobs are mostly the very same values as the tick before's (the simulator, and
-    the daemon's memo of unchanged jobs), and the sums are of integers, so the order does not matter.
+    the daemon's memo of unchanged jobs), and the sums are of integers, so the order does not matter. The array
+    is carried too, and a copy changed at the rows of those jobs' nodes (a tick's few), where it was rebuilt from
+    three lists of every node before (issue 27, twenty-second session).
     """
     last = _last_usage.value  # read once: another thread may replace it, never change it
-    now = {id(mj.job): mj.job for mj in jobs}  # holds the jobs: an id stays theirs while either dict lives
+    held = list(map(_JOB, jobs))
+    now = dict(zip(map(id, held), held, strict=True))  # holds the jobs: an id stays theirs while either dict lives
     if last is None or last[0] is not index or len(now) != len(jobs):
         before: dict[int, Job] = {}
-        usage = ([0] * len(index), [0] * len(index), [0] * len(index))
+        usage = np.zeros((len(index), 3), dtype=np.int64)
     else:
         before, usage = last[1], last[2]
         if now.keys() == before.keys():
-            return last[3]
-        usage = (list(usage[0]), list(usage[1]), list(usage[2]))
+            return usage
+        usage = usage.copy()
     for i in before.keys() - now.keys():
         _add_usage(usage, before[i], index, -1)
     for i in now.keys() - before.keys():
         _add_usage(usage, now[i], index, 1)
-    out = np.array(usage, dtype=np.int64).T.reshape(len(index), 3)
-    out.setflags(write=False)  # handed out again on the next call with the same jobs: nobody may write to it
-    _last_usage.value = (index, now, usage, out)
-    return out
+    usage.setflags(write=False)  # handed out again on the next call with the same jobs: nobody may write to it
+    _last_usage.value = (index, now, usage)
+    return usage
+
+
+_JOB, _JOB_ID = attrgetter("job"), attrgetter("job.job_id")
+_SUBMIT_ORDER = attrgetter("job.submit_time", "job.job_id")
+"""A row's place: ``(submit time, job id)``, read in C (``build_problem`` sorts every job every tick)."""
 
 
 class _LastUsage:
-    """``(index, jobs by id, the three per-node lists, their array)`` of the last ``_per_node_usage`` call.
+    """``(index, jobs by id, their per-node array)`` of the last ``_per_node_usage`` call.
 
     A pure memo: never changed in place (a new value per call that changed the jobs); the array is read only."""
 
-    value: tuple[Mapping[str, int], dict[int, Job], tuple[list[int], list[int], list[int]], np.ndarray] | None = None
+    value: tuple[Mapping[str, int], dict[int, Job], np.ndarray] | None = None
 
 
 _last_usage = _LastUsage()
 
 
-def _add_usage(usage: tuple[list[int], list[int], list[int]], job: Job, index: Mapping[str, int], sign: int) -> None:
-    """Add (``sign`` 1) or take out (-1) one job's share of each of its pool nodes."""
+def _add_usage(usage: np.ndarray, job: Job, index: Mapping[str, int], sign: int) -> None:
+    """Add (``sign`` 1) or take out (-1) one job's share of each of its pool nodes (rows of ``usage``)."""
     if not job.state.active or not job.nodes:
         return
-    gpus, cpus, mem = usage
     k = len(job.nodes)
-    gpn, cpn, mpn = sign * job.gpus_per_node, sign * -(-job.cpus // k), sign * -(-job.memory_mb // k)
+    share = (sign * job.gpus_per_node, sign * -(-job.cpus // k), sign * -(-job.memory_mb // k))
     for name in job.nodes:
         i = index.get(name)
         if i is not None:
-            gpus[i] += gpn
-            cpus[i] += cpn
-            mem[i] += mpn
+            usage[i] += share
 
 
 def build_pool(cluster: Cluster, managed_holding: tuple[ManagedJob, ...]) -> NodePool:
@@ -197,13 +220,35 @@ def build_pool(cluster: Cluster, managed_holding: tuple[ManagedJob, ...]) -> Nod
     names, gpu_type, table = nodes.names, nodes.gpu_type, nodes.table
     have, other = table[:, :3], table[:, 3:] - _per_node_usage(managed_holding, _layout(names, gpu_type).index)
     left = np.maximum(have - np.maximum(other, 0), 0)
-    return NodePool(
+    last = _last_pool.value  # read once: another thread may replace it, never change it
+    if last is not None and last[1].names is names and last[1].gpu_type is gpu_type and np.array_equal(left, last[0]):
+        return last[1]
+    pool = NodePool(
         names=names,
         gpu_type=gpu_type,
-        gpus=np.ascontiguousarray(left[:, 0]),
-        cpus=np.ascontiguousarray(left[:, 1]),
-        memory_mb=np.ascontiguousarray(left[:, 2]),
+        gpus=_read_only(np.ascontiguousarray(left[:, 0])),
+        cpus=_read_only(np.ascontiguousarray(left[:, 1])),
+        memory_mb=_read_only(np.ascontiguousarray(left[:, 2])),
     )
+    _last_pool.value = (left, pool)
+    return pool
+
+
+class _LastPool:
+    """``(the nodes' numbers, NodePool)`` of the previous ``build_pool``: what managed jobs may use changes only
+    with unmanaged work (the managed jobs' own usage is not taken out), so most ticks build the same pool, and
+    handing out the very same value lets the memos keyed by the pool's identity (placement's free lists, the
+    capacity) answer (issue 27, twenty-second session). A pure memo: the pool's arrays are read only."""
+
+    value: tuple[np.ndarray, NodePool] | None = None
+
+
+_last_pool = _LastPool()
+
+
+def _read_only(a: np.ndarray) -> np.ndarray:
+    a.setflags(write=False)
+    return a
 
 
 @dataclass(frozen=True, eq=False)
@@ -319,17 +364,17 @@ def _match(by_shape: Mapping[tuple[GpuType, int], int], gpu_type: GpuType | None
 
 def build_problem(inp: TickInput, states: Mapping[JobId, JobState], finished: tuple[float, ...] = ()) -> ProblemContext:
     """The AllocationProblem for this tick; ``states`` must already hold this tick's attained time."""
-    ids = [mj.job.job_id for mj in inp.jobs]
+    ids = list(map(_JOB_ID, inp.jobs))
     if len(set(ids)) != len(ids):
         dup = sorted({i for i in ids if ids.count(i) > 1})
         raise ValidationError("jobs", dup, "each job id at most once in a tick's input", "tick input")
-    holding = tuple([mj for mj in inp.jobs if mj.hints.managed and mj.job.state.active])
+    holding = tuple([mj for mj in inp.jobs if mj.hints.managed and mj.job.state in ACTIVE_STATES])
     pool = build_pool(inp.cluster, holding)
     raw_capacity = pool.capacity()
     total = dict(_node_table(inp.cluster).total)  # the pool's memo: no second pass over every node
     rows: list[ManagedJob] = []
     excluded: list[tuple[ManagedJob, Assignment]] = []
-    for mj in sorted(inp.jobs, key=lambda m: (m.job.submit_time, m.job.job_id)):
+    for mj in sorted(inp.jobs, key=_SUBMIT_ORDER):
         if mj.job.state in RUNNING_STATES and mj.hints.managed:  # ``_exclusion``'s first answer: most rows
             rows.append(mj)
             continue
