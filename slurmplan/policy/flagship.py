@@ -155,8 +155,7 @@ class Slurmplan(Policy):
         pays = paying_columns(problem, p["move_pay"], prior, floors > 0)
         pack, floors = self._select(problem, queue, floors, catch, guarded, running, pays)
         if p["match_types"]:
-            choose = lambda j, floor: self._choices(problem, j, floor)  # noqa: E731
-            match_types(problem, pack, floors, est, fast_first, self._blocked, p, choose, pays)
+            match_types(problem, pack, floors, est, fast_first, self._blocked, p, pays)
         if p["grow"] and (not p["scale_up"] or p["grow_first"]):
             grow(problem, pack, queue.order, pays)
         if p["scale_up"]:

@@ -9,8 +9,6 @@ matched greedily by the same values instead.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 
 from slurmplan.domain import AllocationProblem
@@ -69,7 +67,6 @@ def match_types(
     guard: np.ndarray,
     blocked: np.ndarray,
     params: dict,
-    choices: Callable[[int, float], list[int]],
     allowed: np.ndarray | None = None,
 ) -> None:
     """Re-place the chosen jobs, same sizes, so that the sum of their speeds relative to their fastest
@@ -79,11 +76,10 @@ def match_types(
     chosen = np.flatnonzero(pack.col >= 0)
     if chosen.size < 2:
         return
-    rows, cols, vals = _match_values(problem, pack, chosen, floors, est, guard, blocked, params, choices, allowed)
-    if len(set(cols)) < 2:
+    rows_a, cols_a, vals = _match_values(problem, pack, chosen, floors, est, guard, blocked, params, allowed)
+    if cols_a.size == 0 or (cols_a == cols_a[0]).all():  # fewer than two columns: nothing to match
         return
-    rows_a, cols_a = np.array(rows), np.array(cols)
-    x = transport(rows_a, cols_a, np.array(vals), pack, chosen)
+    x = transport(rows_a, cols_a, vals, pack, chosen)
     if x is None:
         return
     trial = pack.copy()
@@ -100,7 +96,7 @@ def match_types(
     for j in chosen.tolist():
         if not placed[j]:
             if not trial.fits(j, int(pack.col[j])):
-                trial = greedy_match(pack, chosen, rows_a, cols_a, np.array(vals))
+                trial = greedy_match(pack, chosen, rows_a, cols_a, vals)
                 if trial is None:
                     return  # no room either way: keep the selection's placement
                 break
@@ -110,8 +106,19 @@ def match_types(
         free[:] = tfree
 
 
-def _match_values(problem, pack, chosen, floors, est, guard, blocked, params, choices, allowed):
-    """The LP's variables: (job, column of its size, value) for every chosen job and column it may take."""
+def _match_values(problem, pack, chosen, floors, est, guard, blocked, params, allowed):
+    """The LP's variables: (job, column of its size, value) for every chosen job and column it may take, in the
+    order the per-job walk over ``Slurmplan._choices`` gave them (the job order of ``chosen``; within a job its
+    choices' order). Found for all chosen jobs at once (issue 27, twenty-second session: the walk was 1.1 million
+    Python steps a site day, the largest loop of the flagship's own code): a column qualifies where the job can run
+    (throughput above 0, which is what its choices hold), the move is ``allowed`` (it pays its restart), its type is
+    not reserved for another job (``blocked``, unless the job is on that type), it has the job's chosen GPU count
+    and a type, and the job's speed there is at least its floor (its SLA, kept only where its own column gives it).
+    Among one job's columns of one size the choices' order is fastest first, ties by column (their sort is stable
+    over ascending columns): their other keys say nothing more here, as the requested-size key is the same for
+    every column of one size, and "below the floor" (speed under the floor less 1e-12, sorted last) holds exactly
+    for the slowest columns. ``tests/policy/test_flagship_match_values.py`` compares this with the plain walk on
+    every round of a busy run, also with each GPU type reserved and with floors on half the jobs."""
     thr = np.asarray(problem.throughput, dtype=float)
     best = thr.max(axis=1)
     # Fast GPUs go first to jobs already stretched the most: time in the system against time left (a job
@@ -122,25 +129,25 @@ def _match_values(problem, pack, chosen, floors, est, guard, blocked, params, ch
     # A job at its stretch guard outweighs every unguarded one: it gets its fastest type; among guarded jobs the
     # same weights decide (shorter first: a short job on a slow GPU passes the guard within a round or two).
     weight = np.where(guard > 0, 1e3 * weight.max(initial=1.0) * weight, weight)
-    rows, cols = [], []
-    gpus, types = [c.gpus for c in problem.cells], pack.cell_type.tolist()
-    for j in chosen.tolist():
-        size = gpus[pack.col[j]]
-        speed = thr[j].tolist()  # one row read as Python floats: the loop compares every column's
-        floor = floors[j] if speed[pack.col[j]] >= floors[j] else 0.0  # never re-placed below its SLA
-        here = types[pack.col[j]]
-        for c in choices(j, floors[j]):
-            if allowed is not None and not allowed[j, c]:
-                continue  # a move of a running job that does not pay its restart (flagship_moves.py)
-            if types[c] >= 0 and blocked[types[c]] and types[c] != here:
-                continue  # reserved for a job past its guard
-            if gpus[c] == size and types[c] >= 0 and speed[c] >= floor:
-                rows.append(j)
-                cols.append(c)
-    return rows, cols, _values(problem, thr, best, weight, rows, cols, params["stay_bonus"]).tolist()
+    gpus, types = pack.cell_gpus, pack.cell_type
+    col = pack.col[chosen]
+    speed = thr[chosen]
+    floor = np.asarray(floors, dtype=float)[chosen]
+    own = speed[np.arange(chosen.size), col]
+    kept = np.where(own >= floor, floor, 0.0)  # never re-placed below its SLA
+    typed = types >= 0
+    reserved = typed & np.asarray(blocked, dtype=bool)[np.where(typed, types, 0)]
+    ok = (speed > 0) & (gpus[None, :] == gpus[col][:, None]) & typed[None, :] & (speed >= kept[:, None])
+    ok &= ~(reserved[None, :] & (types[None, :] != types[col][:, None]))
+    if allowed is not None:
+        ok &= np.asarray(allowed, dtype=bool)[chosen]
+    pos, cols = np.nonzero(ok)  # row by row, columns ascending
+    order = np.lexsort((-speed[pos, cols], pos))  # stable: ties keep the ascending columns
+    rows, cols = chosen[pos[order]], cols[order]
+    return rows, cols, _values(problem, thr, best, weight, rows, cols, params["stay_bonus"])
 
 
-def _values(problem, thr, best, weight, rows: list[int], cols: list[int], stay_bonus: float) -> np.ndarray:
+def _values(problem, thr, best, weight, rows: np.ndarray, cols: np.ndarray, stay_bonus: float) -> np.ndarray:
     """Each (job, column)'s value, all at once (the same float operations, element by element, as one at a time):
     its speed there relative to its fastest, plus ``stay_bonus`` where it runs now (a move costs a restart:
     staying is worth that share of a round at full speed), times its weight; 1e-3 more where it runs (ties: stay)."""
