@@ -270,17 +270,27 @@ class Slurmplan(Policy):
         search, score = self._search(problem, floors)
         hold = self.params["hold_s"]
         blocked = np.zeros(len(pack.free), dtype=bool)
-        first = guarded | queue.overdue
+        any_blocked = False  # ``blocked.any()``, kept as it changes (asked once per job)
+        first = (guarded | queue.overdue).tolist()
+        run, current = running.tolist(), (np.asarray(problem.current).tolist() if problem.current is not None else None)
+        thr = _columns_of(problem)[0]
         caught = False
         for j in queue.order.tolist():
             if not caught and floors[j] <= 0:  # every guaranteed job placed at its SLA: now make up waits
                 choose = lambda k, floor: self._choices(problem, k, floor)  # noqa: E731
                 floors, caught = catch_up(problem, pack, queue.order, floors, catch, choose), True
+            cur = current[j] if run[j] else -1
+            # ``cur in choices and pack.fits(j, cur)`` without the list: a job's choices are all its columns with
+            # a throughput above 0 (in some order), less the moves that do not pay (issue 27, twenty-second
+            # session: most jobs of a round keep their column here, and their lists were built for this alone)
+            own = not any_blocked and hold > 0 and cur >= 0 and thr[j, cur] > 0
+            if own and (pays is None or pays[j, cur]) and pack.fits(j, cur):
+                pack.assign(j, cur)
+                continue
             choices = self._choices(problem, j, floors[j])
-            if pays is not None and running[j]:
+            if pays is not None and run[j]:
                 choices = [c for c in choices if pays[j, c]]
-            cur = int(problem.current[j]) if running[j] else -1
-            if blocked.any() and not first[j]:
+            if any_blocked and not first[j]:
                 fit = [c for c in choices if pack.fits(j, c)]
                 fit = [c for c in fit if c == cur or pack.cell_type[c] < 0 or not blocked[pack.cell_type[c]]]
                 if fit:
@@ -298,7 +308,7 @@ class Slurmplan(Policy):
                 size = problem.cells[choices[0]].gpus if choices else 0
                 for c in choices:
                     if problem.cells[c].gpus == size and pack.cell_type[c] >= 0:
-                        blocked[pack.cell_type[c]] = True
+                        blocked[pack.cell_type[c]] = any_blocked = True
         self._blocked = blocked
         if not caught:
             choose = lambda k, floor: self._choices(problem, k, floor)  # noqa: E731
