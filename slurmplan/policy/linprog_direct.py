@@ -22,6 +22,8 @@ options may change between releases, so this is used only on the scipy releases 
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import scipy
 
@@ -50,8 +52,11 @@ def available() -> bool:
     return _h is not None and ".".join(scipy.__version__.split(".")[:2]) in CHECKED
 
 
+@functools.cache
 def _options():
-    """The options scipy's ``_highs_wrapper`` passes for ``linprog(method="highs")`` with no solver options."""
+    """The options scipy's ``_highs_wrapper`` passes for ``linprog(method="highs")`` with no solver options, made
+    once (issue 27, twenty-second session: setting them by name was a fifth of this module's own time): HiGHS copies
+    them in ``passOptions``, and nothing changes the object afterwards."""
     o = _h.HighsOptions()
     o.presolve = "on"
     o.highs_debug_level = _h.HighsDebugLevel.kHighsDebugLevelNone
