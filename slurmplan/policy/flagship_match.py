@@ -79,6 +79,8 @@ def match_types(
     rows_a, cols_a, vals = _match_values(problem, pack, chosen, floors, est, guard, blocked, params, allowed)
     if cols_a.size == 0 or (cols_a == cols_a[0]).all():  # fewer than two columns: nothing to match
         return
+    if _stays(pack, chosen, rows_a, cols_a):
+        return
     x = transport(rows_a, cols_a, vals, pack, chosen)
     if x is None:
         return
@@ -104,6 +106,19 @@ def match_types(
     pack.col[:], pack.free[:] = trial.col, trial.free
     for (_, free), (_, tfree) in zip(pack.host, trial.host, strict=True):
         free[:] = tfree
+
+
+def _stays(pack: Packing, chosen: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> bool:
+    """True when matching can only leave every chosen job where it is, so the LP need not be solved (issue 27,
+    twenty-second session: a ninth of the site day's matching LPs): each chosen job has one variable, its own
+    column. The LP's only answer is then all ones (each job's row sums to 1) or none (a refusal: nothing changes),
+    and with all ones the re-placement seats the same columns again. They all fit in any order when no type is
+    over its GPUs now (each seat leaves at least what the last leaves) and there are no host limits (GPU counts
+    are whole numbers, so the free GPUs come out the same in any order; CPUs and memory need not).
+    ``tests/policy/test_flagship_match_stays.py`` solves these LPs anyway on a busy run and compares."""
+    if pack.host or rows.size != chosen.size or not (rows == chosen).all() or not (cols == pack.col[chosen]).all():
+        return False
+    return bool((pack.free >= -1e-9).all())
 
 
 def _match_values(problem, pack, chosen, floors, est, guard, blocked, params, allowed):
