@@ -23,8 +23,8 @@ def transport(rows: np.ndarray, cols: np.ndarray, value: np.ndarray, pack: Packi
     pos = np.array([job_pos[j] for j in rows.tolist()], dtype=np.int64)
     types = pack.cell_type[cols]
     cap = pack.free.copy()
-    for j in chosen.tolist():
-        cap[pack.cell_type[pack.col[j]]] += pack.cell_gpus[pack.col[j]]
+    held = pack.col[chosen]
+    np.add.at(cap, pack.cell_type[held], pack.cell_gpus[held])  # each job's GPUs back, in the loop's order
     solve = _transport_direct if linprog_direct.available() else _transport_linprog
     return solve(types, pos, pack.cell_gpus[cols], -value, cap, chosen.size)
 
@@ -84,15 +84,14 @@ def match_types(
     x = transport(rows_a, cols_a, vals, pack, chosen)
     if x is None:
         return
-    trial = pack.copy()
-    for j in chosen.tolist():
-        trial.release(j)
+    trial = _released(pack, chosen)
     # biggest shares first; a job whose share does not fit keeps trying its other columns, then its old one
     order = np.argsort(-x, kind="stable")
-    placed = np.zeros(problem.num_jobs, dtype=bool)
+    placed = [False] * problem.num_jobs
+    share, jobs, columns = x.tolist(), rows_a.tolist(), cols_a.tolist()  # read as Python values once
     for k in order.tolist():
-        j, c = int(rows_a[k]), int(cols_a[k])
-        if not placed[j] and x[k] > 1e-6 and trial.fits(j, c):
+        j, c = jobs[k], columns[k]
+        if not placed[j] and share[k] > 1e-6 and trial.fits(j, c):
             trial.assign(j, c)
             placed[j] = True
     for j in chosen.tolist():
@@ -106,6 +105,20 @@ def match_types(
     pack.col[:], pack.free[:] = trial.col, trial.free
     for (_, free), (_, tfree) in zip(pack.host, trial.host, strict=True):
         free[:] = tfree
+
+
+def _released(pack: Packing, chosen: np.ndarray) -> Packing:
+    """A copy of ``pack`` with the chosen (placed) jobs released: ``Packing.release`` job by job, as arrays. The GPUs
+    (and CPUs and memory) each job gives back are added to its type's free ones one at a time in the jobs' order
+    (``np.add.at`` is unbuffered), so the sums are those of the loop, bit for bit."""
+    trial = pack.copy()
+    held = trial.col[chosen]
+    t = trial.cell_type[held]
+    np.add.at(trial.free, t, trial.cell_gpus[held])
+    for need, free in trial.host:
+        np.add.at(free, t, need[chosen, held])
+    trial.col[chosen] = -1
+    return trial
 
 
 def _stays(pack: Packing, chosen: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> bool:
@@ -175,9 +188,7 @@ def _values(problem, thr, best, weight, rows: np.ndarray, cols: np.ndarray, stay
 def greedy_match(pack: Packing, chosen: np.ndarray, rows: np.ndarray, cols: np.ndarray, vals: np.ndarray):
     """When the LP's shares do not round (gang jobs of several sizes): jobs by their best value (the guarded
     first), each to its best-valued column with room, else its old one; None if some job fits nowhere."""
-    trial = pack.copy()
-    for j in chosen.tolist():
-        trial.release(j)
+    trial = _released(pack, chosen)
     best = {}
     for k in np.argsort(-vals, kind="stable").tolist():
         best.setdefault(int(rows[k]), []).append(int(cols[k]))
