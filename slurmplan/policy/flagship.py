@@ -155,8 +155,7 @@ class Slurmplan(Policy):
         pays = paying_columns(problem, p["move_pay"], prior, floors > 0)
         pack, floors = self._select(problem, queue, floors, catch, guarded, running, pays)
         if p["match_types"]:
-            choose = lambda j, floor: self._choices(problem, j, floor)  # noqa: E731
-            match_types(problem, pack, floors, est, fast_first, self._blocked, p, choose, pays)
+            match_types(problem, pack, floors, est, fast_first, self._blocked, p, pays)
         if p["grow"] and (not p["scale_up"] or p["grow_first"]):
             grow(problem, pack, queue.order, pays)
         if p["scale_up"]:
@@ -271,35 +270,44 @@ class Slurmplan(Policy):
         search, score = self._search(problem, floors)
         hold = self.params["hold_s"]
         blocked = np.zeros(len(pack.free), dtype=bool)
-        first = guarded | queue.overdue
+        any_blocked = False  # ``blocked.any()``, kept as it changes (asked once per job)
+        first = (guarded | queue.overdue).tolist()
+        run, current = running.tolist(), (np.asarray(problem.current).tolist() if problem.current is not None else None)
+        thr = _columns_of(problem)[0]
         caught = False
         for j in queue.order.tolist():
             if not caught and floors[j] <= 0:  # every guaranteed job placed at its SLA: now make up waits
                 choose = lambda k, floor: self._choices(problem, k, floor)  # noqa: E731
                 floors, caught = catch_up(problem, pack, queue.order, floors, catch, choose), True
-            choices = self._choices(problem, j, floors[j])
-            if pays is not None and running[j]:
-                choices = [c for c in choices if pays[j, c]]
-            cur = int(problem.current[j]) if running[j] else -1
-            if blocked.any() and not first[j]:
+            cur = current[j] if run[j] else -1
+            if any_blocked and not first[j]:
+                choices = self._paying_choices(problem, j, floors[j], pays if run[j] else None)
                 fit = [c for c in choices if pack.fits(j, c)]
                 fit = [c for c in fit if c == cur or pack.cell_type[c] < 0 or not blocked[pack.cell_type[c]]]
                 if fit:
                     pack.assign(j, cur if hold > 0 and cur in fit else self._stay_or_move(problem, j, fit))
                 continue
-            # ``cur in fit`` without the list: the search (most waiting jobs of a busy round) reads no ``fit``
-            # (issue 27: it was 0.8 million ``fits`` calls on the site history's first day)
-            if hold > 0 and cur >= 0 and cur in choices and pack.fits(j, cur):
+            # ``cur in choices and pack.fits(j, cur)`` without the list: a job's choices are all its columns with
+            # a throughput above 0 (in some order), less the moves that do not pay; the search (most waiting jobs
+            # of a busy round) reads no list either (issue 27: building them was 0.8 million ``fits`` calls on the
+            # site history's first day, and in the twenty-second session 180,000 lists, most read for this alone)
+            if hold > 0 and cur >= 0 and thr[j, cur] > 0 and (pays is None or pays[j, cur]) and pack.fits(j, cur):
                 pack.assign(j, cur)
-            elif search is not None and floors[j] <= 0:
+                continue
+            choices = None
+            if search is not None and floors[j] <= 0:
                 search._place(pack, j, score)
-            elif fit := [c for c in choices if pack.fits(j, c)]:
-                pack.assign(j, self._stay_or_move(problem, j, fit))
+            else:
+                choices = self._paying_choices(problem, j, floors[j], pays if run[j] else None)
+                if fit := [c for c in choices if pack.fits(j, c)]:
+                    pack.assign(j, self._stay_or_move(problem, j, fit))
             if first[j] and pack.col[j] < 0:
+                if choices is None:
+                    choices = self._paying_choices(problem, j, floors[j], pays if run[j] else None)
                 size = problem.cells[choices[0]].gpus if choices else 0
                 for c in choices:
                     if problem.cells[c].gpus == size and pack.cell_type[c] >= 0:
-                        blocked[pack.cell_type[c]] = True
+                        blocked[pack.cell_type[c]] = any_blocked = True
         self._blocked = blocked
         if not caught:
             choose = lambda k, floor: self._choices(problem, k, floor)  # noqa: E731
@@ -367,6 +375,11 @@ class Slurmplan(Policy):
         out = usable[np.lexsort((-row[usable], other, below))].tolist()
         seen[(j, floor)] = tuple(out)
         return out
+
+    def _paying_choices(self, problem: AllocationProblem, j: int, floor: float, pays: np.ndarray | None) -> list[int]:
+        """``_choices``, less the columns where ``pays`` (a running job's moves that pay their restart) is False."""
+        choices = self._choices(problem, j, floor)
+        return choices if pays is None else [c for c in choices if pays[j, c]]
 
     def _stay_or_move(self, problem: AllocationProblem, j: int, fit: list[int]) -> int:
         """The fastest fitting column, unless the job runs in a fitting one that is nearly as fast."""

@@ -9,8 +9,6 @@ matched greedily by the same values instead.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 
 from slurmplan.domain import AllocationProblem
@@ -25,8 +23,8 @@ def transport(rows: np.ndarray, cols: np.ndarray, value: np.ndarray, pack: Packi
     pos = np.array([job_pos[j] for j in rows.tolist()], dtype=np.int64)
     types = pack.cell_type[cols]
     cap = pack.free.copy()
-    for j in chosen.tolist():
-        cap[pack.cell_type[pack.col[j]]] += pack.cell_gpus[pack.col[j]]
+    held = pack.col[chosen]
+    np.add.at(cap, pack.cell_type[held], pack.cell_gpus[held])  # each job's GPUs back, in the loop's order
     solve = _transport_direct if linprog_direct.available() else _transport_linprog
     return solve(types, pos, pack.cell_gpus[cols], -value, cap, chosen.size)
 
@@ -69,7 +67,6 @@ def match_types(
     guard: np.ndarray,
     blocked: np.ndarray,
     params: dict,
-    choices: Callable[[int, float], list[int]],
     allowed: np.ndarray | None = None,
 ) -> None:
     """Re-place the chosen jobs, same sizes, so that the sum of their speeds relative to their fastest
@@ -79,28 +76,28 @@ def match_types(
     chosen = np.flatnonzero(pack.col >= 0)
     if chosen.size < 2:
         return
-    rows, cols, vals = _match_values(problem, pack, chosen, floors, est, guard, blocked, params, choices, allowed)
-    if len(set(cols)) < 2:
+    rows_a, cols_a, vals = _match_values(problem, pack, chosen, floors, est, guard, blocked, params, allowed)
+    if cols_a.size == 0 or (cols_a == cols_a[0]).all():  # fewer than two columns: nothing to match
         return
-    rows_a, cols_a = np.array(rows), np.array(cols)
-    x = transport(rows_a, cols_a, np.array(vals), pack, chosen)
+    if _stays(pack, chosen, rows_a, cols_a):
+        return
+    x = transport(rows_a, cols_a, vals, pack, chosen)
     if x is None:
         return
-    trial = pack.copy()
-    for j in chosen.tolist():
-        trial.release(j)
+    trial = _released(pack, chosen)
     # biggest shares first; a job whose share does not fit keeps trying its other columns, then its old one
     order = np.argsort(-x, kind="stable")
-    placed = np.zeros(problem.num_jobs, dtype=bool)
+    placed = [False] * problem.num_jobs
+    share, jobs, columns = x.tolist(), rows_a.tolist(), cols_a.tolist()  # read as Python values once
     for k in order.tolist():
-        j, c = int(rows_a[k]), int(cols_a[k])
-        if not placed[j] and x[k] > 1e-6 and trial.fits(j, c):
+        j, c = jobs[k], columns[k]
+        if not placed[j] and share[k] > 1e-6 and trial.fits(j, c):
             trial.assign(j, c)
             placed[j] = True
     for j in chosen.tolist():
         if not placed[j]:
             if not trial.fits(j, int(pack.col[j])):
-                trial = greedy_match(pack, chosen, rows_a, cols_a, np.array(vals))
+                trial = greedy_match(pack, chosen, rows_a, cols_a, vals)
                 if trial is None:
                     return  # no room either way: keep the selection's placement
                 break
@@ -110,8 +107,46 @@ def match_types(
         free[:] = tfree
 
 
-def _match_values(problem, pack, chosen, floors, est, guard, blocked, params, choices, allowed):
-    """The LP's variables: (job, column of its size, value) for every chosen job and column it may take."""
+def _released(pack: Packing, chosen: np.ndarray) -> Packing:
+    """A copy of ``pack`` with the chosen (placed) jobs released: ``Packing.release`` job by job, as arrays. The GPUs
+    (and CPUs and memory) each job gives back are added to its type's free ones one at a time in the jobs' order
+    (``np.add.at`` is unbuffered), so the sums are those of the loop, bit for bit."""
+    trial = pack.copy()
+    held = trial.col[chosen]
+    t = trial.cell_type[held]
+    np.add.at(trial.free, t, trial.cell_gpus[held])
+    for need, free in trial.host:
+        np.add.at(free, t, need[chosen, held])
+    trial.col[chosen] = -1
+    return trial
+
+
+def _stays(pack: Packing, chosen: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> bool:
+    """True when matching can only leave every chosen job where it is, so the LP need not be solved (issue 27,
+    twenty-second session: a ninth of the site day's matching LPs): each chosen job has one variable, its own
+    column. The LP's only answer is then all ones (each job's row sums to 1) or none (a refusal: nothing changes),
+    and with all ones the re-placement seats the same columns again. They all fit in any order when no type is
+    over its GPUs now (each seat leaves at least what the last leaves) and there are no host limits (GPU counts
+    are whole numbers, so the free GPUs come out the same in any order; CPUs and memory need not).
+    ``tests/policy/test_flagship_match_stays.py`` solves these LPs anyway on a busy run and compares."""
+    if pack.host or rows.size != chosen.size or not (rows == chosen).all() or not (cols == pack.col[chosen]).all():
+        return False
+    return bool((pack.free >= -1e-9).all())
+
+
+def _match_values(problem, pack, chosen, floors, est, guard, blocked, params, allowed):
+    """The LP's variables: (job, column of its size, value) for every chosen job and column it may take, in the
+    order the per-job walk over ``Slurmplan._choices`` gave them (the job order of ``chosen``; within a job its
+    choices' order). Found for all chosen jobs at once (issue 27, twenty-second session: the walk was 1.1 million
+    Python steps a site day, the largest loop of the flagship's own code): a column qualifies where the job can run
+    (throughput above 0, which is what its choices hold), the move is ``allowed`` (it pays its restart), its type is
+    not reserved for another job (``blocked``, unless the job is on that type), it has the job's chosen GPU count
+    and a type, and the job's speed there is at least its floor (its SLA, kept only where its own column gives it).
+    Among one job's columns of one size the choices' order is fastest first, ties by column (their sort is stable
+    over ascending columns): their other keys say nothing more here, as the requested-size key is the same for
+    every column of one size, and "below the floor" (speed under the floor less 1e-12, sorted last) holds exactly
+    for the slowest columns. ``tests/policy/test_flagship_match_values.py`` compares this with the plain walk on
+    every round of a busy run, also with each GPU type reserved and with floors on half the jobs."""
     thr = np.asarray(problem.throughput, dtype=float)
     best = thr.max(axis=1)
     # Fast GPUs go first to jobs already stretched the most: time in the system against time left (a job
@@ -122,25 +157,25 @@ def _match_values(problem, pack, chosen, floors, est, guard, blocked, params, ch
     # A job at its stretch guard outweighs every unguarded one: it gets its fastest type; among guarded jobs the
     # same weights decide (shorter first: a short job on a slow GPU passes the guard within a round or two).
     weight = np.where(guard > 0, 1e3 * weight.max(initial=1.0) * weight, weight)
-    rows, cols = [], []
-    gpus, types = [c.gpus for c in problem.cells], pack.cell_type.tolist()
-    for j in chosen.tolist():
-        size = gpus[pack.col[j]]
-        speed = thr[j].tolist()  # one row read as Python floats: the loop compares every column's
-        floor = floors[j] if speed[pack.col[j]] >= floors[j] else 0.0  # never re-placed below its SLA
-        here = types[pack.col[j]]
-        for c in choices(j, floors[j]):
-            if allowed is not None and not allowed[j, c]:
-                continue  # a move of a running job that does not pay its restart (flagship_moves.py)
-            if types[c] >= 0 and blocked[types[c]] and types[c] != here:
-                continue  # reserved for a job past its guard
-            if gpus[c] == size and types[c] >= 0 and speed[c] >= floor:
-                rows.append(j)
-                cols.append(c)
-    return rows, cols, _values(problem, thr, best, weight, rows, cols, params["stay_bonus"]).tolist()
+    gpus, types = pack.cell_gpus, pack.cell_type
+    col = pack.col[chosen]
+    speed = thr[chosen]
+    floor = np.asarray(floors, dtype=float)[chosen]
+    own = speed[np.arange(chosen.size), col]
+    kept = np.where(own >= floor, floor, 0.0)  # never re-placed below its SLA
+    typed = types >= 0
+    reserved = typed & np.asarray(blocked, dtype=bool)[np.where(typed, types, 0)]
+    ok = (speed > 0) & (gpus[None, :] == gpus[col][:, None]) & typed[None, :] & (speed >= kept[:, None])
+    ok &= ~(reserved[None, :] & (types[None, :] != types[col][:, None]))
+    if allowed is not None:
+        ok &= np.asarray(allowed, dtype=bool)[chosen]
+    pos, cols = np.nonzero(ok)  # row by row, columns ascending
+    order = np.lexsort((-speed[pos, cols], pos))  # stable: ties keep the ascending columns
+    rows, cols = chosen[pos[order]], cols[order]
+    return rows, cols, _values(problem, thr, best, weight, rows, cols, params["stay_bonus"])
 
 
-def _values(problem, thr, best, weight, rows: list[int], cols: list[int], stay_bonus: float) -> np.ndarray:
+def _values(problem, thr, best, weight, rows: np.ndarray, cols: np.ndarray, stay_bonus: float) -> np.ndarray:
     """Each (job, column)'s value, all at once (the same float operations, element by element, as one at a time):
     its speed there relative to its fastest, plus ``stay_bonus`` where it runs now (a move costs a restart:
     staying is worth that share of a round at full speed), times its weight; 1e-3 more where it runs (ties: stay)."""
@@ -153,9 +188,7 @@ def _values(problem, thr, best, weight, rows: list[int], cols: list[int], stay_b
 def greedy_match(pack: Packing, chosen: np.ndarray, rows: np.ndarray, cols: np.ndarray, vals: np.ndarray):
     """When the LP's shares do not round (gang jobs of several sizes): jobs by their best value (the guarded
     first), each to its best-valued column with room, else its old one; None if some job fits nowhere."""
-    trial = pack.copy()
-    for j in chosen.tolist():
-        trial.release(j)
+    trial = _released(pack, chosen)
     best = {}
     for k in np.argsort(-vals, kind="stable").tolist():
         best.setdefault(int(rows[k]), []).append(int(cols[k]))

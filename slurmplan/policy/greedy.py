@@ -56,7 +56,10 @@ class Packing:
         cell_type = np.array([pos.get(c.gpu_type, -1) for c in problem.cells], dtype=int)
         free = np.array([float(problem.capacity[t]) for t in types])
         host = []
-        for need, cap in zip(lp.host_needs(problem), (problem.cpu_capacity, problem.memory_capacity_mb), strict=True):
+        caps = (problem.cpu_capacity, problem.memory_capacity_mb)
+        # the needs only where a host limit is known (issue 27: a site without them built both matrices every round)
+        needs = lp.host_needs(problem) if any(cap is not None for cap in caps) else (None, None)
+        for need, cap in zip(needs, caps, strict=True):
             if cap is not None and need.any():
                 host.append((need, np.array([float(cap.get(t, np.inf)) for t in types])))
         cols = np.full(problem.num_jobs, -1)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from slurmplan.policy import flagship_match
+from slurmplan.policy.flagship import Slurmplan
 from tests.mechanism.helpers import crius_llm_simulation
 
 
@@ -41,21 +42,41 @@ def _plain_values(problem, pack, chosen, floors, est, guard, blocked, params, ch
 
 
 def test_array_values_equal_the_plain_loop_on_a_real_run(monkeypatch) -> None:
-    seen = {"calls": 0, "pairs": 0, "staying": 0}
+    seen = {"calls": 0, "pairs": 0, "staying": 0, "floored": 0, "allowed": 0, "blocked": 0}
     fast = flagship_match._match_values
 
-    def checked(problem, pack, chosen, *args):
-        rows, cols, vals = fast(problem, pack, chosen, *args)
+    def compare(problem, pack, chosen, floors, est, guard, blocked, params, allowed):
+        rows, cols, vals = fast(problem, pack, chosen, floors, est, guard, blocked, params, allowed)
+        choices = lambda j, floor: Slurmplan._choices(problem, j, floor)  # noqa: E731
+        args = (floors, est, guard, blocked, params, choices, allowed)
         ref_rows, ref_cols, ref_vals = _plain_values(problem, pack, chosen, *args)
-        assert rows == ref_rows and cols == ref_cols
-        assert np.array(vals).tobytes() == np.array(ref_vals, dtype=float).tobytes()
+        assert rows.tolist() == ref_rows and cols.tolist() == ref_cols
+        assert np.asarray(vals).tobytes() == np.array(ref_vals, dtype=float).tobytes()
+        return rows, cols, vals
+
+    def checked(problem, pack, chosen, floors, est, guard, blocked, params, allowed):
+        rows, cols, vals = compare(problem, pack, chosen, floors, est, guard, blocked, params, allowed)
+        # the same round with what the run seldom has: each GPU type reserved in turn, and floors (an SLA's at half
+        # a job's best speed, some above its own column's, and a catch-up's, infinite) on every other job
+        for t in range(blocked.size):
+            reserved = np.zeros(blocked.size, dtype=bool)
+            reserved[t] = True
+            compare(problem, pack, chosen, floors, est, guard, reserved, params, allowed)
+        thr = np.asarray(problem.throughput, dtype=float)
+        sla = np.where(np.arange(problem.num_jobs) % 2 == 0, thr.max(axis=1) / 2, 0.0)
+        compare(problem, pack, chosen, sla, est, guard, blocked, params, allowed)
+        compare(problem, pack, chosen, np.where(sla > 0, np.inf, 0.0), est, guard, blocked, params, None)
         seen["calls"] += 1
         seen["pairs"] += len(rows)
+        seen["floored"] += int((np.asarray(floors)[chosen] > 0).sum())
+        seen["allowed"] += allowed is not None
+        seen["blocked"] += bool(np.asarray(blocked).any())
         if problem.current is not None:
             seen["staying"] += sum(int(problem.current[j] == c) for j, c in zip(rows, cols, strict=True))
         return rows, cols, vals
 
     monkeypatch.setattr(flagship_match, "_match_values", checked)
-    crius_llm_simulation("slurmplan").run()
-    assert seen["calls"] > 10 and seen["pairs"] > 100
-    assert 0 < seen["staying"] < seen["pairs"]  # both the staying bonus and moves were compared
+    crius_llm_simulation("slurmplan", num_jobs=400, rate_per_h=800.0, hours=1.5).run()
+    assert seen["calls"] > 10 and seen["pairs"] > 100, seen
+    assert 0 < seen["staying"] < seen["pairs"], seen  # both the staying bonus and moves were compared
+    assert seen["floored"] > 0 and seen["allowed"] > 0, seen  # guaranteed jobs' floors and priced moves were in play

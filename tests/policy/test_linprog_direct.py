@@ -53,6 +53,25 @@ def test_the_direct_solve_ends_on_linprogs_vertex(tied: bool) -> None:
 
 
 @needs_direct
+def test_one_instance_reused_solves_as_a_new_one_each_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``linprog_direct._solver`` hands out one HiGHS instance per thread (``passModel`` clears it): a run of LPs,
+    tied and not, refused and not, one after another on it ends on the same bytes as on a new instance each."""
+    rng = np.random.default_rng(2722)
+    lps = [_instance(rng, tied=bool(k % 2)) for k in range(200)]
+    made = []
+    new = linprog_direct._h._Highs
+    monkeypatch.setattr(linprog_direct._h, "_Highs", lambda: made.append(1) or new())
+    linprog_direct._local.highs = None
+    reused = [_transport_direct(*args) for args in lps]
+    assert len(made) == 1 + sum(x is None for x in reused[:-1])  # a new one only after a refusal
+    monkeypatch.setattr(linprog_direct, "_solver", new)
+    fresh = [_transport_direct(*args) for args in lps]
+    assert [x is None for x in reused] == [x is None for x in fresh]
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(reused, fresh, strict=True) if a is not None)
+    assert 50 < sum(x is not None for x in reused) < len(lps)  # solves and refusals in the run
+
+
+@needs_direct
 def test_an_infeasible_lp_is_refused_by_both() -> None:
     """Two one-GPU jobs, one GPU type with room for one: no answer either way."""
     args = (np.array([0, 0]), np.array([0, 1]), np.array([1, 1]), np.array([-1.0, -1.0]), np.array([1]), 2)
