@@ -37,7 +37,7 @@ from slurmplan.mechanism.pricing import remaining_prior
 from slurmplan.mechanism.priorities import EPS, deficits, priorities, received_share, start_epoch
 from slurmplan.mechanism.problem import RUNNING_STATES, ProblemContext, build_problem, column_index
 from slurmplan.mechanism.reconfig import horizons
-from slurmplan.mechanism.round import RoundChoice, RunningInfo, gpus_left, plan_round
+from slurmplan.mechanism.round import RoundChoice, RowsOnDemand, RunningInfo, gpus_left, plan_round
 from slurmplan.mechanism.state import advance, evolve
 from slurmplan.tick_types import JobState, ManagedJob, SchedulerState, TickConfig, TickInput, TickOutput
 
@@ -114,20 +114,31 @@ _last_columns = _LastColumns()
 def running_info(
     ctx: ProblemContext, states: Mapping[JobId, JobState], config: TickConfig, now: float = 0.0
 ) -> RunningInfo:
+    """Each row's running facts; its move horizon and time since its last move are computed when ``greedy``
+    first reads one (``RowsOnDemand``), from the problem's arrays and the rows' JobStates as they are now."""
     p = ctx.problem
     n = p.num_jobs
     current = np.asarray(p.current, dtype=np.int64) if p.current is not None else np.full(n, -1)
-    thr = p.throughput[np.arange(n), np.maximum(current, 0)] if p.cells else np.zeros(n)
-    # Expected remaining time where it runs: its steps when known, else the time it has run (pricing.py)
-    remaining, _ = remaining_prior(
-        p.column("steps_remaining"), thr, ctx.steps_known, p.column("attained_time"), p.time_limit_left, config.round_s
-    )
-    horizon = horizons(config.round_s, remaining)
-    signalled = np.array([states[j].signalled_at is not None for j in p.job_ids], dtype=bool)
-    moved = [states[j].moved_at for j in p.job_ids]
-    since = np.array([np.inf if t is None else now - t for t in moved], dtype=float)
+
+    def horizon() -> np.ndarray:
+        thr = p.throughput[np.arange(n), np.maximum(current, 0)] if p.cells else np.zeros(n)
+        # Expected remaining time where it runs: its steps when known, else the time it has run (pricing.py)
+        remaining, _ = remaining_prior(
+            p.column("steps_remaining"), thr, ctx.steps_known, p.column("attained_time"), p.time_limit_left,
+            config.round_s,
+        )  # fmt: skip
+        return horizons(config.round_s, remaining)
+
+    got = [states[j] for j in p.job_ids]  # the tick's JobStates now (``states`` is the caller's to change later)
+
+    def since() -> np.ndarray:
+        return np.array([np.inf if st.moved_at is None else now - st.moved_at for st in got], dtype=float)
+
+    signalled = np.array([st.signalled_at is not None for st in got], dtype=bool)
     qos = tuple(m.job.qos for m in ctx.jobs) if config.qos_preemption else None  # QOS rules (mechanism/qos.py)
-    return RunningInfo(ctx.running & (current >= 0), current, signalled, horizon, since, qos)
+    return RunningInfo(
+        ctx.running & (current >= 0), current, signalled, RowsOnDemand(horizon), RowsOnDemand(since), qos
+    )
 
 
 def replay(

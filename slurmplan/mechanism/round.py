@@ -8,7 +8,7 @@ corrected by later rounds, because waiting raises a job's priority.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,16 +20,48 @@ from slurmplan.mechanism.reconfig import judge_move
 from slurmplan.tick_types import TickConfig
 
 
+class RowsOnDemand:
+    """Per-row numbers computed when first read (``rows[j]``), then kept: ``RunningInfo``'s move horizons and
+    times since the last move, which only ``greedy`` reads, for a running job whose best pair is a move (a few
+    rows of a few ticks); every tick built them for every row before (issue 27: 1-2 % of ``bench_sim``).
+
+    ``compute`` must give what an eager computation at construction would (the tick's values it reads do not
+    change afterwards); ``numpy.asarray`` reads the whole array."""
+
+    __slots__ = ("_compute", "_rows")
+
+    def __init__(self, compute: Callable[[], np.ndarray]) -> None:
+        self._compute: Callable[[], np.ndarray] | None = compute
+        self._rows: np.ndarray | None = None
+
+    def value(self) -> np.ndarray:
+        """Every row's number (computed on the first call)."""
+        if self._rows is None:
+            assert self._compute is not None
+            self._rows, self._compute = self._compute(), None
+        return self._rows
+
+    def __getitem__(self, j: int) -> float:
+        return self.value()[j]
+
+    def __len__(self) -> int:
+        return len(self.value())
+
+    def __array__(self, dtype: object = None, copy: object = None) -> np.ndarray:
+        return np.asarray(self.value(), dtype=dtype)
+
+
 @dataclass(frozen=True, eq=False)
 class RunningInfo:
     """What stickiness needs per row: running now, current column, already told to stop, decision horizon
-    (expected remaining seconds), and seconds since a decision last moved it (None: never)."""
+    (expected remaining seconds), and seconds since a decision last moved it (None: never). The last two may be
+    ``RowsOnDemand`` (``engine.running_info``): read them by row."""
 
     running: np.ndarray
     current: np.ndarray
     signalled: np.ndarray
-    horizon: np.ndarray
-    since_moved: np.ndarray | None = None
+    horizon: np.ndarray | RowsOnDemand
+    since_moved: np.ndarray | RowsOnDemand | None = None
     qos: tuple[str, ...] | None = None
     """Per row: the job's Slurm QOS (for ``TickConfig.qos_preemption``, ``qos.py``)."""
 
