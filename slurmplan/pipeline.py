@@ -214,7 +214,7 @@ def managed_jobs(
     out: list[ManagedJob] = []
     refused: list[Observed] = []
     for ob in observed:
-        if not ob.managed or ob.job.state.finished or ob.hints is None:
+        if ob.hints is None or ob.error or ob.job.state.finished:  # not ``ob.managed`` (a call per job), or done
             continue
         steps = source.progress(ob.job)
         if memo is not None:
@@ -271,7 +271,7 @@ def prune(
     run lengths of those that finished or are gone, not of those still ``observed`` unfinished (issue 23,
     ``mechanism.lengths``: the expected remaining time is learned from them, on both backends alike)."""
     alive = {m.job.job_id for m in managed}
-    if all(j in alive for j in state.jobs):
+    if state.jobs.keys() <= alive:  # every remembered job is still managed (compared in C: every tick)
         return state
     unfinished = {o.job.job_id for o in observed if not o.job.state.finished}
     runs = finished_runs(state, alive, unfinished, state.last_tick if now is None else now, max_gap_s)
@@ -519,7 +519,7 @@ def _tick_body(
         round_index=out.state.round_index,
         new_round=out.new_round,
         managed=len(managed),
-        unmanaged=len([o for o in observed if not o.managed and not o.error and not o.job.state.finished]),
+        unmanaged=len([o for o in observed if o.hints is None and not o.error and not o.job.state.finished]),
         refused=refused,
         actions=tuple(actions),
         assignments=out.assignments,

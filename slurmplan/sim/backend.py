@@ -186,7 +186,8 @@ class SimBackend:
             self._dirty.clear()
             self._cluster = Cluster(tuple(self._node_cache))  # unchanged nodes: the same Cluster value again
         value = self._job_value
-        jobs = tuple([value(j) for j in self.jobs.values()])
+        # ``_job_value``'s hit read in place (most jobs are unchanged since the last snapshot: every job, every tick)
+        jobs = tuple([j.cached if j.cached is not None else value(j) for j in self.jobs.values()])
         if self.keep_finished_s > 0:
             since = self.now - self.keep_finished_s
             jobs += tuple(value(j) for j in self.finished.values() if (j.finish_time or 0.0) >= since)
@@ -430,8 +431,9 @@ class SimBackend:
         if len(self.running) == len(self.jobs):
             return 0  # every active job runs (``running`` holds exactly the active jobs that run): none waits
         started = 0
+        pending = JobState.PENDING
         for job in sorted(
-            (j for j in self.jobs.values() if j.state is JobState.PENDING and not j.held),
+            [j for j in self.jobs.values() if j.state is pending and not j.held],  # a list: no generator per job
             key=lambda j: (j.submit_time, j.job_id),
         ):
             started += self._try_start(job)

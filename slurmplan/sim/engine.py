@@ -18,6 +18,7 @@ import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from operator import attrgetter
 
 from slurmplan.domain import Action, ActionKind, Candidate, Cluster, Hints, Job, Policy, Reason
 from slurmplan.mechanism.engine import ON_TIME_S
@@ -197,8 +198,8 @@ class Simulation:
         self.last_input, self.last_output = inp, out
         self.ticks += 1
         self.rounds += bool(out.new_round)
-        for a in out.assignments:
-            self._reasons[a.job_id] = a.reason
+        # each job's last reason, for its record at the end: the pairs taken in C (every job, every tick)
+        self._reasons.update(zip(map(_JOB_ID, out.assignments), map(_REASON, out.assignments), strict=True))
         for r in results:
             self.action_counts[r.action.kind.value] += 1
             self.refused += not r.ok
@@ -324,6 +325,9 @@ class Simulation:
             start_grid_s=self.options.tick_s if self.options.event_ticks else self.tick_config.round_s,
         )
 
+
+_JOB_ID, _REASON = attrgetter("job_id"), attrgetter("reason")
+"""An assignment's job and reason (``Simulation.step`` reads both of every assignment, every tick)."""
 
 _GC_YOUNG = 20_000
 """Allocations between two collections of the youngest generation during a run (Python's default: 700)."""
