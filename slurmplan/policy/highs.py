@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -90,12 +91,32 @@ def reference_solves() -> Iterator[None]:
         _mode.value = saved
 
 
+class _Spare(threading.local):
+    """A ``Highs`` a finished ``HighsModel`` gave back (``HighsModel.__del__``), for this thread's next model.
+
+    Building a ``Highs`` costs about 0.13 ms (the C++ solver's option records, highspy's callback objects), and
+    LAS builds one or two a contested round: 1 % of ``bench_sim`` (issue 27, twenty-second session). ``clear``
+    gives the same solver back as new: HiGHS's default options, no model, basis, solution or solver data; the
+    LP solved on it is the same LP, solved alike (``tests/policy/test_highs_spare.py`` compares a reused solver's
+    answers, bases and iteration counts with a fresh one's). One per thread: a ``Highs`` is not shared."""
+
+    highs: highspy.Highs | None = None
+
+
+_spare = _Spare()
+
+
 def _quiet_highs() -> highspy.Highs:
     """A ``Highs`` with its output off. The first one of a process prints HiGHS's banner to file descriptor 1
     from C++ before any option can be set, which corrupted ``--json`` output on stdout (``simulate --json``);
-    that construction runs with fd 1 pointed at /dev/null."""
+    that construction runs with fd 1 pointed at /dev/null. A spare one (``_Spare``) is cleared and taken first."""
     global _banner_shown
-    if _banner_shown:
+    spare = _spare.highs
+    if spare is not None:
+        _spare.highs = None
+        spare.clear()
+        h = spare
+    elif _banner_shown:
         h = highspy.Highs()
     else:
         sys.stdout.flush()
@@ -149,6 +170,12 @@ class HighsModel:
         )
         self._runs = 0
         self._started = False
+
+    def __del__(self) -> None:
+        """Give the solver back for the next model (``_Spare``): nothing else holds it."""
+        h = getattr(self, "_h", None)
+        if h is not None and _spare.highs is None:
+            _spare.highs = h
 
     def basis(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The last (optimal) solve's status of every column and every row as small integers (HiGHS's
