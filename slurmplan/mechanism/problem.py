@@ -11,7 +11,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from itertools import compress
-from operator import is_not
+from operator import attrgetter, is_not
 
 import numpy as np
 
@@ -140,52 +140,56 @@ def _per_node_usage(jobs: tuple[ManagedJob, ...], index: Mapping[str, int]) -> n
 
     Nodes outside the pool are skipped. Carried from the previous call by the jobs (``Job`` values, by identity)
     that came and went: a tick's jobs are mostly the very same values as the tick before's (the simulator, and
-    the daemon's memo of unchanged jobs), and the sums are of integers, so the order does not matter.
+    the daemon's memo of unchanged jobs), and the sums are of integers, so the order does not matter. The array
+    is carried too, and a copy changed at the rows of those jobs' nodes (a tick's few), where it was rebuilt from
+    three lists of every node before (issue 27, twenty-second session).
     """
     last = _last_usage.value  # read once: another thread may replace it, never change it
-    now = {id(mj.job): mj.job for mj in jobs}  # holds the jobs: an id stays theirs while either dict lives
+    held = list(map(_JOB, jobs))
+    now = dict(zip(map(id, held), held, strict=True))  # holds the jobs: an id stays theirs while either dict lives
     if last is None or last[0] is not index or len(now) != len(jobs):
         before: dict[int, Job] = {}
-        usage = ([0] * len(index), [0] * len(index), [0] * len(index))
+        usage = np.zeros((len(index), 3), dtype=np.int64)
     else:
         before, usage = last[1], last[2]
         if now.keys() == before.keys():
-            return last[3]
-        usage = (list(usage[0]), list(usage[1]), list(usage[2]))
+            return usage
+        usage = usage.copy()
     for i in before.keys() - now.keys():
         _add_usage(usage, before[i], index, -1)
     for i in now.keys() - before.keys():
         _add_usage(usage, now[i], index, 1)
-    out = np.array(usage, dtype=np.int64).T.reshape(len(index), 3)
-    out.setflags(write=False)  # handed out again on the next call with the same jobs: nobody may write to it
-    _last_usage.value = (index, now, usage, out)
-    return out
+    usage.setflags(write=False)  # handed out again on the next call with the same jobs: nobody may write to it
+    _last_usage.value = (index, now, usage)
+    return usage
+
+
+_JOB, _JOB_ID = attrgetter("job"), attrgetter("job.job_id")
+_SUBMIT_ORDER = attrgetter("job.submit_time", "job.job_id")
+"""A row's place: ``(submit time, job id)``, read in C (``build_problem`` sorts every job every tick)."""
 
 
 class _LastUsage:
-    """``(index, jobs by id, the three per-node lists, their array)`` of the last ``_per_node_usage`` call.
+    """``(index, jobs by id, their per-node array)`` of the last ``_per_node_usage`` call.
 
     A pure memo: never changed in place (a new value per call that changed the jobs); the array is read only."""
 
-    value: tuple[Mapping[str, int], dict[int, Job], tuple[list[int], list[int], list[int]], np.ndarray] | None = None
+    value: tuple[Mapping[str, int], dict[int, Job], np.ndarray] | None = None
 
 
 _last_usage = _LastUsage()
 
 
-def _add_usage(usage: tuple[list[int], list[int], list[int]], job: Job, index: Mapping[str, int], sign: int) -> None:
-    """Add (``sign`` 1) or take out (-1) one job's share of each of its pool nodes."""
+def _add_usage(usage: np.ndarray, job: Job, index: Mapping[str, int], sign: int) -> None:
+    """Add (``sign`` 1) or take out (-1) one job's share of each of its pool nodes (rows of ``usage``)."""
     if not job.state.active or not job.nodes:
         return
-    gpus, cpus, mem = usage
     k = len(job.nodes)
-    gpn, cpn, mpn = sign * job.gpus_per_node, sign * -(-job.cpus // k), sign * -(-job.memory_mb // k)
+    share = (sign * job.gpus_per_node, sign * -(-job.cpus // k), sign * -(-job.memory_mb // k))
     for name in job.nodes:
         i = index.get(name)
         if i is not None:
-            gpus[i] += gpn
-            cpus[i] += cpn
-            mem[i] += mpn
+            usage[i] += share
 
 
 def build_pool(cluster: Cluster, managed_holding: tuple[ManagedJob, ...]) -> NodePool:
@@ -319,7 +323,7 @@ def _match(by_shape: Mapping[tuple[GpuType, int], int], gpu_type: GpuType | None
 
 def build_problem(inp: TickInput, states: Mapping[JobId, JobState], finished: tuple[float, ...] = ()) -> ProblemContext:
     """The AllocationProblem for this tick; ``states`` must already hold this tick's attained time."""
-    ids = [mj.job.job_id for mj in inp.jobs]
+    ids = list(map(_JOB_ID, inp.jobs))
     if len(set(ids)) != len(ids):
         dup = sorted({i for i in ids if ids.count(i) > 1})
         raise ValidationError("jobs", dup, "each job id at most once in a tick's input", "tick input")
@@ -329,7 +333,7 @@ def build_problem(inp: TickInput, states: Mapping[JobId, JobState], finished: tu
     total = dict(_node_table(inp.cluster).total)  # the pool's memo: no second pass over every node
     rows: list[ManagedJob] = []
     excluded: list[tuple[ManagedJob, Assignment]] = []
-    for mj in sorted(inp.jobs, key=lambda m: (m.job.submit_time, m.job.job_id)):
+    for mj in sorted(inp.jobs, key=_SUBMIT_ORDER):
         if mj.job.state in RUNNING_STATES and mj.hints.managed:  # ``_exclusion``'s first answer: most rows
             rows.append(mj)
             continue
