@@ -214,7 +214,7 @@ def managed_jobs(
     out: list[ManagedJob] = []
     refused: list[Observed] = []
     for ob in observed:
-        if ob.hints is None or ob.error or ob.job.state.finished:  # not ``ob.managed`` (a call per job), or done
+        if ob.hints is None or ob.error or ob.job.state in _FINISHED:  # not ``managed``, ``finished``: calls per job
             continue
         steps = source.progress(ob.job)
         if memo is not None:
@@ -246,6 +246,10 @@ def managed_jobs(
             memo[ob.job.job_id] = (ob.job, steps, mj)
         out.append(mj)
     return out, refused
+
+
+_FINISHED = tuple(s for s in JobState if s.finished)
+"""``JobState.finished``'s states, for a membership test without the property's call (every job, every tick)."""
 
 
 def _reads_nodes(job: Job) -> bool:

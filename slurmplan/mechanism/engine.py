@@ -182,7 +182,11 @@ def replay(
         if running[j] and not signalled[j]:
             col[j], fixed[j], reasons[j] = current[j], True, Reason.KEPT
             kept = planned is not None and planned.reason is Reason.KEPT
-            details[j] = without_note(planned.detail, note_of[j]) if kept else "lease renewed"  # type: ignore[union-attr]
+            if not kept:
+                details[j] = "lease renewed"
+            else:  # ``without_note``'s answer without the call where there is no note (every row under LAS)
+                note = note_of[j]
+                details[j] = without_note(planned.detail, note) if note else planned.detail  # type: ignore[union-attr]
             if current[j] < 0:
                 details[j] = "runs in a configuration none of its candidates has; decided at the next round"
         elif planned is not None:

@@ -38,6 +38,8 @@ RUNNING_STATES = (SlurmState.RUNNING, SlurmState.SUSPENDED)
 """Slurm states in which a managed job holds its GPUs and can be kept, moved or stopped."""
 PENDING_STATES = (SlurmState.PENDING, SlurmState.REQUEUED)
 """Slurm states in which a managed job waits for a decision (hold, or update and release)."""
+ACTIVE_STATES = tuple(s for s in SlurmState if s.active)
+"""``JobState.active``'s states (a job holds GPUs now), for a membership test without the property's call."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -327,7 +329,7 @@ def build_problem(inp: TickInput, states: Mapping[JobId, JobState], finished: tu
     if len(set(ids)) != len(ids):
         dup = sorted({i for i in ids if ids.count(i) > 1})
         raise ValidationError("jobs", dup, "each job id at most once in a tick's input", "tick input")
-    holding = tuple([mj for mj in inp.jobs if mj.hints.managed and mj.job.state.active])
+    holding = tuple([mj for mj in inp.jobs if mj.hints.managed and mj.job.state in ACTIVE_STATES])
     pool = build_pool(inp.cluster, holding)
     raw_capacity = pool.capacity()
     total = dict(_node_table(inp.cluster).total)  # the pool's memo: no second pass over every node

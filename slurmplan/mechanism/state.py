@@ -140,7 +140,11 @@ def _plus(seconds: Mapping[Cell, float], cell: Cell, ran: float) -> dict[Cell, f
         for key, value in seconds.items():
             if key is cell:
                 return {cell: value + ran}
-    out = dict(seconds)
+    out = dict(seconds)  # a copy keeps the keys' hashes
+    for key, value in seconds.items():  # the Cell's own key found by identity: one hash of it, not two
+        if key is cell:
+            out[cell] = value + ran
+            return out
     out[cell] = out.get(cell, 0.0) + ran
     return out
 
