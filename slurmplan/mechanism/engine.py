@@ -334,9 +334,10 @@ def assign(
     note_of = notes if notes is not None else [None] * len(cols)
     fast = settled is not None
     kept = Reason.KEPT
+    choice_reasons, choice_details, jobs = choice.reason, choice.detail, ctx.jobs  # read once, not once a row
     for j, job_id in enumerate(p.job_ids):
         c, note = cols[j], note_of[j]
-        reason, detail, pri = choice.reason[j], choice.detail[j], pris[j]
+        reason, detail, pri = choice_reasons[j], choice_details[j], pris[j]
         if c < 0:
             if running[j] and reason is Reason.WAITING:
                 reason = Reason.PREEMPTED  # running outside every column, and not chosen: it must stop
@@ -347,20 +348,13 @@ def assign(
         cand = candidates[j][c] if candidates else None
         where = placed[j]
         if fast and reason is kept and running[j]:
+            st, mj = states[job_id], jobs[j]
             got = _steady_row(
-                states[job_id],
-                cells[c],
-                where,
-                ctx.jobs[j],
-                cand,
-                _noted(detail, note) if note else detail,
-                thr_at[j],
-                pri,
-                x_at[j],
+                st, cells[c], where, mj, cand, _noted(detail, note) if note else detail, thr_at[j], pri, x_at[j]
             )
             if got is not None:
                 out.append(got)
-                nxt = _quiet_next(states[job_id], got, ctx.jobs[j], new_round)
+                nxt = _quiet_next(st, got, mj, new_round)
                 if nxt is not None:
                     settled[j] = nxt  # type: ignore[index]
                 continue

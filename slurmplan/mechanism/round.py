@@ -146,10 +146,11 @@ def greedy(
                 continue
             notes[j] = verdict.detail
         chosen[j] = c
-        cap[col_type[c]] -= gpus[c]
+        t = col_type[c]
+        cap[t] -= gpus[c]
         if guard is not None and sticky[j]:
             guard.release(j, col_type[cur], gpus[cur])
-        if not cap.any():
+        if cap[t] == 0 and not cap.any():  # a type that still has GPUs leaves some (``cap`` never goes below 0)
             break
     state = (chosen, deferred, cap, col_type, gpus)
     kept = _settle_running(
