@@ -65,8 +65,25 @@ class NodePool:
         return _layout(self.names, self.gpu_type).by_type
 
     def capacity(self) -> dict[GpuType, int]:
+        """GPUs per type (a new dict; the pool's last answer is remembered by its identity: ``build_pool`` hands
+        out the same pool on most ticks)."""
+        last = _last_capacity.value  # read once: another thread may replace it, never change it
+        if last is not None and last[0] is self:
+            return dict(last[1])
         gpus = self.gpus
-        return {t: int(gpus[idx].sum()) for t, idx in self.by_type().items()}
+        out = {t: int(gpus[idx].sum()) for t, idx in self.by_type().items()}
+        _last_capacity.value = (self, out)
+        return dict(out)
+
+
+class _LastCapacity:
+    """``(pool, its capacity)`` of the last ``NodePool.capacity`` call: a pure memo by the pool's identity (the
+    pool is frozen, its arrays read only where ``build_pool`` reuses it; the dict is never handed out)."""
+
+    value: tuple[NodePool, dict[GpuType, int]] | None = None
+
+
+_last_capacity = _LastCapacity()
 
 
 @dataclass(frozen=True, eq=False)
@@ -203,13 +220,35 @@ def build_pool(cluster: Cluster, managed_holding: tuple[ManagedJob, ...]) -> Nod
     names, gpu_type, table = nodes.names, nodes.gpu_type, nodes.table
     have, other = table[:, :3], table[:, 3:] - _per_node_usage(managed_holding, _layout(names, gpu_type).index)
     left = np.maximum(have - np.maximum(other, 0), 0)
-    return NodePool(
+    last = _last_pool.value  # read once: another thread may replace it, never change it
+    if last is not None and last[1].names is names and last[1].gpu_type is gpu_type and np.array_equal(left, last[0]):
+        return last[1]
+    pool = NodePool(
         names=names,
         gpu_type=gpu_type,
-        gpus=np.ascontiguousarray(left[:, 0]),
-        cpus=np.ascontiguousarray(left[:, 1]),
-        memory_mb=np.ascontiguousarray(left[:, 2]),
+        gpus=_read_only(np.ascontiguousarray(left[:, 0])),
+        cpus=_read_only(np.ascontiguousarray(left[:, 1])),
+        memory_mb=_read_only(np.ascontiguousarray(left[:, 2])),
     )
+    _last_pool.value = (left, pool)
+    return pool
+
+
+class _LastPool:
+    """``(the nodes' numbers, NodePool)`` of the previous ``build_pool``: what managed jobs may use changes only
+    with unmanaged work (the managed jobs' own usage is not taken out), so most ticks build the same pool, and
+    handing out the very same value lets the memos keyed by the pool's identity (placement's free lists, the
+    capacity) answer (issue 27, twenty-second session). A pure memo: the pool's arrays are read only."""
+
+    value: tuple[np.ndarray, NodePool] | None = None
+
+
+_last_pool = _LastPool()
+
+
+def _read_only(a: np.ndarray) -> np.ndarray:
+    a.setflags(write=False)
+    return a
 
 
 @dataclass(frozen=True, eq=False)
