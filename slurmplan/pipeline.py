@@ -214,25 +214,25 @@ def managed_jobs(
     out: list[ManagedJob] = []
     refused: list[Observed] = []
     for ob in observed:
-        if ob.hints is None or ob.error or ob.job.state in _FINISHED:  # not ``managed``, ``finished``: calls per job
+        job = ob.job
+        if ob.hints is None or ob.error or job.state in _FINISHED:  # not ``managed``, ``finished``: calls per job
             continue
-        steps = source.progress(ob.job)
+        steps = source.progress(job)
         if memo is not None:
-            hit = memo.get(ob.job.job_id)
-            # a typed job never reads its type from the nodes (``_reads_nodes``' first test, without the call)
-            if (
-                hit is not None
-                and hit[0] is ob.job
-                and (hit[1] == steps or ob.job.gpu_type or not _reads_nodes(ob.job))
-            ):
-                mj = hit[2]
-                if hit[1] != steps:  # ``_managed_job`` with last tick's Job, hints and candidates, written out
-                    d = mj.__dict__.copy()
+            hit = memo.get(job.job_id)
+            if hit is not None and hit[0] is job:
+                if hit[1] == steps:  # the same job at the same progress: last tick's ManagedJob and memo entry
+                    out.append(hit[2])
+                    continue
+                # a typed job never reads its type from the nodes (``_reads_nodes``' first test, without the call)
+                if job.gpu_type or not _reads_nodes(job):
+                    # ``_managed_job`` with last tick's Job, hints and candidates and the new progress, written out
+                    d = hit[2].__dict__.copy()
                     d["steps_done"] = steps
                     mj = frozen_from(ManagedJob, d)
-                memo[ob.job.job_id] = (ob.job, steps, mj)
-                out.append(mj)
-                continue
+                    memo[job.job_id] = (job, steps, mj)
+                    out.append(mj)
+                    continue
         job = with_node_gpu_type(ob.job, cluster)
         hints = with_request(ob.hints, ob.job)
         try:
