@@ -238,7 +238,10 @@ def with_arrivals(
     of the requested size, weighted by speed, so that free GPUs it can use start it at the next tick, as plain
     Slurm would, instead of at the next round (issue 23: managed jobs waited 2-7 min for their first start)."""
     new = waiting & (x.sum(axis=1) <= EPS) if p.cells else np.zeros(p.num_jobs, dtype=bool)
-    new &= np.array([states[j].planned is None for j in p.job_ids], dtype=bool)
+    if not new.any():
+        return x
+    for j in np.flatnonzero(new).tolist():  # only these rows' states are read (not every row's, every tick)
+        new[j] = states[p.job_ids[j]].planned is None
     if not new.any():
         return x
     x = x.copy()

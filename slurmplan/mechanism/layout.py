@@ -157,9 +157,11 @@ def place_round(
     """Nodes for the round's choice; GPUs left by chosen jobs that found none are refilled by priority."""
     delay = config.requeue_delay_s > 0
     requests = requests_for(ctx, choice.col, states, info, delay)
-    running = info.running.tolist()  # a list: numpy's per-element read costs several times a list's
-    waiting = [r.row for r in requests if not running[r.row]]
-    frozen = frozen_rows(info.qos, config.qos_preemption, info.running, waiting)
+    frozen: frozenset = frozenset()
+    if info.qos is not None:  # QOS rules: the rows a repack may not move (``frozen_rows``; none without QOS)
+        running = info.running.tolist()  # a list: numpy's per-element read costs several times a list's
+        waiting = [r.row for r in requests if not running[r.row]]
+        frozen = frozen_rows(info.qos, config.qos_preemption, info.running, waiting)
     placed = place_with_repack(ctx, requests, frozen)
     stay = [r.row for r in requests if isinstance(placed[r.row], Unplaced) and _stays_put(placed[r.row], r.row, info)]
     if stay:  # kept on its own nodes, placed first, so that no other job is put on them

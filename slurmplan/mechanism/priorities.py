@@ -141,9 +141,9 @@ def priorities(x: np.ndarray, received: np.ndarray) -> np.ndarray:
     out = np.zeros_like(x)
     wanted = x > EPS
     got = received > EPS
-    both = wanted & got
-    out[both] = x[both] / received[both]
-    out[wanted & ~got] = np.inf
+    # the same quotients written in place (``out[both] = x[both] / received[both]`` gathered and scattered them)
+    np.divide(x, received, out=out, where=wanted & got)
+    np.copyto(out, np.inf, where=wanted & ~got)
     return out
 
 
