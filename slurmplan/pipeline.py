@@ -517,7 +517,8 @@ def _tick_body(
     by_id = {j.job_id: j for j in snapshot.jobs} if out.actions or refused else {}
     rules = rules or getattr(backend, "rules", SLURM_22_05)  # after the snapshot: the backend knows its version
     actions = shape_actions(out.actions, refused, by_id, source, rules)
-    report = TickReport(
+    # the report's fields known now; it is built once, when the tick's last ones are (not built, then replaced)
+    report: dict[str, Any] = dict(
         mode=mode,
         tick_id=tick_id,
         round_index=out.state.round_index,
@@ -534,7 +535,7 @@ def _tick_body(
         output=out,
     )
     if tick_id is None:  # dry run: print, change nothing
-        return replace(report, act_s=time.perf_counter() - t2)
+        return TickReport(**report, act_s=time.perf_counter() - t2)
     policy_name = str(getattr(policy, "name", "") or type(policy).__name__)
     recorded = RecordedTick(snapshot, observed, managed, refused, out, actions, policy_name)
     intents = journal.record(tick_id, recorded)
@@ -552,7 +553,7 @@ def _tick_body(
         jobs=len(managed),
         actions=len(actions),
     )
-    return replace(report, applied=applied, act_s=t3 - t2, results=tuple(results))
+    return TickReport(**report, applied=applied, act_s=t3 - t2, results=tuple(results))
 
 
 _MAX_ERROR_CHARS = 200
