@@ -41,6 +41,9 @@ class _RowMemo:
     def __init__(self, limit: int = 50_000) -> None:
         self.limit = limit
         self._rows: dict[int, tuple[tuple[Candidate, ...], _Row]] = {}
+        self.hits = self._rows.get
+        """The memo's lookup by ``id(candidates)``: a hit is ``(candidates, row)``, valid when it holds the very
+        tuple asked about (``_build_matrix`` reads hits in place)."""
 
     def __call__(self, candidates: tuple[Candidate, ...]) -> _Row:
         hit = self._rows.get(id(candidates))
@@ -96,14 +99,23 @@ _last_matrix = _LastMatrix()
 def _build_matrix(
     keys: tuple[tuple[Candidate, ...], ...],
 ) -> tuple[tuple[Cell, ...], np.ndarray, tuple[tuple[Candidate | None, ...], ...]]:
-    """The body of ``matrix`` for one row of candidates per job."""
-    lines = [row_of(k) for k in keys]
+    """The body of ``matrix`` for one row of candidates per job. The two memos' hits (``row_of``, ``line``) are read
+    in place, as those calls read them: every row, on most ticks (issue 27, twenty-second session)."""
+    rows_hit = row_of.hits
+    lines = []
+    for k in keys:
+        hit = rows_hit(id(k))
+        lines.append(hit[1] if hit is not None and hit[0] is k else row_of(k))
     dense = _dense.value  # read once: another thread may replace it, never change it
     order = _columns(lines)
     if dense is None or dense.order != order:
         dense = _DenseRows(order)
         _dense.value = dense
-    spread = [dense.line(r) for r in lines]
+    spread = []
+    lines_hit = dense.rows.get
+    for r in lines:
+        hit = lines_hit(id(r))
+        spread.append((hit[1], hit[2]) if hit is not None and hit[0] is r else dense.line(r))
     throughput = np.array([t for t, _ in spread]) if spread else np.zeros((0, len(order)))
     return dense.cells, throughput.reshape(len(keys), len(order)), tuple(c for _, c in spread)
 
@@ -124,7 +136,7 @@ _last_columns = _Columns()
 def _columns(lines: list[_Row]) -> tuple[CellKey, ...]:
     """``tuple(sorted(union of the rows' keys))``, from the previous call's by the rows that came and went."""
     before, count, order = _last_columns.value  # read once: another thread may replace it, never change it
-    now = {id(r): r for r in lines}  # holds the rows: an id stays theirs while either dict lives
+    now = dict(zip(map(id, lines), lines, strict=True))  # holds the rows: an id stays theirs while either dict lives
     if now.keys() == before.keys():
         return order
     count = dict(count)
