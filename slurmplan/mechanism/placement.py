@@ -106,27 +106,6 @@ def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def _free_lists(pool: NodePool) -> tuple[list[int], list[int], list[int]]:
-    """The pool's free GPUs, CPUs and memory per node as new lists (``_Free`` consumes them): copies of the lists
-    read once per pool (``build_pool`` hands out the same pool on most ticks, and a tick places several times;
-    a list's copy costs a tenth of reading the array, issue 27, twenty-second session)."""
-    last = _last_lists.value  # read once: another thread may replace it, never change it
-    if last is None or last[0] is not pool:
-        last = (pool, pool.gpus.tolist(), pool.cpus.tolist(), pool.memory_mb.tolist())
-        _last_lists.value = last
-    return last[1].copy(), last[2].copy(), last[3].copy()
-
-
-class _LastLists:
-    """``(pool, its three lists)`` of the last ``_free_lists`` call: a pure memo by the pool's identity (the lists
-    are never handed out, only copies; a pool from ``build_pool`` has read-only arrays)."""
-
-    value: tuple[NodePool, list[int], list[int], list[int]] | None = None
-
-
-_last_lists = _LastLists()
-
-
 class _Free:
     """Mutable free resources over the pool, consumed as jobs are placed (private to one call).
 
@@ -136,7 +115,7 @@ class _Free:
 
     def __init__(self, pool: NodePool) -> None:
         self.pool = pool
-        self.g, self.c, self.m = _free_lists(pool)
+        self.g, self.c, self.m = pool.free_lists()
         self.gpus = self.cpus = self.mem = np.zeros(0, dtype=np.int64)  # built by ``arrays`` when asked
         self.stale = True
         self.index = pool.index()
@@ -197,7 +176,7 @@ class _Free:
                 short = short or g[i] < 0 or c[i] < 0 or m[i] < 0
         self.stale = True
         if short:
-            self.g, self.c, self.m = _free_lists(self.pool)
+            self.g, self.c, self.m = self.pool.free_lists()
         later: list[PlacementRequest] = []
         for req, plan in zip(requests, plans, strict=True):
             if plan is not None and (not short or self._take(plan)):

@@ -7,6 +7,7 @@ per-job vectors carry attained time, remaining steps and SLAs in the units of th
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -65,25 +66,28 @@ class NodePool:
         return _layout(self.names, self.gpu_type).by_type
 
     def capacity(self) -> dict[GpuType, int]:
-        """GPUs per type (a new dict; the pool's last answer is remembered by its identity: ``build_pool`` hands
-        out the same pool on most ticks)."""
-        last = _last_capacity.value  # read once: another thread may replace it, never change it
-        if last is not None and last[0] is self:
-            return dict(last[1])
+        """GPUs per type (a new dict each call; worked out once per pool: ``build_pool`` hands out the same pool on
+        most ticks)."""
+        return dict(self._capacity)
+
+    def free_lists(self) -> tuple[list[int], list[int], list[int]]:
+        """Free GPUs, CPUs and memory per node as new lists, for placement to consume: copies of lists read from
+        the arrays once per pool (a list's copy costs a tenth of reading the array; issue 27, twenty-second
+        session)."""
+        g, c, m = self._lists
+        return g.copy(), c.copy(), m.copy()
+
+    @functools.cached_property
+    def _capacity(self) -> dict[GpuType, int]:
+        """``capacity``'s answer, never handed out (only copies): the pool is frozen, and ``build_pool``'s arrays
+        are read only."""
         gpus = self.gpus
-        out = {t: int(gpus[idx].sum()) for t, idx in self.by_type().items()}
-        _last_capacity.value = (self, out)
-        return dict(out)
+        return {t: int(gpus[idx].sum()) for t, idx in self.by_type().items()}
 
-
-class _LastCapacity:
-    """``(pool, its capacity)`` of the last ``NodePool.capacity`` call: a pure memo by the pool's identity (the
-    pool is frozen, its arrays read only where ``build_pool`` reuses it; the dict is never handed out)."""
-
-    value: tuple[NodePool, dict[GpuType, int]] | None = None
-
-
-_last_capacity = _LastCapacity()
+    @functools.cached_property
+    def _lists(self) -> tuple[list[int], list[int], list[int]]:
+        """``free_lists``' lists, never handed out (only copies)."""
+        return self.gpus.tolist(), self.cpus.tolist(), self.memory_mb.tolist()
 
 
 @dataclass(frozen=True, eq=False)
@@ -237,8 +241,8 @@ def build_pool(cluster: Cluster, managed_holding: tuple[ManagedJob, ...]) -> Nod
 class _LastPool:
     """``(the nodes' numbers, NodePool)`` of the previous ``build_pool``: what managed jobs may use changes only
     with unmanaged work (the managed jobs' own usage is not taken out), so most ticks build the same pool, and
-    handing out the very same value lets the memos keyed by the pool's identity (placement's free lists, the
-    capacity) answer (issue 27, twenty-second session). A pure memo: the pool's arrays are read only."""
+    handing out the very same value lets what the pool works out once (its capacity, placement's free lists)
+    answer (issue 27, twenty-second session). A pure memo: the pool's arrays are read only."""
 
     value: tuple[np.ndarray, NodePool] | None = None
 

@@ -1,5 +1,5 @@
 """``build_pool`` hands out the previous tick's NodePool when what managed jobs may use is the same (issue 27,
-twenty-second session), and the memos keyed by the pool (its capacity, placement's free lists) answer for it.
+twenty-second session), and what the pool works out once (its capacity, placement's free lists) answers for it.
 
 A managed job starting on a node changes the node's usage but not the pool (managed usage is not taken out): the
 same pool comes back. An unmanaged job's GPUs change it: a new pool with the new numbers. The pool's arrays are
@@ -15,7 +15,6 @@ import numpy as np
 import pytest
 
 from slurmplan.domain import Cluster, JobState
-from slurmplan.mechanism import placement
 from slurmplan.mechanism.problem import build_pool
 
 from .helpers import cluster, mjob
@@ -43,11 +42,11 @@ def test_the_same_free_numbers_give_the_same_pool_and_others_a_new_one() -> None
 
 def test_free_lists_are_copies_of_the_pools_numbers() -> None:
     pool = build_pool(cluster(a100=(2, 8)), ())
-    g, c, m = placement._free_lists(pool)
+    g, c, m = pool.free_lists()
     g[0] -= 8
     c[0] -= 1
     m[0] -= 1
-    again = placement._free_lists(pool)
+    again = pool.free_lists()
     assert again == (pool.gpus.tolist(), pool.cpus.tolist(), pool.memory_mb.tolist())
     assert again[0] is not g
     assert np.array_equal(pool.gpus, [8, 8])

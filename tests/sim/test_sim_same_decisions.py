@@ -149,8 +149,6 @@ def test_speed_paths_do_not_move_a_decision(table, monkeypatch):
             mech_problem._last_layout.value = None
             mech_problem._last_usage.value = None
             mech_problem._last_pool.value = None
-            mech_problem._last_capacity.value = None
-            mech_placement._last_lists.value = None
             mech_problem._last_cols.value = None
             mech_problem._last_shapes.value = None
             mech_problem._fixed_rows.clear()
