@@ -168,6 +168,25 @@ def snapshot_from_json(nodes_doc: Any, squeue: Any, now: float) -> Snapshot:
     return Snapshot(time=now, cluster=Cluster(nodes=nodes), jobs=tuple(jobs))
 
 
+def unexplained_gpus(snapshot: Snapshot) -> tuple[str, ...]:
+    """The nodes that use more GPUs than the jobs the queue shows on them hold.
+
+    The queue is read before the nodes, so a job Slurm starts between the two reads is still pending in the one
+    and holds its GPUs in the other. Taken as it is, that snapshot shows the job's node full and the job waiting:
+    the daemon held the job it had just released (too late: it runs) and wrote "held (unplaceable)" over the
+    decision its launcher had read (seen on the development cluster, once in three tries while ticking without
+    pause). A node whose usage the queue does not explain asks for the queue once more; a job that ends between
+    the reads errs the safe way (its GPUs count as used for one tick). A site that hides other users' jobs from
+    the daemon (``PrivateData=jobs``) sees unexplained usage every tick, and pays one more ``squeue`` a tick.
+    """
+    held: dict[str, int] = {}
+    for job in snapshot.jobs:
+        if job.state.active:
+            for name in job.nodes:
+                held[name] = held.get(name, 0) + job.gpus_per_node
+    return tuple(n.name for n in snapshot.cluster.nodes if n.gpus_used > held.get(n.name, 0))
+
+
 def job_records(squeue: Any) -> tuple[JobRecord, ...]:
     """The readable job records of one ``squeue --json`` document (the others logged once and left out)."""
     return read_records(squeue, "squeue --json", "jobs", log_skipped).records
@@ -390,6 +409,9 @@ class SlurmBackend:
         self.reader = reader_for(squeue, "squeue --json")
         nodes_doc = self._json(list(self.reader.nodes_argv))
         snapshot = snapshot_from_json(nodes_doc, squeue, now)
+        if unexplained_gpus(snapshot):  # Slurm started a job between the two reads: read the queue once more
+            squeue = self._json(["squeue", "--json", "--states=all"])
+            snapshot = snapshot_from_json(nodes_doc, squeue, now)
         records = job_records(squeue)
         self._requests = {r.job_id: r.tres_per_node for r in records}
         self._features = other_features(records, frozenset(n.gpu_type for n in snapshot.cluster.nodes if n.gpu_type))

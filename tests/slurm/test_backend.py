@@ -12,7 +12,13 @@ from pathlib import Path
 import pytest
 
 from slurmplan.domain import Action, ActionKind, JobState, NodeState, ValidationError
-from slurmplan.slurm.backend import SlurmBackend, SlurmOutputError, action_commands, snapshot_from_json
+from slurmplan.slurm.backend import (
+    SlurmBackend,
+    SlurmOutputError,
+    action_commands,
+    snapshot_from_json,
+    unexplained_gpus,
+)
 from slurmplan.slurm.run import SlurmCommandError, run_slurm
 
 DATA = Path(__file__).parent / "data"
@@ -77,6 +83,14 @@ def test_unexpected_document_shape_still_raises():
     squeue["jobs"] = {"not": "a list"}
     with pytest.raises(SlurmOutputError, match="jobs"):
         snapshot_from_json(sinfo, squeue, now=0.0)
+
+
+def test_node_usage_the_queue_does_not_explain_is_named():
+    sinfo, squeue = _recorded()
+    assert unexplained_gpus(snapshot_from_json(sinfo, squeue, now=0.0)) == ()
+    (a100_job,) = [j for j in squeue["jobs"] if j["job_id"] == 1]
+    a100_job["job_state"] = "PENDING"  # read before Slurm started it; the node read after
+    assert unexplained_gpus(snapshot_from_json(sinfo, squeue, now=0.0)) == ("a100n1",)
 
 
 def test_drain_flag_folds_into_drained():
@@ -334,6 +348,36 @@ def test_update_reads_request_from_last_snapshot_not_a_new_squeue(devcluster):
     fresh = SlurmBackend(devcluster.env)  # no snapshot yet: one squeue for that job only
     fresh.apply([Action(ActionKind.UPDATE, job_id, None, 1)])
     assert fresh.calls == 2
+    devcluster.run("scancel", str(job_id))
+
+
+class _StartsBetweenReads(SlurmBackend):
+    """A backend during whose first snapshot Slurm starts ``job_id`` after the queue was read, before the nodes are
+    (a real release and a real start, placed in the window the daemon's snapshot has)."""
+
+    def __init__(self, devcluster, job_id: int) -> None:
+        super().__init__(devcluster.env)
+        self.devcluster, self.job_id, self.reads = devcluster, job_id, []
+
+    def _json(self, argv):
+        self.reads.append(argv[0])
+        if len(self.reads) == 2:
+            self.devcluster.run("scontrol", "release", str(self.job_id), check=True)
+            self.devcluster.wait_state(self.job_id, "RUNNING")
+        return super()._json(argv)
+
+
+@pytest.mark.slurm
+def test_a_job_started_between_the_two_reads_is_read_running(devcluster):
+    """The queue is read again when a node holds GPUs no job in it explains: the job shows running on the node
+    whose GPUs it holds, not pending beside a node that looks taken (the daemon then held a running job)."""
+    job_id = devcluster.sbatch(LOOP, "--hold", "--gres=gpu:t4:1", "--time=10")
+    backend = _StartsBetweenReads(devcluster, job_id)
+    snap = backend.snapshot()
+    assert backend.reads == ["squeue", backend.reads[1], "squeue"]  # the queue, the nodes, the queue once more
+    (job,) = [j for j in snap.jobs if j.job_id == job_id]
+    assert job.state is JobState.RUNNING and job.nodes
+    assert unexplained_gpus(snap) == ()
     devcluster.run("scancel", str(job_id))
 
 
