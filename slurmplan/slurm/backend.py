@@ -409,7 +409,9 @@ class SlurmBackend:
         self.reader = reader_for(squeue, "squeue --json")
         nodes_doc = self._json(list(self.reader.nodes_argv))
         snapshot = snapshot_from_json(nodes_doc, squeue, now)
-        if unexplained_gpus(snapshot):  # Slurm started a job between the two reads: read the queue once more
+        busy = unexplained_gpus(snapshot)
+        if busy:  # Slurm started a job between the two reads: read the queue once more
+            log.debug("queue read again: GPUs in use on %s that no job in it held", ",".join(busy[:5]))
             squeue = self._json(["squeue", "--json", "--states=all"])
             snapshot = snapshot_from_json(nodes_doc, squeue, now)
         records = job_records(squeue)
