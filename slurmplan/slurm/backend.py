@@ -405,14 +405,15 @@ class SlurmBackend:
         """Nodes and jobs at one instant: one ``squeue --json`` (all states) and one node listing, whose command
         depends on the Slurm version the queue's JSON names (``Reader.nodes_argv``)."""
         now = time.time()
-        squeue = self._json(["squeue", "--json", "--states=all"])
+        queue = ["squeue", "--json", "--states=all"]
+        squeue = self._json(queue)
         self.reader = reader_for(squeue, "squeue --json")
         nodes_doc = self._json(list(self.reader.nodes_argv))
         snapshot = snapshot_from_json(nodes_doc, squeue, now)
         busy = unexplained_gpus(snapshot)
         if busy:  # Slurm started a job between the two reads: read the queue once more
             log.debug("queue read again: GPUs in use on %s that no job in it held", ",".join(busy[:5]))
-            squeue = self._json(["squeue", "--json", "--states=all"])
+            squeue = self._json(queue)
             snapshot = snapshot_from_json(nodes_doc, squeue, now)
         records = job_records(squeue)
         self._requests = {r.job_id: r.tres_per_node for r in records}

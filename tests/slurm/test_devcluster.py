@@ -15,7 +15,7 @@ import pytest
 from slurmplan.domain import ValidationError
 from slurmplan.slurm import procs
 from slurmplan.slurm.backend import SlurmBackend
-from slurmplan.slurm.devcluster import DevCluster, DevClusterError, daemon_version
+from slurmplan.slurm.devcluster import _READY_STATES, DevCluster, DevClusterError, daemon_version
 from slurmplan.slurm.devlayout import load_layout, parse_layout
 from slurmplan.slurm.run import SlurmCommandError
 
@@ -29,7 +29,7 @@ def test_default_cluster_nodes_idle_with_gpus(devcluster):
     assert set(rows) == set(layout.node_names())
     for node in layout.nodes:
         state, gres = rows[node.name]
-        assert state in ("idle", "mixed", "allocated", "completing")  # up (completing: an earlier test's job)
+        assert state in _READY_STATES  # up (completing: an earlier test's job)
         assert gres.startswith(f"gpu:{node.gpu_type}:{node.gpus}")
 
 

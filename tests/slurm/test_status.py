@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from slurmplan.slurm.backend import snapshot_from_json
+from slurmplan.slurm.devcluster import _READY_STATES
 from slurmplan.slurm.status import gpu_summary, render_status, status_dict
 
 DATA = Path(__file__).parent / "data"
@@ -62,8 +63,7 @@ def test_cli_status_json_on_dev_cluster(devcluster):
     for spec in devcluster.cluster.layout.nodes:
         assert nodes[spec.name]["gpu_type"] == spec.gpu_type
         assert nodes[spec.name]["gpus"] == spec.gpus
-        # up (a node still completing the job of an earlier test is up too: devcluster's ready states)
-        assert nodes[spec.name]["state"] in ("idle", "mixed", "allocated", "completing")
+        assert nodes[spec.name]["state"] in _READY_STATES  # up (completing: an earlier test's job)
     total = sum(n.gpus for n in devcluster.cluster.layout.nodes)
     assert sum(r["total"] for r in data["gpus"].values()) == total
 
