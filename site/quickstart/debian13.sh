@@ -24,7 +24,10 @@ ROOT="$CACHE/trixie-root"
 PACKAGES="$SLURM_PACKAGES $BUILD_PACKAGES procps iproute2 util-linux ca-certificates libssl3t64 libsqlite3-0 libffi8
  zlib1g liblzma5 libbz2-1.0 libreadline8t64 libncursesw6 libgdbm6t64 libuuid1"
 STAMP="$ROOT/.slurmplan-ready-$(echo $PACKAGES | md5sum | cut -c1-8)" # a new package list: installed on top
-DEFAULT_TESTS="tests/slurm tests/control tests/integration tests/replay tests/accounting"
+# every test module that starts a Slurm cluster (tests/test_debian13_stage.py checks that none is left out)
+DEFAULT_TESTS="tests/slurm tests/control tests/integration tests/replay tests/accounting tests/history tests/security
+ tests/launch/test_launch_slurm.py tests/launch/test_launch_submitit.py tests/launch/test_launch_args_cli.py
+ tests/sim/test_compare_on_slurm.py"
 
 die() { echo "debian13.sh: $*" >&2; exit 1; }
 [ "$(id -u)" -eq 0 ] || die "run as root (debootstrap, namespaces and Slurm's daemons need it)"

@@ -27,6 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import unixusers  # noqa: E402
 from site_cluster import SiteCluster, unusable_reason  # noqa: E402
 
+from slurmplan.slurm.reader import find_job, read_jobs  # noqa: E402
+
 
 class Hostile:
     """The site cluster, its daemon config, and the test user's hands."""
@@ -91,11 +93,11 @@ class Hostile:
         return subprocess.run(["squeue", "--json", "--states=all"], env=self.site.env, capture_output=True).stdout
 
     def job(self, job_id: int) -> dict[str, Any] | None:
-        """The job's ``squeue --json`` record (read with invalid bytes replaced: users' names may hold any)."""
-        for job in json.loads(self.squeue_bytes().decode("utf-8", "replace"))["jobs"]:
-            if job["job_id"] == job_id:
-                return job
-        return None
+        """The job's ``squeue --json`` record as the versioned reader gives it (22.05's field names and spellings on
+        every version), read with invalid bytes replaced: users' names may hold any."""
+        doc = json.loads(self.squeue_bytes().decode("utf-8", "replace"))
+        record = find_job(read_jobs(doc), job_id)
+        return record.as_dict() if record is not None else None
 
     def wait_state(self, job_id: int, *states: str, timeout: float = 30) -> dict[str, Any]:
         """Like ``SiteCluster.wait_state``, reading squeue as :meth:`job` does (a job named with any bytes)."""
