@@ -1,4 +1,5 @@
-"""Fuzz: random bytes in every field of ``squeue``/``sinfo`` JSON that a user controls never stop the snapshot.
+"""Fuzz: random bytes in every field of the jobs' and nodes' JSON that a user controls never stop the snapshot, on
+the recorded output of each Slurm version the reader knows (22.05's ``sinfo``, 24.11's ``scontrol show nodes``).
 
 A user names jobs, writes comments, picks account, partition and work directory, and (through a hostile site
 or a Slurm bug) may put anything there. The bytes are fed through the same path as real output: encoded into
@@ -14,6 +15,7 @@ import json
 import logging
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -23,6 +25,16 @@ from slurmplan.slurm.run import decode
 DATA = Path(__file__).resolve().parents[1] / "slurm" / "data"
 SINFO = json.loads((DATA / "sinfo_22.05.json").read_text())
 SQUEUE = json.loads((DATA / "squeue_22.05.json").read_text())
+DOCUMENTS = {
+    "22.05": (SINFO, SQUEUE),
+    # 24.11: the nodes from ``scontrol show nodes --json`` (``Reader.nodes_argv``), the jobs in 24.11's shapes
+    "24.11": (
+        json.loads((DATA / "show_nodes_24.11.json").read_text()),
+        json.loads((DATA / "squeue_24.11.json").read_text()),
+    ),
+}
+"""Recorded output of each Slurm version the reader knows: each version's records take their own path through it."""
+DOCUMENTS_ORDER = sorted(DOCUMENTS)
 
 USER_JOB_FIELDS = ("name", "comment", "account", "partition", "current_working_directory", "admin_comment")
 """What a user sets on a job (``admin_comment`` too: job_submit.lua copies user text there)."""
@@ -73,9 +85,11 @@ _job_patch = st.tuples(st.just("jobs"), st.integers(0, 3), st.sampled_from(USER_
 _node_patch = st.tuples(st.just("nodes"), st.integers(0, 3), st.sampled_from(USER_NODE_FIELDS), _values)
 
 
+@pytest.mark.parametrize("version", DOCUMENTS_ORDER)
 @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(jobs=st.lists(_job_patch, max_size=4), nodes=st.lists(_node_patch, max_size=2))
-def test_user_bytes_never_stop_the_snapshot(jobs, nodes, caplog):
+def test_user_bytes_never_stop_the_snapshot(version, jobs, nodes, caplog):
+    SINFO, SQUEUE = DOCUMENTS[version]  # noqa: N806 (the module's names, per version)
     patches = jobs + nodes
     squeue = _through_the_wire(SQUEUE, [p for p in patches if p[0] == "jobs"])
     sinfo = _through_the_wire(SINFO, [p for p in patches if p[0] == "nodes"])
@@ -100,16 +114,22 @@ def test_user_bytes_never_stop_the_snapshot(jobs, nodes, caplog):
             text.encode("utf-8")  # no lone surrogates: the journal (SQLite) must be able to store it
 
 
-def test_invalid_utf8_in_a_name_decodes_with_replacement():
+@pytest.mark.parametrize("version", DOCUMENTS_ORDER)
+def test_invalid_utf8_in_a_name_decodes_with_replacement(version):
+    SINFO, SQUEUE = DOCUMENTS[version]  # noqa: N806
     squeue = _through_the_wire(SQUEUE, [("jobs", 0, "name", b"ok\xffbad")])
     snap = snapshot_from_json(SINFO, squeue, now=0.0)
     assert snap.jobs[0].name == "ok\ufffdbad"
     assert len(snap.jobs) == len(SQUEUE["jobs"])
 
 
-def test_bad_record_is_skipped_and_named_once(caplog):
+@pytest.mark.parametrize(("version", "bad_tres"), [("22.05", "gres:gpu:a100:x"), ("24.11", "gres/gpu:a100:x")])
+def test_bad_record_is_skipped_and_named_once(version, bad_tres, caplog):
+    SINFO, SQUEUE = DOCUMENTS[version]  # noqa: N806
     squeue = copy.deepcopy(SQUEUE)
-    squeue["jobs"][1]["tres_per_node"] = "gres:gpu:a100:x"
+    squeue["jobs"][1]["tres_per_node"] = bad_tres
+    # an id of its own per version: a record's problem is logged once per process (``reader.log_skipped``)
+    squeue["jobs"][1]["job_id"] = 90000 + DOCUMENTS_ORDER.index(version)
     with caplog.at_level(logging.WARNING, logger="slurmplan.slurm.backend"):
         snap = snapshot_from_json(SINFO, squeue, now=0.0)
         snapshot_from_json(SINFO, squeue, now=0.0)
