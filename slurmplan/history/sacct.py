@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from slurmplan.domain import ValidationError
+from slurmplan.slurm.reader import INFINITE32
 
 # ``slurm/sacct.py`` asks for the admin comment as the one free-text column, last: slurmplan's own decision text
 # holds ``|``, so a line with extra fields is joined back into it. With more than one free-text column
@@ -84,7 +85,9 @@ class _Bad(Exception):
 
 
 def _number(value: object, name: str, zero_is_none: bool = False) -> float | None:
-    """A count or time: a plain number (v0.0.38) or ``{set, infinite, number}`` (v0.0.40 and later)."""
+    """A count or time: a plain number (v0.0.38) or ``{set, infinite, number}`` (v0.0.40 and later); Slurm's
+    32-bit NO_VAL/INFINITE printed as a plain number is none too (24.11's ``time.start`` of a job that never
+    started is 4294967294, where 22.05 printed its end: ``data/all_24.11.json``)."""
     if isinstance(value, Mapping):
         if value.get("infinite") or not value.get("set", True):
             return None
@@ -93,7 +96,7 @@ def _number(value: object, name: str, zero_is_none: bool = False) -> float | Non
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise _Bad(name, f"is {value!r}, not a number")
-    if zero_is_none and value == 0:
+    if (zero_is_none and value == 0) or value >= INFINITE32:
         return None
     return float(value)
 
