@@ -10,6 +10,8 @@
 #
 # The root is cached in $SLURMPLAN_CACHE (default /var/cache/slurmplan/trixie-root) and made once with
 # `debootstrap --variant=minbase trixie` from the mirror this machine's apt sources name (~20 s + ~15 s apt).
+# SLURMPLAN_DEBIAN_SUITE=forky makes and uses a Debian forky (testing) root instead, with Slurm 26.05 (forky-root;
+# CI runs trixie only: a testing suite's packages move under it).
 # Why a private namespace: the root's slurmctld/slurmd/munged must not see or clash with the host's, and
 # nothing started inside can outlive the command (the namespace's PID 1 takes them all down on exit).
 # Why 127.0.0.2: inside a fresh network namespace glibc's address lookup ignores a lone 127.0.0.1 and slurmctld
@@ -18,7 +20,8 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 CHECKOUT="$PWD"
 CACHE="${SLURMPLAN_CACHE:-/var/cache/slurmplan}"
-ROOT="$CACHE/trixie-root"
+SUITE="${SLURMPLAN_DEBIAN_SUITE:-trixie}"
+ROOT="$CACHE/$SUITE-root"
 . site/quickstart/packages.sh
 # test.sh's packages but Python (the host's is borrowed), and what a minbase root lacks for it and for the tests
 PACKAGES="$SLURM_PACKAGES $BUILD_PACKAGES procps iproute2 util-linux ca-certificates libssl3t64 libsqlite3-0 libffi8
@@ -43,9 +46,18 @@ apt_in_root() { # $1: the root; installs $PACKAGES (the host's network: before a
     # no package may start its service (mariadb, munge, slurm*) in the chroot, on the host's network
     printf '#!/bin/sh\nexit 101\n' >"$1/usr/sbin/policy-rc.d"
     chmod 755 "$1/usr/sbin/policy-rc.d"
+    local update="apt-get update -qq" ok=0
+    if [ "$SUITE" != trixie ]; then
+        # a testing suite: its Release may be past Valid-Until on a mirror snapshot, and forky's mariadb-server
+        # and tmux configure only with /proc mounted
+        update="apt-get -o Acquire::Check-Valid-Until=false update -qq"
+        mount -t proc proc "$1/proc"
+    fi
     chroot "$1" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRONTEND=noninteractive \
-        sh -c "apt-get update -qq && apt-get install -y -qq --no-install-recommends $(echo $PACKAGES) >/dev/null && update-ca-certificates >/dev/null" \
-        >>"$CACHE/debootstrap.log" 2>&1 || die "apt-get inside the root failed; see $CACHE/debootstrap.log"
+        sh -c "$update && apt-get install -y -qq --no-install-recommends $(echo $PACKAGES) >/dev/null && update-ca-certificates >/dev/null" \
+        >>"$CACHE/debootstrap.log" 2>&1 || ok=$?
+    if [ "$SUITE" != trixie ]; then umount "$1/proc"; fi
+    [ "$ok" -eq 0 ] || die "apt-get inside the root failed; see $CACHE/debootstrap.log"
     chroot "$1" sh -c 'apt-get clean; rm -rf /var/lib/apt/lists/*'
 }
 
@@ -62,8 +74,10 @@ make_root() {
     command -v debootstrap >/dev/null || { apt-get update -qq && apt-get install -y -qq debootstrap >/dev/null; }
     mkdir -p "$CACHE"
     rm -rf "$ROOT.tmp"
-    echo "== debootstrap --variant=minbase trixie ($(mirror))" >&2
-    debootstrap --variant=minbase trixie "$ROOT.tmp" "$(mirror)" >"$CACHE/debootstrap.log" 2>&1 ||
+    echo "== debootstrap --variant=minbase $SUITE ($(mirror))" >&2
+    local script=/usr/share/debootstrap/scripts/$SUITE
+    [ -e "$script" ] || script=/usr/share/debootstrap/scripts/sid # Debian 12's debootstrap predates forky
+    debootstrap --variant=minbase "$SUITE" "$ROOT.tmp" "$(mirror)" "$script" >"$CACHE/debootstrap.log" 2>&1 ||
         die "debootstrap failed; see $CACHE/debootstrap.log"
     cp /etc/resolv.conf "$ROOT.tmp/etc/resolv.conf"
     # the machine's own CA certificates (a proxy's), so apt/pip inside the root verify what they fetch
@@ -71,7 +85,7 @@ make_root() {
         mkdir -p "$ROOT.tmp/usr/local/share/ca-certificates"
         cp /usr/local/share/ca-certificates/*.crt "$ROOT.tmp/usr/local/share/ca-certificates/"
     fi
-    echo "== apt-get install Slurm 24.11 and friends inside the root" >&2
+    echo "== apt-get install Slurm and friends inside the $SUITE root" >&2
     apt_in_root "$ROOT.tmp"
     touch "$ROOT.tmp/$(basename "$STAMP")"
     mv "$ROOT.tmp" "$ROOT"
@@ -90,11 +104,11 @@ run_inside() {
     /usr | /usr/local) die "the host's python3 lives in $prefix, which the root cannot borrow; use a pyenv or venv Python" ;;
     esac
     # everything after -- runs as PID 1's child in new net/mount/pid/uts namespaces
-    CI="${CI:-}" unshare --net --mount --pid --uts --fork --kill-child -- bash -s -- "$ROOT" "$CHECKOUT" "$prefix" "$@" <<'INNER'
+    CI="${CI:-}" unshare --net --mount --pid --uts --fork --kill-child -- bash -s -- "$ROOT" "$CHECKOUT" "$prefix" "$SUITE" "$@" <<'INNER'
 set -euo pipefail
-ROOT=$1 CHECKOUT=$2 PREFIX=$3; shift 3
+ROOT=$1 CHECKOUT=$2 PREFIX=$3 SUITE=$4; shift 4
 mount --make-rprivate /
-echo slurmplan-trixie >/proc/sys/kernel/hostname
+echo "slurmplan-$SUITE" >/proc/sys/kernel/hostname
 chroot "$ROOT" ip link set lo up # the root's iproute2: the host may have none
 chroot "$ROOT" ip addr add 127.0.0.2/8 dev lo
 mount -t proc proc "$ROOT/proc"
@@ -110,7 +124,7 @@ mkdir -p "$ROOT/tmp/.spank"
 cp -a "$CHECKOUT/spank/." "$ROOT/tmp/.spank/"
 rm -f "$ROOT/tmp/.spank/"*.so "$ROOT/tmp/.spank/"*.o
 mount --bind "$ROOT/tmp/.spank" "$ROOT$CHECKOUT/spank"
-echo "127.0.0.1 localhost slurmplan-trixie" >"$ROOT/etc/hosts"
+echo "127.0.0.1 localhost slurmplan-$SUITE" >"$ROOT/etc/hosts"
 cd /
 exec chroot "$ROOT" env -i PATH="$PREFIX/bin:/usr/sbin:/usr/bin:/sbin:/bin" HOME=/root LANG=C.UTF-8 \
     PYTHONPATH="$CHECKOUT" CI="${CI:-}" TMPDIR=/tmp \

@@ -315,7 +315,20 @@ JOB_STATE_NAMED_BY_FLAG = (
 where 22.05 says ``COMPLETING``; read as PENDING, a tick released it at once and Slurm's requeue then set the
 121-s wait after the tick had cleared it."""
 
-READERS: tuple[Reader, ...] = (Reader(), Reader24())
+
+class Reader26(Reader24):
+    """Slurm 26.05's JSON (data_parser v0.0.45), read as 24.11's: on Debian forky's Slurm 26.05.5 the recorded
+    output (``tests/slurm/data/*_26.05*``) reads to the same domain values as 24.11's, and every Slurm-facing test
+    passes (``SLURMPLAN_DEBIAN_SUITE=forky bash site/quickstart/debian13.sh test``; twenty-fourth session). The
+    formats between (v0.0.43 and v0.0.44: Slurm 25.05 and 25.11) were not seen on a real Slurm and stay refused
+    by name."""
+
+    name: ClassVar[str] = "26.05"
+    version: ClassVar[tuple[int, int]] = (26, 5)
+    formats: ClassVar[tuple[str, ...]] = ("data_parser/v0.0.45", "v0.0.45")
+
+
+READERS: tuple[Reader, ...] = (Reader(), Reader24(), Reader26())
 
 
 def _lower(request: tuple[str | None, int]) -> tuple[str | None, int]:

@@ -1,5 +1,6 @@
 """Fuzz: random bytes in every field of the jobs' and nodes' JSON that a user controls never stop the snapshot, on
-the recorded output of each Slurm version the reader knows (22.05's ``sinfo``, 24.11's ``scontrol show nodes``).
+the recorded output of each Slurm version the reader knows (22.05's ``sinfo``, 24.11's and 26.05's ``scontrol show
+nodes``).
 
 A user names jobs, writes comments, picks account, partition and work directory, and (through a hostile site
 or a Slurm bug) may put anything there. The bytes are fed through the same path as real output: encoded into
@@ -31,6 +32,10 @@ DOCUMENTS = {
     "24.11": (
         json.loads((DATA / "show_nodes_24.11.json").read_text()),
         json.loads((DATA / "squeue_24.11.json").read_text()),
+    ),
+    "26.05": (
+        json.loads((DATA / "show_nodes_26.05.json").read_text()),
+        json.loads((DATA / "squeue_26.05.json").read_text()),
     ),
 }
 """Recorded output of each Slurm version the reader knows: each version's records take their own path through it."""
@@ -123,7 +128,9 @@ def test_invalid_utf8_in_a_name_decodes_with_replacement(version):
     assert len(snap.jobs) == len(SQUEUE["jobs"])
 
 
-@pytest.mark.parametrize(("version", "bad_tres"), [("22.05", "gres:gpu:a100:x"), ("24.11", "gres/gpu:a100:x")])
+@pytest.mark.parametrize(
+    ("version", "bad_tres"), [("22.05", "gres:gpu:a100:x"), ("24.11", "gres/gpu:a100:x"), ("26.05", "gres/gpu:a100:x")]
+)
 def test_bad_record_is_skipped_and_named_once(version, bad_tres, caplog):
     SINFO, SQUEUE = DOCUMENTS[version]  # noqa: N806
     squeue = copy.deepcopy(SQUEUE)

@@ -2,6 +2,7 @@
 # Capture real sacct output for `trace import --sacct`'s golden tests, from a dev cluster with MariaDB + slurmdbd
 # of this machine's Slurm, as root:
 #   bash site/quickstart/debian13.sh run bash tests/history/data/capture.sh    (Debian 13: Slurm 24.11)
+#   SLURMPLAN_DEBIAN_SUITE=forky bash site/quickstart/debian13.sh run bash tests/history/data/capture.sh  (26.05)
 # (The 22.05 files without a version in their names were captured by hand in the same way; data/README.md.)
 # Writes, with V the Slurm version: all_$V.json (`sacct --json`), site_$V.txt (`--parsable2` with the columns
 # slurm/sacct.py asks for), never_$V.json (the two jobs that never started) and ids_$V.json (each job's role ->

@@ -2,6 +2,7 @@
 # Capture the golden Slurm outputs the reader's tests read, from a real dev cluster of this machine's Slurm:
 #   bash tests/slurm/data/capture.sh                                  (Debian 12: Slurm 22.05)
 #   bash site/quickstart/debian13.sh run bash tests/slurm/data/capture.sh   (Debian 13: Slurm 24.11)
+#   SLURMPLAN_DEBIAN_SUITE=forky bash site/quickstart/debian13.sh run bash tests/slurm/data/capture.sh   (26.05)
 # The same four jobs each time: a running typed job with a comment, a running two-node job with a 30-minute
 # limit, a held typed job, a running job without GPUs; plus an untyped job constrained to a GPU-type feature.
 set -euo pipefail
