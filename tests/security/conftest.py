@@ -27,8 +27,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import unixusers  # noqa: E402
 from site_cluster import SiteCluster, unusable_reason  # noqa: E402
 
-from slurmplan.slurm.reader import find_job, read_jobs  # noqa: E402
-
 
 class Hostile:
     """The site cluster, its daemon config, and the test user's hands."""
@@ -93,23 +91,12 @@ class Hostile:
         return subprocess.run(["squeue", "--json", "--states=all"], env=self.site.env, capture_output=True).stdout
 
     def job(self, job_id: int) -> dict[str, Any] | None:
-        """The job's ``squeue --json`` record as the versioned reader gives it (22.05's field names and spellings on
-        every version), read with invalid bytes replaced: users' names may hold any."""
-        doc = json.loads(self.squeue_bytes().decode("utf-8", "replace"))
-        record = find_job(read_jobs(doc), job_id)
-        return record.as_dict() if record is not None else None
+        """The job's ``squeue --json`` record as the versioned reader gives it, read with invalid bytes replaced
+        (users' names may hold any): the site cluster's own reading."""
+        return self.site.job(job_id)
 
     def wait_state(self, job_id: int, *states: str, timeout: float = 30) -> dict[str, Any]:
-        """Like ``SiteCluster.wait_state``, reading squeue as :meth:`job` does (a job named with any bytes)."""
-        deadline = time.monotonic() + timeout
-        job = None
-        while time.monotonic() < deadline:
-            job = self.job(job_id)
-            if job is not None and job["job_state"] in states:
-                return job
-            time.sleep(0.3)
-        last = job and job["job_state"]
-        raise AssertionError(f"job {job_id}: state in {states} not reached in {timeout} s (last {last})")
+        return self.site.wait_state(job_id, *states, timeout=timeout)
 
     def cancel(self, *job_ids: int) -> None:
         self.site.run("scancel", *map(str, job_ids))
