@@ -59,10 +59,11 @@ from dataclasses import dataclass
 
 from slurmplan.policy import highs
 from slurmplan.policy.registry import load_policy
-from slurmplan.sim.cluster import CRIUS_CLUSTER, parse_cluster
+from slurmplan.sim.cluster import CRIUS_CLUSTER, ClusterSpec, parse_cluster
 from slurmplan.sim.engine import SimOptions, Simulation
 from slurmplan.sim.generate import LlmTraceConfig, at_load, llm_trace, perf_feasible
 from slurmplan.sim.metrics import summarize
+from slurmplan.sim.trace import TraceJob
 from slurmplan.sim.workload import build_workloads
 
 
@@ -92,15 +93,22 @@ def run_benchmark(scenario: Scenario, repeat: int, reference: bool = False) -> N
         _run_benchmark(scenario, repeat)
 
 
-def _run_benchmark(scenario: Scenario, repeat: int) -> None:
+def scenario_trace(scenario: Scenario) -> tuple[list[TraceJob], ClusterSpec, float]:
+    """The scenario's generated jobs, its cluster and the load they offer it: what both benchmarks simulate and
+    ``tick_kinds.py`` splits by kind of tick (one place, so the three describe the same run)."""
     spec = parse_cluster(scenario.cluster)
-    t0 = time.perf_counter()
     config = LlmTraceConfig(num_jobs=scenario.jobs, rate_per_h=scenario.rate_per_h, seed=scenario.seed)
     jobs = llm_trace(config, perf_feasible(scenario.cluster))
     span_s = scenario.days * 86_400.0
     if scenario.load > 0:
         jobs = at_load(jobs, spec.total_gpus, span_s, scenario.load)
     offered = sum(j.gpus * (j.duration_s or 0.0) for j in jobs) / (spec.total_gpus * span_s)
+    return jobs, spec, offered
+
+
+def _run_benchmark(scenario: Scenario, repeat: int) -> None:
+    t0 = time.perf_counter()
+    jobs, spec, offered = scenario_trace(scenario)
     t_trace = time.perf_counter() - t0
     walls, decides, cands, cpus = [], [], [], []
     summary = {}
@@ -128,6 +136,21 @@ def _run_benchmark(scenario: Scenario, repeat: int) -> None:
     )
 
 
+FORTNIGHT_OPTIONS = SimOptions(round_s=300.0, tick_s=30.0)
+"""5-minute rounds (Crius's) and a daemon that ticks every 30 s."""
+
+
+def scenario(
+    days: float = 14.0, policy: str = "las", jobs_per_day: float = 13000 / 14, cluster: str = CRIUS_CLUSTER,
+    options: SimOptions = FORTNIGHT_OPTIONS, seed: int = 0,
+) -> Scenario:  # fmt: skip
+    """The issue's fortnight (or its first ``days``): the trace this benchmark times and ``tick_kinds.py`` splits."""
+    return Scenario(
+        "trace", int(jobs_per_day * days), days, jobs_per_day / 24, cluster, policy, options,
+        "goal < 60 s for the 14-day trace, issue 27", seed,
+    )  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jobs-per-day", type=float, default=13000 / 14)
@@ -142,11 +165,8 @@ def main() -> None:
     parser.add_argument("--reference", action="store_true", help="solve LPs with HiGHS's defaults (as before)")
     args = parser.parse_args()
     options = SimOptions(round_s=args.round, tick_s=args.tick, arrival_ticks=not args.no_arrival_ticks)
-    scenario = Scenario(
-        "trace", int(args.jobs_per_day * args.days), args.days, args.jobs_per_day / 24, args.cluster, args.policy,
-        options, "goal < 60 s for the 14-day trace, issue 27", args.seed,
-    )  # fmt: skip
-    run_benchmark(scenario, args.repeat, args.reference)
+    run_benchmark(scenario(args.days, args.policy, args.jobs_per_day, args.cluster, options, args.seed), args.repeat,
+                  args.reference)  # fmt: skip
 
 
 if __name__ == "__main__":

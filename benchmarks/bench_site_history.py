@@ -64,6 +64,22 @@ SITE_LOAD = 0.8
 0.8 is also what ``bench_sim``'s fortnight asks of the Crius cluster (0.80)."""
 
 
+SITE_OPTIONS = SimOptions(round_s=360.0, tick_s=30.0)
+"""6-minute rounds and a daemon that ticks every 30 s."""
+
+
+def scenario(
+    days: float = 30.0, policy: str = "slurmplan", jobs: int = 50_000, cluster: str = SITE_CLUSTER,
+    options: SimOptions = SITE_OPTIONS, seed: int = 0, load: float = SITE_LOAD,
+) -> Scenario:  # fmt: skip
+    """The site's month (or its first ``days``; ``jobs`` is the month's count): the history this benchmark times and
+    ``tick_kinds.py --site`` splits."""
+    return Scenario(
+        "history", int(jobs * days / 30.0), days, jobs / 30.0 / 24.0, cluster, policy, options,
+        f"goal < {GOAL_S:.0f} s for 30 days, issue 27", seed, load,
+    )  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jobs", type=int, default=50_000, help="jobs over the 30 days (scaled by --days)")
@@ -84,12 +100,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.load < 0:
         parser.error(f"--load {args.load}: an offered load >= 0 (0: the generator's durations)")
-    scenario = Scenario(
-        "history", int(args.jobs * args.days / 30.0), args.days, args.jobs / 30.0 / 24.0, args.cluster, args.policy,
-        SimOptions(round_s=args.round, tick_s=args.tick), f"goal < {GOAL_S:.0f} s for 30 days, issue 27", args.seed,
-        args.load,
-    )  # fmt: skip
-    run_benchmark(scenario, args.repeat)
+    options = SimOptions(round_s=args.round, tick_s=args.tick)
+    run_benchmark(scenario(args.days, args.policy, args.jobs, args.cluster, options, args.seed, args.load), args.repeat)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,11 @@
 
     python benchmarks/tick_kinds.py --days 2                     # bench_sim's trace under LAS
     python benchmarks/tick_kinds.py --days 1 --site              # bench_site_history's month, first day, flagship
+    python benchmarks/tick_kinds.py --days 30 --site --fit       # the whole month (the runs each benchmark times)
+
+The trace is the benchmark's own (``bench_sim.scenario``, ``bench_site_history.scenario``): the site's month at its
+offered load of 0.8 (before the twenty-fifth session ``--site`` kept the generator's durations, 1.87x the cluster;
+``--load 0`` gives that trace back).
 
 Every tick of the run is put in one of four kinds: a round (the policy's LP or search ran), a tick between rounds
 that sent actions (an arrival started, a freed GPU refilled), one that sent none, and one between rounds whose
@@ -24,16 +29,17 @@ from __future__ import annotations
 import argparse
 import time
 from collections import Counter, defaultdict
+from dataclasses import replace
 
+import bench_sim
+import bench_site_history
 import numpy as np
 
 import slurmplan.mechanism.engine as engine
 import slurmplan.pipeline as pipeline
 from slurmplan.domain import Reason
 from slurmplan.policy.registry import load_policy
-from slurmplan.sim.cluster import CRIUS_CLUSTER, parse_cluster
-from slurmplan.sim.engine import SimOptions, Simulation
-from slurmplan.sim.generate import LlmTraceConfig, llm_trace, perf_feasible
+from slurmplan.sim.engine import Simulation
 from slurmplan.sim.workload import build_workloads
 from slurmplan.tick_types import TickOutput
 
@@ -42,7 +48,6 @@ _ENGINE_STAGES = (
     "plan_round", "replay", "place_round", "assign", "row_notes", "settle", "deficits",
 )  # fmt: skip
 _PIPELINE_STAGES = ("managed_jobs", "prune", "shape_actions")
-_SITE_CLUSTER = "a100:50x8,a40:100x4,v100:25x8"  # bench_site_history.SITE_CLUSTER
 
 
 class _Timers:
@@ -64,13 +69,13 @@ class _Timers:
         setattr(owner, name, timed)
 
 
-def _simulation(days: float, site: bool, policy: str) -> Simulation:
-    cluster, per_day = (_SITE_CLUSTER, 50_000 / 30) if site else (CRIUS_CLUSTER, 13_000 / 14)
-    config = LlmTraceConfig(num_jobs=int(per_day * days), rate_per_h=per_day / 24, seed=0)
-    spec = parse_cluster(cluster)
-    workloads = build_workloads(llm_trace(config, perf_feasible(cluster)), spec, None)
-    options = SimOptions(round_s=360.0 if site else 300.0, tick_s=30.0)
-    return Simulation(workloads, spec, load_policy(policy), options)
+def _simulation(days: float, site: bool, policy: str, load: float | None) -> Simulation:
+    """The benchmark's own run: ``bench_sim``'s fortnight or, with ``site``, ``bench_site_history``'s month at its
+    offered load (``load`` overrides it; 0: the generator's durations), cut to its first ``days``."""
+    scene = bench_site_history.scenario(days, policy) if site else bench_sim.scenario(days, policy)
+    scene = scene if load is None else replace(scene, load=load)
+    jobs, spec, _ = bench_sim.scenario_trace(scene)
+    return Simulation(build_workloads(jobs, spec, None), spec, load_policy(policy), scene.options)
 
 
 def main() -> None:
@@ -79,13 +84,17 @@ def main() -> None:
     parser.add_argument("--site", action="store_true", help="bench_site_history's cluster and rate")
     parser.add_argument("--policy", default=None, help="default: las, or the flagship with --site")
     parser.add_argument("--fit", action="store_true", help="fit the ticks' and stages' CPU to their rows")
+    parser.add_argument(
+        "--load", type=float, default=None,
+        help="the trace's offered load (default: the benchmark's own; 0: the generator's durations)",
+    )  # fmt: skip
     args = parser.parse_args()
     timers = _Timers()
     for name in _ENGINE_STAGES:
         timers.wrap(engine, name)
     for name in _PIPELINE_STAGES:
         timers.wrap(pipeline, name)
-    sim = _simulation(args.days, args.site, args.policy or ("slurmplan" if args.site else "las"))
+    sim = _simulation(args.days, args.site, args.policy or ("slurmplan" if args.site else "las"), args.load)
     timers.wrap(sim.backend, "snapshot", "sim snapshot")
     timers.wrap(sim.journal, "apply", "apply (journal + sim)")
     between: list[tuple[float, int, int, dict[str, float]]] = []  # between rounds: CPU, steady, other, stages

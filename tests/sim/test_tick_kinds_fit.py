@@ -42,3 +42,21 @@ def test_the_printed_fit_names_the_steady_rows_share(tk, capsys) -> None:
     out = capsys.readouterr().out
     assert "10.0 us a steady row, 50.0 us another row" in out
     assert "assign" in out and "8.00" in out  # the stage that grows with the steady rows is listed
+
+
+@pytest.mark.parametrize("site", [False, True])
+def test_it_splits_the_run_its_benchmark_times(tk, site: bool) -> None:
+    """The split describes the benchmark's own trace: the site's month at its offered load (0.8), not the
+    generator's durations (1.87x the cluster), which ``--site`` simulated before and ``--load 0`` still gives."""
+    import bench_sim
+    import bench_site_history
+
+    scene = bench_site_history.scenario(0.05) if site else bench_sim.scenario(0.05)
+    jobs, spec, offered = bench_sim.scenario_trace(scene)
+    sim = tk._simulation(0.05, site, scene.policy, None)
+    assert sim.options == scene.options and sim.cluster == spec
+    assert {w.job_id: w.trace for w in sim.workloads.values()} == {j.job_id: j for j in jobs}
+    if site:
+        assert offered == pytest.approx(bench_site_history.SITE_LOAD)
+        raw = tk._simulation(0.05, site, scene.policy, 0.0)
+        assert [w.trace.duration_s for w in raw.arrivals] != [w.trace.duration_s for w in sim.arrivals]
