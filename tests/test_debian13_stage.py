@@ -31,9 +31,22 @@ def starts_a_cluster(path: Path) -> bool:
             return True
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             args = node.args.posonlyargs + node.args.args + node.args.kwonlyargs
-            if any(a.arg in CLUSTER_FIXTURES for a in args):
+            if any(a.arg in CLUSTER_FIXTURES - _parametrized(node) for a in args):
                 return True
     return False
+
+
+def _parametrized(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
+    """The argument names a ``pytest.mark.parametrize`` decorator gives values to: not fixtures, whatever their
+    name (``tick_kinds``' test takes ``site`` as a flag)."""
+    names: set[str] = set()
+    for dec in fn.decorator_list:
+        call = dec if isinstance(dec, ast.Call) else None
+        if call and isinstance(call.func, ast.Attribute) and call.func.attr == "parametrize" and call.args:
+            first = call.args[0]
+            if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                names.update(n.strip() for n in first.value.split(","))
+    return names
 
 
 def covered(path: Path, paths: list[str]) -> bool:
@@ -61,4 +74,10 @@ def test_the_detection_tells_a_cluster_test_from_a_pure_one(tmp_path: Path) -> N
     pure.write_text("def test_y(tmp_path) -> None:\n    site = 'pytest.mark.slurm'\n")
     marked = tmp_path / "test_c.py"
     marked.write_text("import pytest\n\npytestmark = pytest.mark.slurm\n")
+    flag = tmp_path / "test_d.py"
+    flag.write_text("import pytest\n\n@pytest.mark.parametrize('site, n', [(1, 1)])\ndef test_z(site, n): ...\n")
+    both = tmp_path / "test_e.py"
+    both.write_text("import pytest\n\n@pytest.mark.parametrize('n', [1])\ndef test_w(site, n):\n    pass\n")
     assert starts_a_cluster(slurm) and starts_a_cluster(marked) and not starts_a_cluster(pure)
+    assert not starts_a_cluster(flag)  # a parametrized argument named like a fixture is a value, not the fixture
+    assert starts_a_cluster(both)
