@@ -43,6 +43,19 @@ class FaultSchedule:
             out.append(self.times.pop(0)[1])
         return out
 
+    def again(self, kind: str, now: float) -> None:
+        """A fault that came due when it could not be injected (the daemon was down, being started again): due
+        again at the next pass, so that a kill is never dropped for landing between two starts."""
+        self.times.insert(0, (now, kind))
+
+    def left(self) -> dict[str, int]:
+        """The faults whose time never came, by kind: the replay ended first (its jobs ran faster than
+        predicted). The summary reports them, so that fewer faults than asked for is never silent."""
+        out: dict[str, int] = {}
+        for _, kind in self.times:
+            out[kind] = out.get(kind, 0) + 1
+        return out
+
 
 def parse_faults(spec: str | None) -> FaultPlan:
     """Parse the ``--faults`` value; an error names the part, its value and what is allowed."""

@@ -203,7 +203,9 @@ def run_replay(
                 submitted[job_id] = s
                 counts["submitted"] += 1
             for kind in schedule.due(now):
-                if kind == "kill_daemon" and daemon is not None and daemon.alive():
+                if kind == "kill_daemon" and daemon is not None and not daemon.alive():
+                    schedule.again(kind, now)  # it exited on its own and is started below: killed at the next pass
+                elif kind == "kill_daemon" and daemon is not None:
                     daemon.kill()
                     injected["kill_daemon"] += 1
                     daemon.start()  # cron or systemd would start it again
@@ -271,6 +273,9 @@ def run_replay(
     )
     if cfg.faults.any:
         summary["faults"] = dict(injected)
+        summary["faults_not_reached"] = schedule.left()
+        if summary["faults_not_reached"]:
+            log.warning("the replay ended before these faults came due: %s", summary["faults_not_reached"])
     return ReplayOutcome(summary, measured, predicted)
 
 
