@@ -8,6 +8,7 @@ applied to every scontrol call the daemon makes (a wrapper on its PATH, see ``sl
 from __future__ import annotations
 
 import random
+from collections import Counter
 from dataclasses import dataclass, field
 
 from slurmplan.domain import ValidationError
@@ -49,12 +50,10 @@ class FaultSchedule:
         self.times.insert(0, (now, kind))
 
     def left(self) -> dict[str, int]:
-        """The faults whose time never came, by kind: the replay ended first (its jobs ran faster than
-        predicted). The summary reports them, so that fewer faults than asked for is never silent."""
-        out: dict[str, int] = {}
-        for _, kind in self.times:
-            out[kind] = out.get(kind, 0) + 1
-        return out
+        """The faults not injected, by kind: the replay ended before their time came (its jobs ran faster than
+        predicted), or a kill's came only while the daemon was down. The summary reports them, so that fewer faults
+        than asked for is never silent."""
+        return dict(Counter(kind for _, kind in self.times))
 
 
 def parse_faults(spec: str | None) -> FaultPlan:

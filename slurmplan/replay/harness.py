@@ -275,7 +275,7 @@ def run_replay(
         summary["faults"] = dict(injected)
         summary["faults_not_reached"] = schedule.left()
         if summary["faults_not_reached"]:
-            log.warning("the replay ended before these faults came due: %s", summary["faults_not_reached"])
+            log.warning("the replay ended before these faults could be injected: %s", summary["faults_not_reached"])
     return ReplayOutcome(summary, measured, predicted)
 
 
